@@ -1,0 +1,5 @@
+import sys
+
+from vertebrae.cli import main
+
+sys.exit(main())

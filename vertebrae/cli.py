@@ -1,0 +1,88 @@
+"""The ``vertebrae`` command: one subcommand per stage; argument parsing only.
+
+Errors vertebrae raises on purpose are printed as one line (``vertebrae: error: ...``) with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from vertebrae import __version__
+from vertebrae.core.errors import VertebraeError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vertebrae", description="Compare frozen embedding backbones on your data.")
+    parser.add_argument("--version", action="version", version=f"vertebrae {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="write one job spec (from the workflow plan) after re-deriving its fingerprint")
+    p.add_argument("--spec", required=True, help="the job spec as JSON text")
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("fit-extractor", help="fit a learning extractor once on its fit endpoint")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("embed-shard", help="embed one shard of an endpoint")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--shard-index", required=True, type=int)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("merge-embeddings", help="merge an endpoint's shards, checking row order and ids")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("shards", nargs="+")
+
+    p = sub.add_parser("write-protocol", help="write the labelled protocol (row ids, label keys, label catalog)")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("score", help="score one candidate's embeddings against the protocol")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--embeddings", required=True)
+    p.add_argument("--protocol", required=True)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("report", help="rank a benchmark's scores into JSON and Markdown reports")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--protocol", required=True)
+    p.add_argument("--json-output", required=True)
+    p.add_argument("--markdown-output", required=True)
+    p.add_argument("scores", nargs="+")
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> None:
+    from vertebrae.stages import jobs
+
+    if args.command == "plan":
+        jobs.run_plan(args.spec, args.output)
+    elif args.command == "fit-extractor":
+        jobs.run_fit(args.plan_json, args.output)
+    elif args.command == "embed-shard":
+        jobs.run_embed_shard(args.plan_json, args.shard_index, args.output)
+    elif args.command == "merge-embeddings":
+        jobs.run_merge(args.plan_json, args.shards, args.output)
+    elif args.command == "write-protocol":
+        jobs.run_write_protocol(args.plan_json, args.output)
+    elif args.command == "score":
+        jobs.run_score(args.plan_json, args.embeddings, args.protocol, args.output)
+    elif args.command == "report":
+        jobs.run_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        _dispatch(args)
+    except VertebraeError as exc:
+        print(f"vertebrae: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Core contracts: errors, canonical JSON and fingerprints, dataset identity, labels, artifacts."""

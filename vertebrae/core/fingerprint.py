@@ -1,0 +1,90 @@
+"""Canonical JSON and recipe fingerprints.
+
+A fingerprint is ``sha256(canonical_json({"kind": kind, "schema": schema, "recipe": recipe}))[:16]``: a
+hash of what determines an artifact's bytes, known before anything runs. Canonical JSON sorts keys, uses
+compact separators, keeps non-ASCII text as UTF-8, turns tuples into lists and numpy scalars and arrays into
+plain JSON values, and refuses NaN, infinities, non-string keys and objects it does not know, naming the path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from vertebrae.core.errors import ValidationError
+
+#: Schema versions of every artifact and document vertebrae writes. A change here changes fingerprints.
+SCHEMAS: dict[str, str] = {
+    "embedding": "vertebrae.embedding/v1",
+    "fitted-extractor": "vertebrae.fitted-extractor/v1",
+    "plan": "vertebrae.plan/v1",
+    "protocol": "vertebrae.labelled-protocol/v1",
+    "score": "vertebrae.score/v1",
+    "report": "vertebrae.report/v1",
+}
+
+FINGERPRINT_LENGTH = 16
+
+
+def to_json_value(obj: Any, path: str = "$") -> Any:
+    """Return ``obj`` as plain JSON data (dict, list, str, int, float, bool, None).
+
+    numpy scalars become Python scalars, numpy arrays nested lists, tuples lists. Floats must be finite.
+    Raises ValidationError naming the JSON path of the offending value.
+    """
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, (np.bool_,)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        value = float(obj)
+        if not math.isfinite(value):
+            raise ValidationError(f"non-finite number {value!r} at {path} cannot be written as canonical JSON")
+        return value
+    if isinstance(obj, np.str_):
+        return str(obj)
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in "biufU":
+            raise ValidationError(f"array of dtype {obj.dtype} at {path} cannot be written as canonical JSON")
+        return to_json_value(obj.tolist(), path)
+    if isinstance(obj, Mapping):
+        out = {}
+        for key, value in obj.items():
+            if isinstance(key, np.str_):
+                key = str(key)
+            if not isinstance(key, str):
+                raise ValidationError(f"non-string key {key!r} at {path} cannot be written as canonical JSON")
+            out[key] = to_json_value(value, f"{path}.{key}")
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [to_json_value(value, f"{path}[{i}]") for i, value in enumerate(obj)]
+    raise ValidationError(f"object of type {type(obj).__name__} at {path} cannot be written as canonical JSON")
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON text of ``obj`` (sorted keys, compact, UTF-8, finite numbers only)."""
+    return json.dumps(
+        to_json_value(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def sha256_hex(data: bytes | str) -> str:
+    """Hex SHA-256 of bytes, or of text encoded as UTF-8."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def fingerprint(kind: str, recipe: Any) -> str:
+    """16-hex-digit fingerprint of a recipe for an artifact of ``kind`` (a key of SCHEMAS)."""
+    if kind not in SCHEMAS:
+        raise ValidationError(f"unknown artifact kind {kind!r}; known kinds: {sorted(SCHEMAS)}")
+    document = {"kind": kind, "schema": SCHEMAS[kind], "recipe": recipe}
+    return sha256_hex(canonical_json(document))[:FINGERPRINT_LENGTH]

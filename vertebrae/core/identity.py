@@ -1,0 +1,122 @@
+"""Dataset identities: what a dataset *is*, declared explicitly, never guessed from paths.
+
+An identity keys every cache and fingerprint derived from a dataset. Four kinds:
+
+- ``declared(dataset_id, revision)``: the caller vouches that name and revision pin the content.
+- ``from_manifest(dataset_id, manifest)``: hashes only the caller-supplied manifest (canonical JSON).
+- ``from_content()``: the dataset's full content (features, targets, row ids) is hashed when the
+  dataset is built; explicit because it costs a full pass over the data.
+- ``ephemeral()``: a random identity for one process; results are never reused across runs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vertebrae.core.errors import IdentityError
+from vertebrae.core.fingerprint import canonical_json, sha256_hex
+
+KINDS = ("declared", "manifest", "content", "ephemeral")
+
+
+def _require_text(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise IdentityError(f"DatasetIdentity {field} must be a non-empty string, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class DatasetIdentity:
+    """An explicit dataset identity; build it with one of the class methods."""
+
+    kind: str
+    dataset_id: str | None = None
+    revision: str | None = None
+    digest: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise IdentityError(f"unknown DatasetIdentity kind {self.kind!r}; expected one of {KINDS}")
+        if self.kind == "declared":
+            _require_text(self.dataset_id, "dataset_id")
+            _require_text(self.revision, "revision")
+        elif self.kind == "manifest":
+            _require_text(self.dataset_id, "dataset_id")
+            _require_text(self.digest, "digest")
+        elif self.kind == "ephemeral":
+            _require_text(self.digest, "digest")
+
+    @classmethod
+    def declared(cls, dataset_id: str, revision: str) -> DatasetIdentity:
+        """Name and revision that the caller guarantees pin the content."""
+        return cls("declared", _require_text(dataset_id, "dataset_id"), _require_text(revision, "revision"))
+
+    @classmethod
+    def from_manifest(cls, dataset_id: str, manifest: Mapping[str, Any]) -> DatasetIdentity:
+        """Identity hashing only ``manifest`` (e.g. file names with their checksums), never the files."""
+        _require_text(dataset_id, "dataset_id")
+        if not isinstance(manifest, Mapping) or not manifest:
+            raise IdentityError(f"DatasetIdentity manifest for {dataset_id!r} must be a non-empty mapping")
+        return cls("manifest", dataset_id, None, sha256_hex(canonical_json(dict(manifest))))
+
+    @classmethod
+    def from_content(cls) -> DatasetIdentity:
+        """Identity resolved by hashing the full dataset content when the dataset is built."""
+        return cls("content")
+
+    @classmethod
+    def ephemeral(cls) -> DatasetIdentity:
+        """A random identity valid for this process only; disables reuse across runs."""
+        return cls("ephemeral", digest=uuid.uuid4().hex)
+
+    @property
+    def resolved(self) -> bool:
+        """False only for a ``from_content()`` identity whose digest is not computed yet."""
+        return not (self.kind == "content" and self.digest is None)
+
+    @property
+    def reusable(self) -> bool:
+        """Whether artifacts keyed by this identity may be reused by a later run."""
+        return self.kind != "ephemeral"
+
+    def with_content_digest(self, digest: str) -> DatasetIdentity:
+        """The resolved form of a ``from_content()`` identity."""
+        if self.kind != "content":
+            raise IdentityError(f"only a content identity takes a content digest, not {self.kind!r}")
+        return DatasetIdentity("content", digest=_require_text(digest, "digest"))
+
+    def key(self) -> str:
+        """Stable text key used in fingerprints, e.g. ``declared:digits@1``."""
+        if not self.resolved:
+            raise IdentityError("a from_content() identity has no key until its dataset hashes the content")
+        if self.kind == "declared":
+            return f"declared:{self.dataset_id}@{self.revision}"
+        if self.kind == "manifest":
+            return f"manifest:{self.dataset_id}:{self.digest}"
+        return f"{self.kind}:{self.digest}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "dataset_id": self.dataset_id, "revision": self.revision, "digest": self.digest}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DatasetIdentity:
+        unknown = set(data) - {"kind", "dataset_id", "revision", "digest"}
+        if unknown:
+            raise IdentityError(f"unknown DatasetIdentity fields: {sorted(unknown)}")
+        return cls(data.get("kind"), data.get("dataset_id"), data.get("revision"), data.get("digest"))
+
+
+def require_identity(identity: Any, *, what: str = "dataset") -> DatasetIdentity:
+    """Return ``identity`` or raise: a root dataset must declare what it is."""
+    if identity is None:
+        raise IdentityError(
+            f"{what} has no identity: pass identity=DatasetIdentity.declared(name, revision), "
+            "DatasetIdentity.from_manifest(...), DatasetIdentity.from_content() or DatasetIdentity.ephemeral(); "
+            "vertebrae never hashes or scans paths implicitly"
+        )
+    if not isinstance(identity, DatasetIdentity):
+        raise IdentityError(f"{what} identity must be a DatasetIdentity, got {type(identity).__name__}")
+    return identity

@@ -1,0 +1,1 @@
+"""Dataset and protocol declarations, and loaders for config-driven runs."""

@@ -1,0 +1,60 @@
+"""Datasets declared in a workflow config: ``{"source": {...}, "identity": {...}}``.
+
+``identity`` is ``{kind: declared, name, revision}``, ``{kind: manifest, name, manifest: {...}}`` or
+``{kind: content}`` (hashes the whole dataset each time the workflow is planned). Ephemeral identities make no
+sense for a workflow whose files outlive the process, so a config cannot declare one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.errors import ConfigError
+from vertebrae.core.identity import DatasetIdentity
+from vertebrae.data.labelled import BenchmarkDataset, encode_row_ids
+from vertebrae.data.sources import load_source, source_row_count
+
+FEATURE_SOURCES = ("sklearn", "csv")
+
+
+def identity_from_decl(decl: Mapping[str, Any], *, where: str) -> DatasetIdentity:
+    kind = decl.get("kind")
+    try:
+        if kind == "declared":
+            return DatasetIdentity.declared(decl.get("name"), str(decl.get("revision")))
+        if kind == "manifest":
+            return DatasetIdentity.from_manifest(decl.get("name"), decl.get("manifest"))
+        if kind == "content":
+            return DatasetIdentity.from_content()
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    raise ConfigError(f"{where}.kind: expected declared, manifest or content, got {kind!r}")
+
+
+def load_declared_dataset(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> BenchmarkDataset:
+    """The full, validated dataset of a declaration."""
+    data = load_source(decl["source"], base_dir=base_dir, where=f"{where}.source")
+    build = BenchmarkDataset.from_arrays if decl["source"]["type"] in FEATURE_SOURCES else BenchmarkDataset.from_embeddings
+    return build(data.features, data.labels, identity=identity_from_decl(decl["identity"], where=f"{where}.identity"),
+                 row_ids=data.row_ids)
+
+
+def declared_row_count(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> int:
+    return source_row_count(decl["source"], base_dir=base_dir, where=f"{where}.source")
+
+
+def load_declared_rows(decl: Mapping[str, Any], *, base_dir: Path, where: str, start: int, stop: int):
+    """Inputs and row ids (semantic keys) of rows ``start:stop`` only."""
+    data = load_source(decl["source"], base_dir=base_dir, where=f"{where}.source", rows=(start, stop))
+    ids = data.row_ids if data.row_ids is not None else range(start, stop)
+    return data.features, encode_row_ids(list(ids), stop - start, what=f"{where} rows {start}..{stop - 1}")
+
+
+def declared_identity_key(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> str:
+    """Identity key; a content identity loads and hashes the full dataset."""
+    identity = identity_from_decl(decl["identity"], where=f"{where}.identity")
+    if identity.resolved:
+        return identity.key()
+    return load_declared_dataset(decl, base_dir=base_dir, where=where).identity_key()

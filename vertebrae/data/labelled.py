@@ -1,0 +1,201 @@
+"""BenchmarkDataset: rows of inputs (features or precomputed embeddings) with single-label targets.
+
+Contract: a dataset has an explicit DatasetIdentity, at least two classes, unique row ids (str or int,
+defaulting to the row order), one label per row encodable by the semantic label catalog, and finite
+numeric inputs. Dense inputs stay dense and sparse inputs become CSR; nothing is copied to change dtype.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from vertebrae.core.errors import LabelError, ValidationError
+from vertebrae.core.fingerprint import canonical_json, sha256_hex
+from vertebrae.core.identity import DatasetIdentity, require_identity
+from vertebrae.core.labels import LabelCatalog, semantic_key
+
+TARGET_TYPES = ("classification",)
+MODALITIES = ("embedding", "features")
+
+
+def as_matrix(values: Any, *, what: str) -> np.ndarray | sp.csr_matrix:
+    """A 2-D float matrix: CSR for any scipy sparse input, else a numeric numpy array (dtype kept if float)."""
+    if sp.issparse(values):
+        matrix = sp.csr_matrix(values)
+        if matrix.dtype.kind not in "fiub":
+            raise ValidationError(f"{what} must be numeric, got dtype {matrix.dtype}")
+        if matrix.dtype.kind != "f":
+            matrix = matrix.astype(np.float64)
+        return matrix
+    matrix = np.asarray(values)
+    if matrix.ndim != 2:
+        raise ValidationError(f"{what} must be a 2-D matrix (rows x dimensions), got shape {matrix.shape}")
+    if matrix.dtype.kind not in "fiub":
+        raise ValidationError(f"{what} must be numeric, got dtype {matrix.dtype}")
+    return matrix if matrix.dtype.kind == "f" else matrix.astype(np.float64)
+
+
+def nonfinite_rows(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray:
+    """Indices of rows holding a NaN or an infinity."""
+    if sp.issparse(matrix):
+        bad = ~np.isfinite(matrix.data)
+        if not bad.any():
+            return np.zeros(0, dtype=np.int64)
+        row_of_entry = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+        return np.unique(row_of_entry[bad])
+    return np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+
+
+def check_finite(matrix: np.ndarray | sp.csr_matrix, row_ids: Sequence[str], *, what: str) -> None:
+    """Raise naming up to 10 row ids whose values are NaN or infinite."""
+    bad = nonfinite_rows(matrix)
+    if bad.size:
+        shown = ", ".join(f"{row_ids[i]!r} (index {i})" for i in bad[:10])
+        more = ", ..." if bad.size > 10 else ""
+        raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}{more}")
+
+
+def encode_row_ids(row_ids: Sequence[Any] | None, n_rows: int, *, what: str) -> tuple[str, ...]:
+    """Row ids as semantic keys (row order when None); duplicates and unsupported ids are refused."""
+    if row_ids is None:
+        return tuple(semantic_key(i) for i in range(n_rows))
+    row_ids = list(row_ids.tolist() if isinstance(row_ids, np.ndarray) else row_ids)
+    if len(row_ids) != n_rows:
+        raise ValidationError(f"{what}: {len(row_ids)} row ids for {n_rows} rows")
+    keys = []
+    for i, value in enumerate(row_ids):
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValidationError(f"{what}: row id at index {i} must be a str or an int, got {value!r}")
+        keys.append(semantic_key(value))
+    duplicates = [key for key, count in Counter(keys).items() if count > 1]
+    if duplicates:
+        first = duplicates[0]
+        rows = [i for i, key in enumerate(keys) if key == first][:5]
+        raise ValidationError(f"{what}: duplicate row id {row_ids[rows[0]]!r} at rows {rows}")
+    return tuple(keys)
+
+
+def content_digest(matrix: np.ndarray | sp.csr_matrix, label_keys: Sequence[str], row_ids: Sequence[str]) -> str:
+    """SHA-256 over the full content: matrix values (format, dtype, shape, bytes), label keys and row ids."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    if sp.issparse(matrix):
+        m = matrix.copy()
+        m.sum_duplicates()
+        m.sort_indices()
+        digest.update(f"csr|{m.dtype}|{m.shape}".encode())
+        for part in (m.data, m.indices.astype(np.int64), m.indptr.astype(np.int64)):
+            digest.update(np.ascontiguousarray(part).astype(part.dtype.newbyteorder("<")).tobytes())
+    else:
+        digest.update(f"dense|{matrix.dtype}|{matrix.shape}".encode())
+        digest.update(np.ascontiguousarray(matrix).astype(matrix.dtype.newbyteorder("<")).tobytes())
+    digest.update(sha256_hex(canonical_json([list(label_keys), list(row_ids)])).encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class BenchmarkDataset:
+    """Validated rows for the labelled protocol. Build it with ``from_embeddings`` or ``from_arrays``."""
+
+    inputs: np.ndarray | sp.csr_matrix
+    label_keys: np.ndarray
+    catalog: LabelCatalog
+    row_ids: tuple[str, ...]
+    identity: DatasetIdentity
+    modality: str = "embedding"
+    target_type: str = "classification"
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_embeddings(
+        cls,
+        embeddings: Any,
+        labels: Sequence[Any],
+        *,
+        identity: DatasetIdentity | None,
+        row_ids: Sequence[Any] | None = None,
+        target_type: str = "classification",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> BenchmarkDataset:
+        """Precomputed embeddings (dense or scipy sparse, kept sparse) with one label per row."""
+        return cls._build(embeddings, labels, identity, row_ids, "embedding", target_type, metadata)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        X: Any,
+        y: Sequence[Any],
+        *,
+        identity: DatasetIdentity | None,
+        row_ids: Sequence[Any] | None = None,
+        modality: str = "features",
+        target_type: str = "classification",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> BenchmarkDataset:
+        """Raw feature rows that an extractor (e.g. a scikit-learn pipeline) turns into embeddings."""
+        return cls._build(X, y, identity, row_ids, modality, target_type, metadata)
+
+    @classmethod
+    def _build(cls, inputs, labels, identity, row_ids, modality, target_type, metadata) -> BenchmarkDataset:
+        identity = require_identity(identity)
+        if modality not in MODALITIES:
+            raise ValidationError(f"modality must be one of {MODALITIES}, got {modality!r}")
+        if target_type not in TARGET_TYPES:
+            raise ValidationError(f"target_type must be one of {TARGET_TYPES}, got {target_type!r}")
+        matrix = as_matrix(inputs, what=f"dataset {modality}")
+        n_rows = matrix.shape[0]
+        keys = encode_row_ids(row_ids, n_rows, what="dataset")
+        labels = list(labels.tolist() if isinstance(labels, np.ndarray) else labels)
+        if len(labels) != n_rows:
+            raise ValidationError(f"dataset has {n_rows} rows but {len(labels)} labels; give exactly one label per row")
+        check_finite(matrix, keys, what=f"dataset {modality}")
+        try:
+            catalog = LabelCatalog.from_values(labels)
+        except LabelError as exc:
+            raise LabelError(f"dataset labels: {exc}") from None
+        if len(catalog) < 2:
+            only = catalog.display(catalog.keys[0]) if len(catalog) else "none"
+            raise ValidationError(f"dataset has a single class ({only!r}); class separation needs at least 2 classes")
+        label_keys = catalog.encode(labels)
+        if not identity.resolved:
+            identity = identity.with_content_digest(content_digest(matrix, label_keys, keys))
+        return cls(matrix, label_keys, catalog, keys, identity, modality, target_type, dict(metadata or {}))
+
+    @property
+    def n_rows(self) -> int:
+        return self.inputs.shape[0]
+
+    @property
+    def is_sparse(self) -> bool:
+        return sp.issparse(self.inputs)
+
+    def identity_key(self) -> str:
+        return self.identity.key()
+
+    def class_counts(self) -> dict[str, int]:
+        """Rows per class, keyed by semantic key in catalog order."""
+        counts = Counter(self.label_keys.tolist())
+        return {key: counts[key] for key in self.catalog.keys}
+
+    def rows(self, start: int, stop: int) -> np.ndarray | sp.csr_matrix:
+        return self.inputs[start:stop]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "identity": self.identity.key(),
+            "n_rows": self.n_rows,
+            "n_features": int(self.inputs.shape[1]),
+            "modality": self.modality,
+            "target_type": self.target_type,
+            "sparse": self.is_sparse,
+            "n_classes": len(self.catalog),
+            "class_counts": self.class_counts(),
+            "labels": {key: self.catalog.display(key) for key in self.catalog.keys},
+        }

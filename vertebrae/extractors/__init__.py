@@ -1,0 +1,7 @@
+"""Extractors turn dataset inputs into embeddings; see ``base.Extractor`` for the contract."""
+
+from vertebrae.extractors.base import Extractor
+from vertebrae.extractors.precomputed import PrecomputedExtractor
+from vertebrae.extractors.sklearn import SklearnExtractor
+
+__all__ = ["Extractor", "PrecomputedExtractor", "SklearnExtractor"]

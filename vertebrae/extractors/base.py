@@ -1,0 +1,42 @@
+"""The extractor contract.
+
+An extractor has a ``name`` (how reports call it), a JSON ``recipe()`` that determines its output bytes
+together with the dataset identity, and ``transform(rows)`` mapping a block of input rows to a block of
+embedding rows (dense float or CSR), one output row per input row, in order. An extractor that learns
+(``learns = True``) is fitted once on its fit endpoint with ``fit(inputs)``, and its fitted state is saved
+with ``save_fitted`` / restored with ``load_fitted`` so that every shard only transforms.
+
+``reusable`` says whether the recipe pins the output across processes; results of an extractor that is not
+reusable are never read back from a cache or shared by a later run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Extractor:
+    """Base class; subclasses set ``name`` and implement ``recipe`` and ``transform``."""
+
+    name: str
+    learns: bool = False
+
+    def recipe(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def reusable(self) -> bool:
+        return True
+
+    def fit(self, inputs: Any) -> None:
+        """Fit on the full fit endpoint (only called when ``learns``)."""
+
+    def transform(self, inputs: Any) -> Any:
+        raise NotImplementedError
+
+    def fitted_state(self) -> dict[str, Any]:
+        """JSON-safe fitted state for ``load_fitted`` (only for extractors that learn)."""
+        raise NotImplementedError
+
+    def load_fitted(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError

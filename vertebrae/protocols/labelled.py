@@ -1,0 +1,144 @@
+"""Benchmark and Evaluator: the labelled protocol in one process.
+
+Per candidate: fit (if the extractor learns) -> embed every shard -> merge -> score; then the report ranks
+candidates by the OverlapIndex macro score. Shard and batch boundaries follow ``EmbeddingConfig`` so a run
+with the workflow's settings computes the very same numbers. With ``CacheConfig(enabled=True, cache_dir=D)``
+merged embeddings are kept as verified artifacts under ``D/embeddings/{fingerprint}.h5`` and reused, but only
+for extractors and datasets whose identity is reusable across runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.errors import ValidationError
+from vertebrae.core.fingerprint import fingerprint
+from vertebrae.data.labelled import BenchmarkDataset
+from vertebrae.extractors.base import Extractor
+from vertebrae.results import BenchmarkResult, ExtractorResult
+from vertebrae.scoring.overlap import OverlapScoringConfig
+from vertebrae.stages.common import EmbeddingBlock, embed_endpoint, embedding_recipe
+from vertebrae.stages.labelled import build_protocol, build_report, candidate_result, protocol_recipe, score_embeddings, score_recipe
+
+ENDPOINT = "samples"
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """How embeddings are computed: rows per extractor call and shards per endpoint."""
+
+    batch_size: int = 256
+    shards: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "shards"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValidationError(f"EmbeddingConfig.{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Reuse merged embeddings across runs from ``cache_dir`` (off by default)."""
+
+    enabled: bool = False
+    cache_dir: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.enabled and self.cache_dir is None:
+            raise ValidationError("CacheConfig.cache_dir is required when the cache is enabled")
+
+
+def _embed_cached(extractor: Extractor, dataset: BenchmarkDataset, embedding: EmbeddingConfig, cache: CacheConfig) -> tuple[EmbeddingBlock, str, str]:
+    from vertebrae.core.artifacts import read_embeddings, write_embeddings
+
+    recipe = embedding_recipe(dataset.identity_key(), ENDPOINT, extractor)
+    fp = fingerprint("embedding", recipe)
+    compute = lambda: embed_endpoint(  # noqa: E731
+        extractor, dataset.inputs, dataset.row_ids, shards=embedding.shards, batch_size=embedding.batch_size, endpoint=ENDPOINT
+    )
+    if not cache.enabled:
+        return compute(), fp, "disabled"
+    if not (extractor.reusable and dataset.identity.reusable):
+        return compute(), fp, "bypassed_unsafe_identity"
+    path = Path(cache.cache_dir) / "embeddings" / f"{fp}.h5"
+    if path.exists():
+        artifact = read_embeddings(path, fingerprint=fp)
+        return EmbeddingBlock(artifact.matrix, artifact.row_ids), fp, "hit"
+    block = compute()
+    write_embeddings(path, block.matrix, list(block.row_ids), fingerprint=fp, recipe=recipe)
+    return block, fp, "miss"
+
+
+class Benchmark:
+    """Compare extractors on one labelled dataset; ``run()`` returns a ranked BenchmarkResult."""
+
+    def __init__(
+        self,
+        dataset: BenchmarkDataset,
+        extractors: Sequence[Extractor] = (),
+        *,
+        scoring_config: OverlapScoringConfig | None = None,
+        embedding_config: EmbeddingConfig | None = None,
+        cache_config: CacheConfig | None = None,
+        seed: int = 0,
+        name: str = "benchmark",
+    ) -> None:
+        if not isinstance(dataset, BenchmarkDataset):
+            raise ValidationError(f"Benchmark needs a BenchmarkDataset, got {type(dataset).__name__}")
+        self.dataset = dataset
+        self.extractors: list[Extractor] = []
+        self.scoring_config = scoring_config or OverlapScoringConfig()
+        self.embedding_config = embedding_config or EmbeddingConfig()
+        self.cache_config = cache_config or CacheConfig()
+        self.seed = seed
+        self.name = name
+        for extractor in extractors:
+            self.add_extractor(extractor)
+
+    def add_extractor(self, extractor: Extractor) -> Benchmark:
+        if not isinstance(extractor, Extractor):
+            raise ValidationError(f"not an extractor: {extractor!r}")
+        if any(e.name == extractor.name for e in self.extractors):
+            raise ValidationError(f"benchmark {self.name!r} already has an extractor named {extractor.name!r}")
+        self.extractors.append(extractor)
+        return self
+
+    def _run_one(self, extractor: Extractor, protocol, protocol_fp: str) -> ExtractorResult:
+        started = time.perf_counter()
+        block, embed_fp, cache_status = _embed_cached(extractor, self.dataset, self.embedding_config, self.cache_config)
+        embedded = time.perf_counter()
+        payload = score_embeddings(block, protocol, self.scoring_config, seed=self.seed)
+        score_fp = fingerprint("score", score_recipe(embed_fp, protocol_fp, self.scoring_config, self.seed))
+        return candidate_result(
+            extractor.name,
+            payload,
+            embedding_metadata={"fingerprint": embed_fp, "extractor": extractor.recipe(), "cache_status": cache_status,
+                                "cache_eligible": extractor.reusable and self.dataset.identity.reusable},
+            metadata={"score_fingerprint": score_fp,
+                      "timings": {"embed_s": embedded - started, "score_s": time.perf_counter() - embedded}},
+        )
+
+    def run(self) -> BenchmarkResult:
+        if not self.extractors:
+            raise ValidationError(f"benchmark {self.name!r} has no extractors")
+        protocol = build_protocol(self.dataset)
+        protocol_fp = fingerprint("protocol", protocol_recipe(self.dataset.identity_key(), self.dataset.target_type))
+        results = [self._run_one(extractor, protocol, protocol_fp) for extractor in self.extractors]
+        return build_report(results, protocol, benchmark=self.name, seed=self.seed, scoring=self.scoring_config)
+
+
+class Evaluator:
+    """One extractor on one dataset; ``run()`` returns its ExtractorResult."""
+
+    def __init__(self, *, dataset: BenchmarkDataset, extractor: Extractor, scoring_config: OverlapScoringConfig | None = None,
+                 embedding_config: EmbeddingConfig | None = None, cache_config: CacheConfig | None = None, seed: int = 0) -> None:
+        self._benchmark = Benchmark(dataset, [extractor], scoring_config=scoring_config, embedding_config=embedding_config,
+                                    cache_config=cache_config, seed=seed)
+
+    def run(self) -> ExtractorResult:
+        return self._benchmark.run().extractor_results[0]

@@ -1,0 +1,1 @@
+"""Report renderers (Markdown); JSON reports are ``BenchmarkResult.to_dict``."""

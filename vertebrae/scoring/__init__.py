@@ -1,0 +1,1 @@
+"""Scorers: pure functions of embeddings and targets, no I/O."""

@@ -1,0 +1,1 @@
+"""Stage functions both faces call: the in-process benchmarks and the CLI (hence the workflow)."""

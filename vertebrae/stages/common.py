@@ -1,0 +1,117 @@
+"""Protocol-independent stages: shard planning, fitting, embedding rows, merging shards.
+
+Recipes here name every embedding artifact: ``fingerprint("embedding", embedding_recipe(...))`` depends on
+the dataset identity, the endpoint and the extractor recipe only (not on names, paths or shard counts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from vertebrae.core.errors import ValidationError
+from vertebrae.core.fingerprint import fingerprint
+from vertebrae.data.labelled import as_matrix, check_finite
+from vertebrae.extractors.base import Extractor
+
+
+@dataclass(frozen=True)
+class EmbeddingBlock:
+    """Embedding rows (dense float or CSR) with their row ids (semantic keys), in order."""
+
+    matrix: np.ndarray | sp.csr_matrix
+    row_ids: tuple[str, ...]
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "n_rows": int(self.matrix.shape[0]),
+            "dim": int(self.matrix.shape[1]),
+            "dtype": str(self.matrix.dtype),
+            "sparse": bool(sp.issparse(self.matrix)),
+        }
+
+
+def shard_bounds(n_rows: int, requested: int) -> list[tuple[int, int]]:
+    """Contiguous, balanced row ranges; the shard count is capped at the row count."""
+    if n_rows < 1:
+        raise ValidationError("an endpoint needs at least one row to be embedded")
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+        raise ValidationError(f"shard count must be a positive integer, got {requested!r}")
+    count = min(requested, n_rows)
+    edges = [n_rows * i // count for i in range(count + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def fit_recipe(identity_key: str, endpoint: str, extractor: Extractor) -> dict[str, Any]:
+    return {"dataset": identity_key, "endpoint": endpoint, "extractor": extractor.recipe()}
+
+
+def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor) -> dict[str, Any]:
+    recipe = {"dataset": identity_key, "endpoint": endpoint, "extractor": extractor.recipe()}
+    if extractor.learns:
+        recipe["fit"] = fingerprint("fitted-extractor", fit_recipe(identity_key, endpoint, extractor))
+    return recipe
+
+
+def embed_rows(extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str) -> EmbeddingBlock:
+    """Transform ``inputs`` in batches of ``batch_size`` rows; outputs must be finite, one row per input row."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}")
+    n_rows = inputs.shape[0]
+    if len(row_ids) != n_rows:
+        raise ValidationError(f"endpoint {endpoint!r}: {len(row_ids)} row ids for {n_rows} rows")
+    parts = []
+    for start in range(0, n_rows, batch_size):
+        out = as_matrix(extractor.transform(inputs[start:start + batch_size]), what=f"extractor {extractor.name!r} output")
+        expected = min(batch_size, n_rows - start)
+        if out.shape[0] != expected:
+            raise ValidationError(
+                f"extractor {extractor.name!r} returned {out.shape[0]} rows for a batch of {expected} "
+                f"(endpoint {endpoint!r}, rows {start}..{start + expected - 1})"
+            )
+        parts.append(out)
+    matrix = _stack(parts, extractor.name)
+    check_finite(matrix, row_ids, what=f"endpoint {endpoint!r} embeddings from extractor {extractor.name!r}")
+    return EmbeddingBlock(matrix, tuple(row_ids))
+
+
+def _stack(parts: list[Any], name: str) -> np.ndarray | sp.csr_matrix:
+    if len({p.shape[1] for p in parts}) > 1:
+        raise ValidationError(f"extractor {name!r} returned batches of different widths: {sorted({p.shape[1] for p in parts})}")
+    if any(sp.issparse(p) for p in parts):
+        return sp.vstack([sp.csr_matrix(p) for p in parts], format="csr")
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
+def merge_blocks(blocks: Sequence[EmbeddingBlock], expected_row_ids: Sequence[str], *, endpoint: str) -> EmbeddingBlock:
+    """Concatenate shard blocks in order; the row ids must equal the endpoint's, in order."""
+    if not blocks:
+        raise ValidationError(f"endpoint {endpoint!r}: no shards to merge")
+    row_ids = tuple(rid for block in blocks for rid in block.row_ids)
+    if row_ids != tuple(expected_row_ids):
+        if len(row_ids) != len(expected_row_ids):
+            raise ValidationError(f"endpoint {endpoint!r}: shards hold {len(row_ids)} rows, expected {len(expected_row_ids)}")
+        i = next(i for i, (a, b) in enumerate(zip(row_ids, expected_row_ids)) if a != b)
+        raise ValidationError(f"endpoint {endpoint!r}: row {i} of the merged shards is {row_ids[i]!r}, expected {expected_row_ids[i]!r}")
+    matrix = _stack([block.matrix for block in blocks], endpoint)
+    dtypes = {str(block.matrix.dtype) for block in blocks}
+    if len(dtypes) > 1:
+        raise ValidationError(f"endpoint {endpoint!r}: shards have different dtypes {sorted(dtypes)}")
+    return EmbeddingBlock(matrix, row_ids)
+
+
+def embed_endpoint(
+    extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, shards: int, batch_size: int, endpoint: str
+) -> EmbeddingBlock:
+    """In-process twin of fit -> embed-shard x N -> merge, with the same shard and batch boundaries."""
+    if extractor.learns:
+        extractor.fit(inputs)
+    blocks = [
+        embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint)
+        for a, b in shard_bounds(inputs.shape[0], shards)
+    ]
+    return merge_blocks(blocks, row_ids, endpoint=endpoint)

@@ -1,0 +1,154 @@
+"""File-level stage runners: read verified artifacts, call the stage functions, write artifacts atomically.
+
+Each ``run_*`` is what one CLI subcommand (and so one workflow rule) does. Job specs come from
+``vertebrae.workflow.plan`` and are written by ``run_plan`` after re-deriving their fingerprints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_embeddings, write_json_artifact
+from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.core.fingerprint import fingerprint
+from vertebrae.data.declared import declared_row_count, load_declared_dataset, load_declared_rows
+from vertebrae.extractors.registry import build_extractor
+from vertebrae.scoring.overlap import OverlapScoringConfig
+from vertebrae.stages.common import EmbeddingBlock, embed_rows, embedding_recipe, fit_recipe, merge_blocks, shard_bounds
+from vertebrae.stages.labelled import LabelledProtocol, build_protocol, build_report, candidate_result, protocol_recipe, score_embeddings
+
+KIND_OF_STAGE = {"fit": "fitted-extractor", "embed": "embedding", "protocol": "protocol", "score": "score", "report": "report"}
+BASE_DIR = Path(".")
+
+
+def _extractor(spec: Mapping[str, Any]):
+    decl = spec["extractor"]
+    return build_extractor(decl["name"], decl["decl"], where=decl["where"])
+
+
+def check_spec(spec: Mapping[str, Any]) -> None:
+    """Re-derive a job spec's fingerprint (and, for extractor jobs, its recipe and shards) from its content."""
+    stage = spec.get("stage")
+    if stage not in KIND_OF_STAGE:
+        raise ValidationError(f"job spec has unknown stage {stage!r}")
+    if fingerprint(KIND_OF_STAGE[stage], spec["recipe"]) != spec["fingerprint"]:
+        raise ValidationError(f"job spec {spec['fingerprint']}: its recipe does not hash to its fingerprint")
+    if stage in ("fit", "embed"):
+        extractor = _extractor(spec)
+        recipe_of = fit_recipe if stage == "fit" else embedding_recipe
+        if recipe_of(spec["identity"], spec["endpoint"], extractor) != spec["recipe"]:
+            raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match its recipe")
+    if stage == "embed":
+        n_rows = declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
+        if n_rows != spec["n_rows"] or [list(b) for b in shard_bounds(n_rows, len(spec["shards"]))] != spec["shards"]:
+            raise ValidationError(f"{spec['where']}: the source now has {n_rows} rows, the plan expected {spec['n_rows']}; re-plan")
+
+
+def run_plan(spec_text: str, output: str | Path) -> None:
+    try:
+        spec = json.loads(spec_text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"job spec is not JSON: {exc}") from None
+    check_spec(spec)
+    write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+def load_plan(path: str | Path, stage: str) -> dict[str, Any]:
+    spec = read_json_artifact(path, "plan", fingerprint=None)
+    if spec.get("stage") != stage:
+        raise ArtifactError(f"{path}: a {spec.get('stage')!r} job spec where a {stage!r} one was expected")
+    if Path(path).stem != spec["fingerprint"]:
+        raise ArtifactError(f"{path}: holds the job spec {spec['fingerprint']}, not {Path(path).stem}")
+    return spec
+
+
+def run_fit(plan: str | Path, output: str | Path) -> None:
+    spec = load_plan(plan, "fit")
+    dataset = load_declared_dataset(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
+    extractor = _extractor(spec)
+    extractor.fit(dataset.inputs)
+    write_json_artifact(output, "fitted-extractor", extractor.fitted_state(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
+    return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
+
+
+def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path) -> None:
+    spec = load_plan(plan, "embed")
+    if not 0 <= shard_index < len(spec["shards"]):
+        raise ValidationError(f"{plan}: shard index {shard_index} is outside 0..{len(spec['shards']) - 1}")
+    start, stop = spec["shards"][shard_index]
+    extractor = _extractor(spec)
+    if spec["fit"] is not None:
+        state = read_json_artifact(spec["fit"]["path"], "fitted-extractor", fingerprint=spec["fit"]["fingerprint"])
+        extractor.load_fitted(state, source=spec["fit"]["path"])
+    inputs, row_ids = load_declared_rows(spec["dataset"], base_dir=BASE_DIR, where=spec["where"], start=start, stop=stop)
+    block = embed_rows(extractor, inputs, row_ids, batch_size=spec["batch_size"], endpoint=spec["endpoint"])
+    write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=shard_fingerprint(spec, shard_index),
+                     recipe={"parent": spec["fingerprint"], "rows": [start, stop]})
+
+
+def run_merge(plan: str | Path, shards: Sequence[str | Path], output: str | Path) -> None:
+    spec = load_plan(plan, "embed")
+    if len(shards) != len(spec["shards"]):
+        raise ValidationError(f"{plan}: {len(shards)} shard files given, the plan has {len(spec['shards'])}")
+    blocks = []
+    for i, path in enumerate(shards):
+        artifact = read_embeddings(path, fingerprint=shard_fingerprint(spec, i))
+        blocks.append(EmbeddingBlock(artifact.matrix, artifact.row_ids))
+    block = merge_blocks(blocks, [rid for b in blocks for rid in b.row_ids], endpoint=spec["endpoint"])
+    if block.matrix.shape[0] != spec["n_rows"]:
+        raise ValidationError(f"{plan}: merged shards hold {block.matrix.shape[0]} rows, expected {spec['n_rows']}")
+    write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+def run_write_protocol(plan: str | Path, output: str | Path) -> None:
+    spec = load_plan(plan, "protocol")
+    dataset = load_declared_dataset(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
+    if dataset.identity_key() != spec["identity"]:
+        raise ValidationError(f"{spec['where']}: dataset identity is now {dataset.identity_key()!r}, planned as {spec['identity']!r}; re-plan")
+    if protocol_recipe(dataset.identity_key(), dataset.target_type) != spec["recipe"]:
+        raise ValidationError(f"{spec['where']}: target type {dataset.target_type!r} does not match the plan")
+    write_json_artifact(output, "protocol", build_protocol(dataset).to_payload(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+def _read_protocol(ref: Mapping[str, str], path: str | Path | None = None) -> LabelledProtocol:
+    path = path or ref["path"]
+    payload = read_json_artifact(path, "protocol", fingerprint=ref["fingerprint"])
+    return LabelledProtocol.from_payload(payload, source=str(path))
+
+
+def run_score(plan: str | Path, embeddings: str | Path, protocol: str | Path, output: str | Path) -> None:
+    spec = load_plan(plan, "score")
+    artifact = read_embeddings(embeddings, fingerprint=spec["embedding"]["fingerprint"])
+    targets = _read_protocol(spec["protocol"], protocol)
+    payload = score_embeddings(EmbeddingBlock(artifact.matrix, artifact.row_ids), targets,
+                               OverlapScoringConfig.from_dict(spec["scoring"]), seed=spec["seed"])
+    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path, markdown_output: str | Path) -> None:
+    spec = load_plan(plan, "report")
+    candidates = spec["candidates"]
+    if len(scores) != len(candidates):
+        raise ValidationError(f"{plan}: {len(scores)} score files given, the plan has {len(candidates)} candidates")
+    results = []
+    for candidate, path in zip(candidates, scores):
+        payload = read_json_artifact(path, "score", fingerprint=candidate["score"]["fingerprint"])
+        results.append(candidate_result(
+            candidate["name"], payload,
+            embedding_metadata={"fingerprint": candidate["embedding"], "extractor": candidate["extractor"],
+                                "cache_status": "disabled", "cache_eligible": True},
+            metadata={"score_fingerprint": candidate["score"]["fingerprint"]},
+        ))
+    scoring = OverlapScoringConfig.from_dict(spec["scoring"])
+    report = build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], seed=spec["seed"], scoring=scoring)
+    report.save_json(json_output)
+    report.save_markdown(markdown_output)
+
+
+__all__ = ["run_plan", "run_fit", "run_embed_shard", "run_merge", "run_write_protocol", "run_score", "run_report"]

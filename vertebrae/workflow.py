@@ -1,0 +1,208 @@
+"""DAG-time planning from a workflow config (pure: the Snakefile imports it; no Snakemake here).
+
+``plan(config)`` validates the config against ``schemas/config.schema.yaml`` (unknown keys are errors, defaults
+are filled), computes every fingerprint and shard boundary, and returns a WorkflowPlan: one job spec per
+fingerprint plus the file layout the rules use. ``benchmarks_from_config`` builds the in-process twins.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.errors import ConfigError
+from vertebrae.core.fingerprint import canonical_json, fingerprint
+from vertebrae.data.declared import declared_identity_key, declared_row_count, load_declared_dataset
+from vertebrae.extractors.registry import build_extractor
+from vertebrae.scoring.overlap import OverlapScoringConfig
+from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+from vertebrae.stages.labelled import protocol_recipe, score_recipe
+
+RESULTS = "results"
+ENDPOINT = "samples"
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
+
+
+def plan_path(fp: str) -> str:
+    return f"{RESULTS}/plans/{fp}.json"
+
+
+def fitted_path(fp: str) -> str:
+    return f"{RESULTS}/fitted/{fp}.json"
+
+
+def shard_path(fp: str, index: int, count: int) -> str:
+    return f"{RESULTS}/embeddings/{fp}/shard-{index}-of-{count}.h5"
+
+
+def embedding_path(fp: str) -> str:
+    return f"{RESULTS}/embeddings/{fp}.h5"
+
+
+def protocol_path(fp: str) -> str:
+    return f"{RESULTS}/protocols/{fp}.json"
+
+
+def score_path(fp: str) -> str:
+    return f"{RESULTS}/scores/{fp}.json"
+
+
+def report_paths(benchmark: str) -> dict[str, str]:
+    return {"json": f"{RESULTS}/reports/{benchmark}/report.json", "markdown": f"{RESULTS}/reports/{benchmark}/report.md"}
+
+
+@lru_cache(maxsize=1)
+def config_schema() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _key_path(path) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A validated deep copy of ``config`` with schema defaults filled in; ConfigError names the key."""
+    import jsonschema
+
+    base = jsonschema.Draft202012Validator
+
+    def fill_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from base.VALIDATORS["properties"](validator, properties, instance, schema)
+
+    validator_cls = jsonschema.validators.extend(base, {"properties": fill_defaults})
+    config = copy.deepcopy(dict(config))
+    errors = sorted(validator_cls(config_schema()).iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        error = errors[0]
+        where = _key_path(error.absolute_path)
+        if error.validator == "additionalProperties":
+            known = sorted(error.schema.get("properties", {}))
+            unknown = sorted(set(error.instance) - set(known))
+            raise ConfigError(f"config key {where}: unknown key(s) {unknown}; allowed keys: {known}")
+        raise ConfigError(f"config key {where}: {error.message}")
+    return config
+
+
+def scoring_from_decl(decl: Mapping[str, Any], *, where: str) -> OverlapScoringConfig:
+    try:
+        return OverlapScoringConfig(**decl)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+@dataclass
+class WorkflowPlan:
+    """Every job spec by fingerprint, and the targets the rules build."""
+
+    specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shard_counts: dict[str, int] = field(default_factory=dict)
+    reports: dict[str, str] = field(default_factory=dict)
+
+    def add(self, spec: dict[str, Any]) -> str:
+        self.specs.setdefault(spec["fingerprint"], spec)
+        return spec["fingerprint"]
+
+    def spec(self, fp: str) -> dict[str, Any]:
+        return self.specs[fp]
+
+    def spec_json(self, fp: str) -> str:
+        return canonical_json(self.specs[fp])
+
+    def shard_paths(self, fp: str) -> list[str]:
+        n = self.shard_counts[fp]
+        return [shard_path(fp, i, n) for i in range(n)]
+
+    def final_outputs(self) -> list[str]:
+        return [path for name in self.reports for path in report_paths(name).values()]
+
+    def fingerprints(self, stage: str) -> list[str]:
+        return [fp for fp, spec in self.specs.items() if spec["stage"] == stage]
+
+
+def _ref(fp: str, path: str) -> dict[str, str]:
+    return {"fingerprint": fp, "path": path}
+
+
+def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPlan:
+    """Validate ``config`` and plan every job; paths in the config resolve against ``base_dir``."""
+    config = validate_config(config)
+    base_dir = Path(base_dir)
+    result = WorkflowPlan()
+    seed = config["seed"]
+    for name, bench in config["benchmarks"].items():
+        where = f"benchmarks.{name}"
+        dataset = bench["dataset"]
+        identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
+        n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
+        bounds = shard_bounds(n_rows, bench.get("shards", config["embedding"]["shards"]))
+        scoring = scoring_from_decl(bench["scoring"], where=f"{where}.scoring")
+        common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
+        p_recipe = protocol_recipe(identity_key)
+        protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
+        candidates = []
+        for ext_name, decl in bench["extractors"].items():
+            ext_where = f"{where}.extractors.{ext_name}"
+            extractor = build_extractor(ext_name, decl, where=ext_where)
+            job = {**common, "extractor": {"name": ext_name, "decl": decl, "where": ext_where}, "endpoint": ENDPOINT}
+            fit_ref = None
+            if extractor.learns:
+                f_recipe = fit_recipe(identity_key, ENDPOINT, extractor)
+                fit_fp = result.add({"stage": "fit", "fingerprint": fingerprint("fitted-extractor", f_recipe), "recipe": f_recipe, **job})
+                fit_ref = _ref(fit_fp, fitted_path(fit_fp))
+            e_recipe = embedding_recipe(identity_key, ENDPOINT, extractor)
+            embed_fp = result.add({
+                "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
+                "n_rows": n_rows, "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"],
+                "fit": fit_ref,
+            })
+            result.shard_counts.setdefault(embed_fp, len(result.specs[embed_fp]["shards"]))
+            s_recipe = score_recipe(embed_fp, protocol_fp, scoring, seed)
+            score_fp = result.add({
+                "stage": "score", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
+                "embedding": _ref(embed_fp, embedding_path(embed_fp)), "protocol": _ref(protocol_fp, protocol_path(protocol_fp)),
+                "scoring": scoring.to_dict(), "seed": seed,
+            })
+            candidates.append({"name": ext_name, "score": _ref(score_fp, score_path(score_fp)),
+                               "embedding": embed_fp, "extractor": extractor.recipe()})
+        r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "scoring": scoring.to_dict(), "seed": seed}
+        result.reports[name] = result.add({
+            "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
+            "protocol": _ref(protocol_fp, protocol_path(protocol_fp)), **r_recipe,
+        })
+    return result
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+
+
+def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
+    """In-process ``Benchmark`` objects for every benchmark of ``config``, with the workflow's settings."""
+    from vertebrae.protocols.labelled import Benchmark, EmbeddingConfig
+
+    config = validate_config(config)
+    benchmarks = {}
+    for name, bench in config["benchmarks"].items():
+        where = f"benchmarks.{name}"
+        dataset = load_declared_dataset(bench["dataset"], base_dir=Path(base_dir), where=f"{where}.dataset")
+        extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
+        embedding = EmbeddingConfig(batch_size=config["embedding"]["batch_size"],
+                                    shards=bench.get("shards", config["embedding"]["shards"]))
+        benchmarks[name] = Benchmark(dataset, extractors, scoring_config=scoring_from_decl(bench["scoring"], where=f"{where}.scoring"),
+                                     embedding_config=embedding, seed=config["seed"], name=name)
+    return benchmarks
