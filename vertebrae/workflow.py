@@ -176,8 +176,8 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPl
                                "embedding": embed_fp, "extractor": extractor.recipe()})
         r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "scoring": scoring.to_dict(), "seed": seed}
         result.reports[name] = result.add({
-            "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
-            "protocol": _ref(protocol_fp, protocol_path(protocol_fp)), **r_recipe,
+            **r_recipe, "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
+            "protocol": _ref(protocol_fp, protocol_path(protocol_fp)),
         })
     return result
 

@@ -37,8 +37,10 @@ def to_json_value(obj: Any, path: str = "$") -> Any:
     numpy scalars become Python scalars, numpy arrays nested lists, tuples lists. Floats must be finite.
     Raises ValidationError naming the JSON path of the offending value.
     """
-    if obj is None or isinstance(obj, (bool, str)):
+    if obj is None or isinstance(obj, bool):
         return obj
+    if isinstance(obj, str):
+        return str.__str__(obj)  # plain str, also for np.str_ and other str subclasses
     if isinstance(obj, (np.bool_,)):
         return bool(obj)
     if isinstance(obj, (int, np.integer)):
@@ -48,8 +50,6 @@ def to_json_value(obj: Any, path: str = "$") -> Any:
         if not math.isfinite(value):
             raise ValidationError(f"non-finite number {value!r} at {path} cannot be written as canonical JSON")
         return value
-    if isinstance(obj, np.str_):
-        return str(obj)
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind not in "biufU":
             raise ValidationError(f"array of dtype {obj.dtype} at {path} cannot be written as canonical JSON")

@@ -28,6 +28,14 @@ def _require_text(value: Any, field: str) -> str:
     return value
 
 
+def _require_hex(value: Any) -> str:
+    """A digest is lowercase hex, so keys that end with it (``manifest:{id}:{digest}``) stay unambiguous."""
+    _require_text(value, "digest")
+    if any(c not in "0123456789abcdef" for c in value):
+        raise IdentityError(f"DatasetIdentity digest must be lowercase hexadecimal, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class DatasetIdentity:
     """An explicit dataset identity; build it with one of the class methods."""
@@ -43,11 +51,15 @@ class DatasetIdentity:
         if self.kind == "declared":
             _require_text(self.dataset_id, "dataset_id")
             _require_text(self.revision, "revision")
+            if "@" in self.dataset_id:  # the key ``declared:{id}@{revision}`` must name one identity only
+                raise IdentityError(f"DatasetIdentity dataset_id must not contain '@', got {self.dataset_id!r}")
         elif self.kind == "manifest":
             _require_text(self.dataset_id, "dataset_id")
-            _require_text(self.digest, "digest")
+            _require_hex(self.digest)
         elif self.kind == "ephemeral":
-            _require_text(self.digest, "digest")
+            _require_hex(self.digest)
+        elif self.digest is not None:
+            _require_hex(self.digest)
 
     @classmethod
     def declared(cls, dataset_id: str, revision: str) -> DatasetIdentity:
@@ -86,7 +98,7 @@ class DatasetIdentity:
         """The resolved form of a ``from_content()`` identity."""
         if self.kind != "content":
             raise IdentityError(f"only a content identity takes a content digest, not {self.kind!r}")
-        return DatasetIdentity("content", digest=_require_text(digest, "digest"))
+        return DatasetIdentity("content", digest=_require_hex(digest))
 
     def key(self) -> str:
         """Stable text key used in fingerprints, e.g. ``declared:digits@1``."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.errors import LabelError, ValidationError
+from vertebrae.core.errors import IdentityError, LabelError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
 from vertebrae.core.identity import DatasetIdentity, require_identity
 from vertebrae.core.labels import LabelCatalog, semantic_key
@@ -70,6 +70,8 @@ def encode_row_ids(row_ids: Sequence[Any] | None, n_rows: int, *, what: str) -> 
         raise ValidationError(f"{what}: {len(row_ids)} row ids for {n_rows} rows")
     keys = []
     for i, value in enumerate(row_ids):
+        if isinstance(value, np.integer):
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise ValidationError(f"{what}: row id at index {i} must be a str or an int, got {value!r}")
         keys.append(semantic_key(value))
@@ -151,7 +153,11 @@ class BenchmarkDataset:
             raise ValidationError(f"target_type must be one of {TARGET_TYPES}, got {target_type!r}")
         matrix = as_matrix(inputs, what=f"dataset {modality}")
         n_rows = matrix.shape[0]
+        if n_rows == 0:
+            raise ValidationError(f"dataset {modality} has no rows")
         keys = encode_row_ids(row_ids, n_rows, what="dataset")
+        if isinstance(labels, (str, bytes, Mapping)):
+            raise ValidationError(f"labels must be a sequence with one label per row, got a {type(labels).__name__}")
         labels = list(labels.tolist() if isinstance(labels, np.ndarray) else labels)
         if len(labels) != n_rows:
             raise ValidationError(f"dataset has {n_rows} rows but {len(labels)} labels; give exactly one label per row")
@@ -164,8 +170,13 @@ class BenchmarkDataset:
             only = catalog.display(catalog.keys[0]) if len(catalog) else "none"
             raise ValidationError(f"dataset has a single class ({only!r}); class separation needs at least 2 classes")
         label_keys = catalog.encode(labels)
-        if not identity.resolved:
-            identity = identity.with_content_digest(content_digest(matrix, label_keys, keys))
+        if identity.kind == "content":
+            digest = content_digest(matrix, label_keys, keys)
+            if identity.resolved and identity.digest != digest:
+                raise IdentityError(
+                    f"content identity {identity.digest!r} does not match the dataset content (digest {digest!r})"
+                )
+            identity = identity.with_content_digest(digest)
         return cls(matrix, label_keys, catalog, keys, identity, modality, target_type, dict(metadata or {}))
 
     @property

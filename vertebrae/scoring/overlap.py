@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.errors import ValidationError
+from vertebrae.core.errors import LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
-from vertebrae.core.labels import LabelCatalog, semantic_key
+from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
 from vertebrae.data.labelled import as_matrix, check_finite, encode_row_ids
 
 FORBIDDEN_KMEANS_KWARGS = ("n_clusters", "random_state")
@@ -32,6 +32,25 @@ def _label_list(value: Any) -> tuple[Any, ...]:
     if isinstance(value, (list, tuple, set, frozenset, np.ndarray)):
         return tuple(value)
     return (value,)
+
+
+class _EncodedLabel(str):
+    """A label that already is a canonical semantic key (read back by ``from_dict``); not re-encoded."""
+
+
+def _encode_label(label: Any) -> str:
+    return str(label) if isinstance(label, _EncodedLabel) else semantic_key(label)
+
+
+def _decode_label(label: Any) -> Any:
+    """Mark a canonical semantic key from a ``to_dict`` document so that ``to_dict`` writes it unchanged."""
+    if isinstance(label, str):
+        try:
+            _parse_key(label)
+        except LabelError:
+            return label
+        return _EncodedLabel(label)
+    return label
 
 
 def _positive_int(value: Any, field_name: str) -> int:
@@ -80,15 +99,18 @@ class OverlapScoringConfig:
         to_json_value(dict(self.kmeans_kwargs), "OverlapScoringConfig.kmeans_kwargs")
         object.__setattr__(self, "kmeans_kwargs", dict(self.kmeans_kwargs))
         object.__setattr__(self, "exclude_classes", _label_list(self.exclude_classes) or None)
-        for label in self.exclude_classes or ():
-            semantic_key(label)
-        for label in self.k if isinstance(self.k, Mapping) else ():
-            semantic_key(label)
+        for name, labels in (("exclude_classes", self.exclude_classes or ()),
+                             ("k", self.k if isinstance(self.k, Mapping) else ())):
+            for label in labels:
+                try:
+                    semantic_key(label)
+                except LabelError as exc:
+                    raise ValidationError(f"OverlapScoringConfig.{name}: {exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form; typed labels in k mappings and exclude_classes become semantic keys."""
-        k = {semantic_key(label): v for label, v in self.k.items()} if isinstance(self.k, Mapping) else self.k
-        exclude = [semantic_key(label) for label in self.exclude_classes] if self.exclude_classes else None
+        k = {_encode_label(label): v for label, v in self.k.items()} if isinstance(self.k, Mapping) else self.k
+        exclude = [_encode_label(label) for label in self.exclude_classes] if self.exclude_classes else None
         return {
             "k": k,
             "min_k": self.min_k,
@@ -106,6 +128,11 @@ class OverlapScoringConfig:
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValidationError(f"unknown OverlapScoringConfig fields: {sorted(unknown)}")
+        data = dict(data)
+        if isinstance(data.get("k"), Mapping):
+            data["k"] = {_decode_label(label): v for label, v in data["k"].items()}
+        if data.get("exclude_classes") is not None:
+            data["exclude_classes"] = [_decode_label(label) for label in _label_list(data["exclude_classes"])]
         return cls(**data)
 
 

@@ -1,0 +1,33 @@
+"""Fixtures: the default workflow run once per session, and private copies of it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workflow_support import REPO, snakemake, write_config
+
+
+@pytest.fixture(scope="session")
+def default_config() -> dict:
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory, default_config) -> Path:
+    """The embedded default config run once with Snakemake; returns the working directory."""
+    workdir = tmp_path_factory.mktemp("default-run")
+    write_config(workdir, default_config)
+    snakemake(workdir)
+    return workdir
+
+
+@pytest.fixture
+def workdir_copy(default_run, tmp_path) -> Path:
+    """A private copy of the finished default run (results, metadata and config)."""
+    target = tmp_path / "run"
+    shutil.copytree(default_run, target, symlinks=True)
+    return target

@@ -1,0 +1,47 @@
+"""Helpers to run the real Snakemake workflow in a temporary working directory (tests only)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``python -m snakemake`` on the repository's Snakefile inside ``workdir``."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--cores", "2", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def write_config(workdir: Path, config: dict) -> Path:
+    path = workdir / "config" / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def job_counts(dry_run_stdout: str) -> dict[str, int]:
+    """Per-rule job counts from the table ``snakemake -n --quiet rules`` prints."""
+    counts, in_table = {}, False
+    for line in dry_run_stdout.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            in_table = True
+            continue
+        if in_table:
+            if len(parts) == 2 and parts[1].isdigit() and parts[0] != "total":
+                counts[parts[0]] = int(parts[1])
+            elif counts:
+                break
+    return counts
