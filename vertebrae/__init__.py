@@ -1,28 +1,39 @@
-"""vertebrae: compare frozen embedding backbones on your own data, exactly and reproducibly."""
+"""vertebrae: compare frozen embedding backbones on your own data, exactly and reproducibly.
+
+Public names are imported lazily on first access, so ``import vertebrae`` (and the CLI) start fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-from vertebrae.core.errors import (  # noqa: E402
-    ArtifactError,
-    BudgetError,
-    ConfigError,
-    IdentityError,
-    LabelError,
-    ValidationError,
-    VertebraeError,
-    VertebraeWarning,
-)
-from vertebrae.core.identity import DatasetIdentity  # noqa: E402
-from vertebrae.core.labels import LabelCatalog  # noqa: E402
-from vertebrae.data.labelled import BenchmarkDataset  # noqa: E402
-from vertebrae.extractors import PrecomputedExtractor, SklearnExtractor  # noqa: E402
-from vertebrae.protocols.labelled import Benchmark, CacheConfig, EmbeddingConfig, Evaluator  # noqa: E402
-from vertebrae.results import BenchmarkResult, ExtractorResult  # noqa: E402
-from vertebrae.scoring.overlap import OverlapIndexScorer, OverlapScoreResult, OverlapScoringConfig  # noqa: E402
+_EXPORTS = {
+    "vertebrae.core.errors": (
+        "ArtifactError", "BudgetError", "ConfigError", "IdentityError", "LabelError", "ValidationError",
+        "VertebraeError", "VertebraeWarning",
+    ),
+    "vertebrae.core.identity": ("DatasetIdentity",),
+    "vertebrae.core.labels": ("LabelCatalog",),
+    "vertebrae.data.labelled": ("BenchmarkDataset",),
+    "vertebrae.extractors": ("PrecomputedExtractor", "SklearnExtractor"),
+    "vertebrae.protocols.labelled": ("Benchmark", "CacheConfig", "EmbeddingConfig", "Evaluator"),
+    "vertebrae.results": ("BenchmarkResult", "ExtractorResult"),
+    "vertebrae.scoring.overlap": ("OverlapIndexScorer", "OverlapScoreResult", "OverlapScoringConfig"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
 
-__all__ = [
-    "ArtifactError", "Benchmark", "BenchmarkDataset", "BenchmarkResult", "BudgetError", "CacheConfig", "ConfigError",
-    "DatasetIdentity", "EmbeddingConfig", "Evaluator", "ExtractorResult", "IdentityError", "LabelCatalog", "LabelError",
-    "OverlapIndexScorer", "OverlapScoreResult", "OverlapScoringConfig", "PrecomputedExtractor", "SklearnExtractor",
-    "ValidationError", "VertebraeError", "VertebraeWarning",
-]
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'vertebrae' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -23,7 +23,8 @@ def identity_from_decl(decl: Mapping[str, Any], *, where: str) -> DatasetIdentit
     kind = decl.get("kind")
     try:
         if kind == "declared":
-            return DatasetIdentity.declared(decl.get("name"), str(decl.get("revision")))
+            revision = decl.get("revision")
+            return DatasetIdentity.declared(decl.get("name"), revision if revision is None else str(revision))
         if kind == "manifest":
             return DatasetIdentity.from_manifest(decl.get("name"), decl.get("manifest"))
         if kind == "content":

@@ -38,6 +38,17 @@ def _class_path(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def _trusted_library_type(path: str) -> bool:
+    """A class (never a function such as ``builtins.eval`` or ``numpy.load``) of a trusted library."""
+    if not path.startswith(TRUSTED_MODULE_PREFIXES):
+        return False
+    module_name, _, attr = path.rpartition(".")
+    try:
+        return isinstance(getattr(importlib.import_module(module_name), attr), type)
+    except (ImportError, AttributeError, ValueError):
+        return False
+
+
 class SklearnExtractor(Extractor):
     """Embeddings from ``estimator.transform`` after ``estimator.fit`` on the fit endpoint."""
 
@@ -77,6 +88,8 @@ class SklearnExtractor(Extractor):
             raise ConfigError(f"{where}.steps: at least one step is required")
         built, declared = [], []
         for i, step in enumerate(steps):
+            if not isinstance(step, Mapping) or not isinstance(step.get("estimator"), str):
+                raise ConfigError(f"{where}.steps[{i}].estimator: a step needs an 'estimator' import path, got {step!r}")
             estimator_cls = import_object(step["estimator"], where=f"{where}.steps[{i}].estimator")
             params = dict(step.get("params") or {})
             try:
@@ -138,7 +151,7 @@ class SklearnExtractor(Extractor):
         data = base64.b64decode(state["data"])
         untrusted = skops.io.get_untrusted_types(data=data)
         allowed = set(self._declared_classes) | {_class_path(type(self.estimator))}
-        refused = [t for t in untrusted if not t.startswith(TRUSTED_MODULE_PREFIXES) and t not in allowed]
+        refused = [t for t in untrusted if t not in allowed and not _trusted_library_type(t)]
         if refused:
             raise ArtifactError(f"{source}: refusing to load untrusted types {refused}")
         self._fitted = skops.io.loads(data, trusted=untrusted)
