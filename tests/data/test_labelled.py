@@ -104,7 +104,7 @@ def test_non_finite_value_with_default_row_ids_names_the_index():
     X[3, 0] = np.nan
     message = _raises(ValidationError, BenchmarkDataset.from_embeddings, X, [0, 1, 0, 1], identity=ID)
     assert "(index 3)" in message
-    assert "@int:3" in message  # the default row id of row 3 is the integer 3
+    assert "row id 3 (index 3)" in message  # the default row id of row 3 is the integer 3
 
 
 def test_non_finite_float32_is_refused():

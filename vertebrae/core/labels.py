@@ -181,6 +181,12 @@ def _parse_key(key: Any) -> tuple[str, Any]:
     return kind, ident
 
 
+def describe_key(key: str) -> str:
+    """Readable text of a key for messages: strings quoted (``'a'``), typed values plain (``3``, ``2024-01-02``)."""
+    kind, ident = _parse_key(key)
+    return repr(ident) if kind == "str" else _base_display(kind, ident)
+
+
 def _base_display(kind: str, ident: Any) -> str:
     if kind in ("str", "uuid", "date", "datetime", "time", "decimal"):
         return ident

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import IdentityError, LabelError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
 from vertebrae.core.identity import DatasetIdentity, require_identity
-from vertebrae.core.labels import LabelCatalog, semantic_key
+from vertebrae.core.labels import LabelCatalog, describe_key, semantic_key
 
 TARGET_TYPES = ("classification",)
 MODALITIES = ("embedding", "features")
@@ -56,7 +56,7 @@ def check_finite(matrix: np.ndarray | sp.csr_matrix, row_ids: Sequence[str], *, 
     """Raise naming up to 10 row ids whose values are NaN or infinite."""
     bad = nonfinite_rows(matrix)
     if bad.size:
-        shown = ", ".join(f"{row_ids[i]!r} (index {i})" for i in bad[:10])
+        shown = ", ".join(f"{describe_key(row_ids[i])} (index {i})" for i in bad[:10])
         more = ", ..." if bad.size > 10 else ""
         raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}{more}")
 

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import fingerprint
+from vertebrae.core.labels import describe_key
 from vertebrae.data.labelled import as_matrix, check_finite
 from vertebrae.extractors.base import Extractor
 
@@ -80,6 +81,8 @@ def embed_rows(extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, bat
 
 
 def _stack(parts: list[Any], name: str) -> np.ndarray | sp.csr_matrix:
+    if not parts:
+        raise ValidationError(f"{name!r}: no rows to embed")
     if len({p.shape[1] for p in parts}) > 1:
         raise ValidationError(f"extractor {name!r} returned batches of different widths: {sorted({p.shape[1] for p in parts})}")
     if any(sp.issparse(p) for p in parts):
@@ -94,9 +97,17 @@ def merge_blocks(blocks: Sequence[EmbeddingBlock], expected_row_ids: Sequence[st
     row_ids = tuple(rid for block in blocks for rid in block.row_ids)
     if row_ids != tuple(expected_row_ids):
         if len(row_ids) != len(expected_row_ids):
-            raise ValidationError(f"endpoint {endpoint!r}: shards hold {len(row_ids)} rows, expected {len(expected_row_ids)}")
+            held = set(row_ids)
+            missing = [describe_key(rid) for rid in expected_row_ids if rid not in held][:10]
+            raise ValidationError(
+                f"endpoint {endpoint!r}: shards hold {len(row_ids)} rows, expected {len(expected_row_ids)}"
+                + (f"; missing row id(s) {', '.join(missing)}" if missing else "")
+            )
         i = next(i for i, (a, b) in enumerate(zip(row_ids, expected_row_ids)) if a != b)
-        raise ValidationError(f"endpoint {endpoint!r}: row {i} of the merged shards is {row_ids[i]!r}, expected {expected_row_ids[i]!r}")
+        raise ValidationError(
+            f"endpoint {endpoint!r}: row {i} of the merged shards is {describe_key(row_ids[i])}, "
+            f"expected {describe_key(expected_row_ids[i])}"
+        )
     matrix = _stack([block.matrix for block in blocks], endpoint)
     dtypes = {str(block.matrix.dtype) for block in blocks}
     if len(dtypes) > 1:

@@ -12,7 +12,7 @@ import numpy as np
 from vertebrae import __version__
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
-from vertebrae.core.labels import LabelCatalog
+from vertebrae.core.labels import LabelCatalog, describe_key
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.scoring.overlap import OverlapIndexScorer, OverlapScoringConfig
@@ -75,7 +75,8 @@ def score_embeddings(
                 f"endpoint {endpoint!r}: embeddings have {len(block.row_ids)} rows, the protocol has {len(protocol.row_ids)}"
             )
         i = next(i for i, (a, b) in enumerate(zip(block.row_ids, protocol.row_ids)) if a != b)
-        raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {block.row_ids[i]!r}, protocol row is {protocol.row_ids[i]!r}")
+        raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {describe_key(block.row_ids[i])}, "
+                              f"protocol row is {describe_key(protocol.row_ids[i])}")
     overlap = OverlapIndexScorer(scoring).score_encoded(
         block.matrix, protocol.label_keys, protocol.catalog, seed=seed, row_ids=block.row_ids
     )

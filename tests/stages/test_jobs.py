@@ -1,0 +1,210 @@
+"""File-level stage runners, driven by hand in a temporary working directory with workflow plan specs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.stages import jobs
+from vertebrae.workflow import (
+    benchmarks_from_config,
+    embedding_path,
+    fitted_path,
+    plan,
+    plan_path,
+    protocol_path,
+    report_paths,
+    score_path,
+)
+
+CONFIG = {
+    "seed": 3,
+    "embedding": {"shards": 2, "batch_size": 16},
+    "benchmarks": {
+        "toy": {
+            "dataset": {"source": {"type": "npz", "path": "data.npz"}, "identity": {"kind": "content"}},
+            "extractors": {
+                "raw": {"type": "precomputed"},
+                "pca3": {"type": "sklearn",
+                         "steps": [{"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 3}}]},
+            },
+        }
+    },
+}
+
+
+def write_data(path: Path, *, bump: float = 0.0) -> None:
+    """120 rows x 6 dims, 3 classes of 40 shifted along the first axis; ``bump`` changes one value."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 6))
+    X[:, 0] += np.repeat([0.0, 3.0, 6.0], 40)
+    X[5, 2] += bump
+    np.savez(path, embeddings=X, labels=np.repeat(["a", "b", "c"], 40))
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    write_data(tmp_path / "data.npz")
+    return tmp_path
+
+
+def write_plans(p) -> None:
+    for fp in p.specs:
+        jobs.run_plan(p.spec_json(fp), plan_path(fp))
+
+
+def embed_stage(p) -> None:
+    for fp in p.fingerprints("fit"):
+        jobs.run_fit(plan_path(fp), fitted_path(fp))
+    for fp in p.fingerprints("embed"):
+        for i, path in enumerate(p.shard_paths(fp)):
+            jobs.run_embed_shard(plan_path(fp), i, path)
+        jobs.run_merge(plan_path(fp), p.shard_paths(fp), embedding_path(fp))
+
+
+def test_the_chain_by_hand_equals_the_in_process_benchmark(workdir):
+    p = plan(CONFIG)
+    assert len(p.fingerprints("embed")) == 2 and len(p.fingerprints("fit")) == 1
+    write_plans(p)
+    embed_stage(p)
+    for fp in p.fingerprints("protocol"):
+        jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+    for fp in p.fingerprints("score"):
+        spec = p.spec(fp)
+        assert spec["embedding"]["path"] == embedding_path(spec["embedding"]["fingerprint"])
+        jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], score_path(fp))
+    report_fp = p.reports["toy"]
+    spec = p.spec(report_fp)
+    paths = report_paths("toy")
+    jobs.run_report(plan_path(report_fp), spec["protocol"]["path"], [c["score"]["path"] for c in spec["candidates"]],
+                    paths["json"], paths["markdown"])
+
+    for path in p.final_outputs():
+        assert (workdir / path).is_file()
+    for fp in p.fingerprints("embed"):
+        assert [os.path.basename(s) for s in p.shard_paths(fp)] == ["shard-0-of-2.h5", "shard-1-of-2.h5"]
+        assert all((workdir / s).is_file() for s in p.shard_paths(fp))
+
+    written = json.loads((workdir / paths["json"]).read_text(encoding="utf-8"))
+    expected = benchmarks_from_config(CONFIG)["toy"].run().to_dict()
+    for result in expected["extractor_results"]:
+        assert set(result["metadata"].pop("timings")) == {"embed_s", "score_s"}
+    assert written == expected
+    assert [r["name"] for r in written["extractor_results"]] == ["raw", "pca3"]
+    assert written["metadata"]["seed"] == 3
+    assert written["dataset_summary"]["n_rows"] == 120
+    markdown = (workdir / paths["markdown"]).read_text(encoding="utf-8")
+    assert "raw" in markdown and "pca3" in markdown
+
+
+def test_run_plan_refuses_a_spec_whose_recipe_was_edited(workdir):
+    p = plan(CONFIG)
+    fp = p.fingerprints("embed")[0]
+    spec = copy.deepcopy(p.spec(fp))
+    spec["recipe"]["endpoint"] = "queries"
+    with pytest.raises(ValidationError, match=rf"job spec {fp}: its recipe does not hash to its fingerprint"):
+        jobs.run_plan(json.dumps(spec), plan_path(fp))
+    assert not (workdir / plan_path(fp)).exists()
+
+
+def test_run_plan_refuses_an_extractor_that_no_longer_matches_the_recipe(workdir):
+    p = plan(CONFIG)
+    fp = next(fp for fp in p.fingerprints("embed") if p.spec(fp)["extractor"]["name"] == "pca3")
+    spec = copy.deepcopy(p.spec(fp))
+    spec["extractor"]["decl"]["steps"][0]["params"]["n_components"] = 4
+    with pytest.raises(ValidationError, match=r"extractor 'pca3' does not match its recipe"):
+        jobs.run_plan(json.dumps(spec), plan_path(fp))
+
+
+def test_run_plan_refuses_an_unknown_stage(workdir):
+    p = plan(CONFIG)
+    spec = dict(p.spec(p.fingerprints("protocol")[0]), stage="compress")
+    with pytest.raises(ValidationError, match="unknown stage 'compress'"):
+        jobs.run_plan(json.dumps(spec), "results/plans/x.json")
+
+
+def test_load_plan_refuses_a_plan_file_renamed_to_another_fingerprint(workdir):
+    p = plan(CONFIG)
+    write_plans(p)
+    first, second = p.fingerprints("embed")
+    (workdir / plan_path(first)).replace(workdir / plan_path(second))
+    assert json.loads((workdir / plan_path(second)).read_text())["payload"]["fingerprint"] == first
+    with pytest.raises(ArtifactError) as info:
+        jobs.load_plan(plan_path(second), "embed")
+    assert plan_path(second) in str(info.value) and first in str(info.value)
+
+
+def test_load_plan_refuses_a_spec_of_another_stage(workdir):
+    p = plan(CONFIG)
+    write_plans(p)
+    fp = p.fingerprints("protocol")[0]
+    with pytest.raises(ArtifactError, match=r"a 'protocol' job spec where a 'embed' one was expected"):
+        jobs.load_plan(plan_path(fp), "embed")
+
+
+def test_run_embed_shard_refuses_an_out_of_range_index(workdir):
+    p = plan(CONFIG)
+    write_plans(p)
+    fp = next(fp for fp in p.fingerprints("embed") if p.spec(fp)["fit"] is None)
+    for index in (2, -1):
+        out = workdir / f"shard-{index}.h5"
+        with pytest.raises(ValidationError) as info:
+            jobs.run_embed_shard(plan_path(fp), index, out)
+        assert plan_path(fp) in str(info.value)
+        assert f"shard index {index} is outside 0..1" in str(info.value)
+        assert not out.exists()
+
+
+def test_run_merge_refuses_a_wrong_number_of_shards(workdir):
+    p = plan(CONFIG)
+    write_plans(p)
+    fp = next(fp for fp in p.fingerprints("embed") if p.spec(fp)["fit"] is None)
+    shards = p.shard_paths(fp)
+    for i, path in enumerate(shards):
+        jobs.run_embed_shard(plan_path(fp), i, path)
+    with pytest.raises(ValidationError, match=r"1 shard files given, the plan has 2"):
+        jobs.run_merge(plan_path(fp), shards[:1], embedding_path(fp))
+    with pytest.raises(ValidationError, match=r"3 shard files given, the plan has 2"):
+        jobs.run_merge(plan_path(fp), [*shards, shards[0]], embedding_path(fp))
+    assert not (workdir / embedding_path(fp)).exists()
+
+
+def test_run_merge_refuses_shards_in_the_wrong_order(workdir):
+    p = plan(CONFIG)
+    write_plans(p)
+    fp = next(fp for fp in p.fingerprints("embed") if p.spec(fp)["fit"] is None)
+    shards = p.shard_paths(fp)
+    for i, path in enumerate(shards):
+        jobs.run_embed_shard(plan_path(fp), i, path)
+    with pytest.raises(ArtifactError) as info:
+        jobs.run_merge(plan_path(fp), shards[::-1], embedding_path(fp))
+    assert shards[1] in str(info.value)  # the first file read is the misplaced one
+    assert "fingerprint" in str(info.value)
+    assert not (workdir / embedding_path(fp)).exists()
+    jobs.run_merge(plan_path(fp), shards, embedding_path(fp))  # the right order merges
+    assert (workdir / embedding_path(fp)).is_file()
+
+
+def test_run_write_protocol_refuses_data_changed_after_planning(workdir):
+    p = plan(CONFIG)
+    write_plans(p)
+    fp = p.fingerprints("protocol")[0]
+    write_data(workdir / "data.npz", bump=0.5)
+    with pytest.raises(ValidationError) as info:
+        jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+    message = str(info.value)
+    assert "benchmarks.toy.dataset" in message
+    assert "re-plan" in message
+    assert p.spec(fp)["identity"] in message
+    assert not (workdir / protocol_path(fp)).exists()
+
+    write_data(workdir / "data.npz")  # the planned content again: accepted
+    jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+    assert (workdir / protocol_path(fp)).is_file()

@@ -1,0 +1,430 @@
+"""DAG-time planning: config validation (defaults, unknown keys, types) and the job specs of a plan."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from vertebrae import ConfigError
+from vertebrae.core.fingerprint import fingerprint
+from vertebrae.stages.jobs import KIND_OF_STAGE
+from vertebrae.workflow import load_config_file, plan, validate_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def default_config() -> dict:
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def default_plan(default_config):
+    return plan(default_config)
+
+
+def minimal_config() -> dict:
+    return {"benchmarks": {"b": {
+        "dataset": {"source": {"type": "sklearn", "name": "iris"}, "identity": {"kind": "declared", "name": "iris", "revision": 1}},
+        "extractors": {"p": {"type": "precomputed"}, "s": {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA"}]}},
+    }}}
+
+
+# -- validate_config ------------------------------------------------------------------------------------
+
+
+def test_validate_config_fills_defaults_without_mutating_the_input():
+    config = minimal_config()
+    before = copy.deepcopy(config)
+    valid = validate_config(config)
+    assert config == before  # the input is untouched
+    assert valid["seed"] == 0
+    assert valid["embedding"] == {"shards": 4, "batch_size": 256}
+    bench = valid["benchmarks"]["b"]
+    assert bench["protocol"] == "labelled"
+    assert "shards" not in bench  # no default: embedding.shards applies
+    assert bench["scoring"] == {
+        "k": "auto", "min_k": 10, "max_k": 50, "min_samples_per_cluster": 5, "kmeans_kwargs": {},
+        "offline_chunk_size": 10000, "normalize_embeddings": True, "exclude_classes": None,
+        "max_dense_bytes": 2000000000,
+    }
+    sk = bench["extractors"]["s"]
+    assert sk["random_state"] == 0 and sk["allow_sparse"] is True
+    assert sk["steps"] == [{"estimator": "sklearn.decomposition.PCA", "params": {}}]
+    assert bench["dataset"] == before["benchmarks"]["b"]["dataset"]
+
+
+def test_validate_config_keeps_given_values_and_fills_the_rest():
+    config = minimal_config()
+    config["seed"] = 7
+    config["embedding"] = {"shards": 2}
+    config["benchmarks"]["b"]["scoring"] = {"k": 3}
+    valid = validate_config(config)
+    assert valid["seed"] == 7
+    assert valid["embedding"] == {"shards": 2, "batch_size": 256}
+    assert valid["benchmarks"]["b"]["scoring"]["k"] == 3
+    assert valid["benchmarks"]["b"]["scoring"]["min_k"] == 10
+    assert config["embedding"] == {"shards": 2}  # the nested input dicts are untouched too
+    assert config["benchmarks"]["b"]["scoring"] == {"k": 3}
+
+
+def test_the_default_config_is_valid(default_config):
+    valid = validate_config(default_config)
+    assert list(valid["benchmarks"]) == ["digits"]
+    assert list(valid["benchmarks"]["digits"]["extractors"]) == ["pixels", "pca16", "random_projection16"]
+
+
+def _bench(config):
+    return config["benchmarks"]["digits"]
+
+
+UNKNOWN_KEYS = [
+    ("(top level)", lambda c: c),
+    ("embedding", lambda c: c["embedding"]),
+    ("benchmarks.digits", _bench),
+    ("benchmarks.digits.dataset", lambda c: _bench(c)["dataset"]),
+    ("benchmarks.digits.dataset.source", lambda c: _bench(c)["dataset"]["source"]),
+    ("benchmarks.digits.dataset.identity", lambda c: _bench(c)["dataset"]["identity"]),
+    ("benchmarks.digits.extractors.pixels", lambda c: _bench(c)["extractors"]["pixels"]),
+    ("benchmarks.digits.extractors.pca16.steps.1", lambda c: _bench(c)["extractors"]["pca16"]["steps"][1]),
+    ("benchmarks.digits.scoring", lambda c: _bench(c)["scoring"]),
+]
+
+
+@pytest.mark.parametrize(("where", "locate"), UNKNOWN_KEYS, ids=[w for w, _ in UNKNOWN_KEYS])
+def test_unknown_keys_are_refused_naming_the_key_path(default_config, where, locate):
+    config = copy.deepcopy(default_config)
+    locate(config)["colour_scheme"] = "blue"
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    message = str(info.value)
+    assert f"{where}:" in message
+    assert "colour_scheme" in message
+
+
+def test_an_unknown_key_in_a_step_names_the_extractor_and_step(default_config):
+    config = copy.deepcopy(default_config)
+    _bench(config)["extractors"]["random_projection16"]["steps"][0]["n_components"] = 16
+    with pytest.raises(ConfigError, match=r"benchmarks\.digits\.extractors\.random_projection16\.steps\.0: .*n_components"):
+        validate_config(config)
+
+
+BAD_VALUES = [
+    ("benchmarks.digits.dataset.source.type", lambda c: _bench(c)["dataset"]["source"].update(type="parquet"), "parquet"),
+    ("embedding.shards", lambda c: c["embedding"].update(shards=0), "0"),
+    ("embedding.shards", lambda c: c["embedding"].update(shards="4"), "'4'"),
+    ("embedding.batch_size", lambda c: c["embedding"].update(batch_size=2.5), "2.5"),
+    ("seed", lambda c: c.update(seed=-1), "-1"),
+    ("benchmarks.digits.shards", lambda c: _bench(c).update(shards=0), "0"),
+    ("benchmarks.digits.scoring.k", lambda c: _bench(c)["scoring"].update(k=0), "0"),
+    ("benchmarks.digits.scoring.k", lambda c: _bench(c)["scoring"].update(k="many"), "many"),
+    ("benchmarks.digits.scoring.normalize_embeddings", lambda c: _bench(c)["scoring"].update(normalize_embeddings="yes"), "yes"),
+    ("benchmarks.digits.extractors.pixels.type", lambda c: _bench(c)["extractors"]["pixels"].update(type="torch"), "torch"),
+    ("benchmarks.digits.dataset.identity.kind", lambda c: _bench(c)["dataset"]["identity"].update(kind="ephemeral"), "ephemeral"),
+    ("benchmarks.digits.dataset.source.name", lambda c: _bench(c)["dataset"]["source"].update(name="mnist"), "mnist"),
+    ("benchmarks.digits.protocol", lambda c: _bench(c).update(protocol="retrieval"), "retrieval"),
+]
+
+
+@pytest.mark.parametrize(("where", "mutate", "value"), BAD_VALUES, ids=[f"{w}={v}" for w, _, v in BAD_VALUES])
+def test_wrong_types_and_enums_are_refused_naming_the_key(default_config, where, mutate, value):
+    config = copy.deepcopy(default_config)
+    mutate(config)
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    assert f"{where}:" in str(info.value)
+    assert value in str(info.value)
+
+
+def test_no_benchmarks_and_bad_benchmark_names_are_refused(default_config):
+    with pytest.raises(ConfigError, match=r"config key \(top level\): 'benchmarks' is a required property"):
+        validate_config({"seed": 0})
+    with pytest.raises(ConfigError, match=r"benchmarks: .*non-empty"):
+        validate_config({"benchmarks": {}})
+    config = copy.deepcopy(default_config)
+    config["benchmarks"]["my digits"] = config["benchmarks"].pop("digits")
+    with pytest.raises(ConfigError, match=r"benchmarks: 'my digits'"):
+        validate_config(config)
+
+
+def test_a_missing_identity_is_refused(default_config):
+    config = copy.deepcopy(default_config)
+    del _bench(config)["dataset"]["identity"]
+    with pytest.raises(ConfigError, match=r"benchmarks\.digits\.dataset: 'identity' is a required property"):
+        validate_config(config)
+    with pytest.raises(ConfigError, match=r"benchmarks\.digits\.dataset"):
+        plan(config)
+
+
+def test_a_declared_identity_without_revision_is_refused_by_plan(default_config):
+    config = copy.deepcopy(default_config)
+    _bench(config)["dataset"]["identity"] = {"kind": "declared", "name": "x"}
+    with pytest.raises(ConfigError) as info:
+        plan(config)
+    assert "benchmarks.digits.dataset.identity" in str(info.value)
+    assert "revision" in str(info.value)
+
+
+def test_a_manifest_identity_without_manifest_is_refused_by_plan(default_config):
+    config = copy.deepcopy(default_config)
+    _bench(config)["dataset"]["identity"] = {"kind": "manifest", "name": "x"}
+    with pytest.raises(ConfigError, match=r"benchmarks\.digits\.dataset\.identity"):
+        plan(config)
+
+
+def test_load_config_file_reports_unreadable_files(tmp_path):
+    with pytest.raises(ConfigError, match="missing.yaml"):
+        load_config_file(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("benchmarks: [unclosed\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="bad.yaml"):
+        load_config_file(bad)
+
+
+# -- plan on the default config -------------------------------------------------------------------------
+
+
+def test_default_plan_has_ten_specs_by_stage(default_plan):
+    assert len(default_plan.specs) == 10
+    assert Counter(spec["stage"] for spec in default_plan.specs.values()) == {
+        "fit": 2, "embed": 3, "protocol": 1, "score": 3, "report": 1,
+    }
+    fits = {default_plan.spec(fp)["extractor"]["name"] for fp in default_plan.fingerprints("fit")}
+    assert fits == {"pca16", "random_projection16"}  # the precomputed extractor learns nothing
+
+
+def test_every_spec_fingerprint_hashes_its_recipe(default_plan):
+    for fp, spec in default_plan.specs.items():
+        assert spec["fingerprint"] == fp
+        assert fp == fingerprint(KIND_OF_STAGE[spec["stage"]], spec["recipe"])
+        assert len(fp) == 16
+
+
+def test_default_embed_specs_shard_all_1797_rows(default_plan):
+    for fp in default_plan.fingerprints("embed"):
+        spec = default_plan.spec(fp)
+        assert spec["n_rows"] == 1797
+        assert spec["batch_size"] == 256
+        shards = spec["shards"]
+        assert shards == [[0, 449], [449, 898], [898, 1347], [1347, 1797]]
+        assert shards[0][0] == 0 and shards[-1][1] == 1797
+        assert all(a[1] == b[0] for a, b in zip(shards, shards[1:]))
+        sizes = [b - a for a, b in shards]
+        assert max(sizes) - min(sizes) <= 1 and sum(sizes) == 1797
+        assert default_plan.shard_paths(fp) == [f"results/embeddings/{fp}/shard-{i}-of-4.h5" for i in range(4)]
+
+
+def test_embed_specs_reference_their_fit(default_plan):
+    for fp in default_plan.fingerprints("embed"):
+        spec = default_plan.spec(fp)
+        if spec["extractor"]["name"] == "pixels":
+            assert spec["fit"] is None and "fit" not in spec["recipe"]
+        else:
+            fit_fp = spec["fit"]["fingerprint"]
+            assert default_plan.spec(fit_fp)["stage"] == "fit"
+            assert spec["recipe"]["fit"] == fit_fp
+            assert spec["fit"]["path"] == f"results/fitted/{fit_fp}.json"
+
+
+def test_final_outputs_and_paths_are_relative_results_paths(default_plan):
+    assert default_plan.final_outputs() == ["results/reports/digits/report.json", "results/reports/digits/report.md"]
+
+    paths = []
+
+    def collect(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "path" and isinstance(value, str):
+                    paths.append(value)
+                else:
+                    collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+
+    for spec in default_plan.specs.values():
+        collect({k: v for k, v in spec.items() if k not in ("dataset", "where")})
+    assert len(paths) >= 3 * 2 + 2 + 3 + 3  # score refs, report protocol + candidate refs, fit refs
+    for path in paths:
+        assert path.startswith("results/") and not Path(path).is_absolute() and ".." not in Path(path).parts
+    report = default_plan.spec(default_plan.reports["digits"])
+    assert report["protocol"]["path"] == f"results/protocols/{report['protocol']['fingerprint']}.json"
+    for candidate in report["candidates"]:
+        assert candidate["score"]["path"] == f"results/scores/{candidate['score']['fingerprint']}.json"
+
+
+def test_report_spec_lists_candidates_in_declaration_order(default_plan):
+    report = default_plan.spec(default_plan.reports["digits"])
+    assert [c["name"] for c in report["candidates"]] == ["pixels", "pca16", "random_projection16"]
+    score_fps = set(default_plan.fingerprints("score"))
+    assert {c["score"]["fingerprint"] for c in report["candidates"]} == score_fps
+    assert {c["embedding"] for c in report["candidates"]} == set(default_plan.fingerprints("embed"))
+
+
+# -- plans of a small npz dataset -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def npz_dir(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("npz")
+    rng = np.random.default_rng(1)
+    np.savez(base / "data.npz", embeddings=rng.normal(size=(30, 5)), labels=np.repeat(["x", "y", "z"], 10))
+    return base
+
+
+def small_config() -> dict:
+    return {
+        "seed": 0,
+        "embedding": {"shards": 3},
+        "benchmarks": {"small": {
+            "dataset": {"source": {"type": "npz", "path": "data.npz"},
+                        "identity": {"kind": "declared", "name": "small", "revision": "1"}},
+            "extractors": {
+                "raw": {"type": "precomputed"},
+                "pca": {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 3}}]},
+            },
+        }},
+    }
+
+
+def fps(p, bench="small") -> dict:
+    """Every fingerprint of one benchmark, by (stage, extractor name)."""
+    report = p.spec(p.reports[bench])
+    out = {"protocol": report["protocol"]["fingerprint"], "report": p.reports[bench]}
+    for c in report["candidates"]:
+        embed = p.spec(c["embedding"])
+        out[("embed", c["name"])] = c["embedding"]
+        out[("score", c["name"])] = c["score"]["fingerprint"]
+        out[("fit", c["name"])] = embed["fit"]["fingerprint"] if embed["fit"] else None
+    return out
+
+
+def changed(a: dict, b: dict) -> set:
+    assert set(a) == set(b)
+    return {key for key in a if a[key] != b[key]}
+
+
+def test_small_plan_is_stable_and_complete(npz_dir):
+    a, b = plan(small_config(), base_dir=npz_dir), plan(small_config(), base_dir=npz_dir)
+    assert fps(a) == fps(b)
+    assert fps(a)[("fit", "raw")] is None and fps(a)[("fit", "pca")] is not None
+    for fp in a.fingerprints("embed"):
+        assert a.spec(fp)["shards"] == [[0, 10], [10, 20], [20, 30]]
+        assert a.shard_counts[fp] == 3
+
+
+def test_renaming_an_extractor_changes_only_the_report(npz_dir):
+    base = plan(small_config(), base_dir=npz_dir)
+    config = small_config()
+    extractors = config["benchmarks"]["small"]["extractors"]
+    config["benchmarks"]["small"]["extractors"] = {"identity": extractors["raw"], "pca_renamed": extractors["pca"]}
+    renamed = plan(config, base_dir=npz_dir)
+    old, new = fps(base), fps(renamed)
+    mapping = {"raw": "identity", "pca": "pca_renamed"}
+    for key, value in old.items():
+        if isinstance(key, tuple):
+            assert new[(key[0], mapping[key[1]])] == value, key
+    assert new["protocol"] == old["protocol"]
+    assert new["report"] != old["report"]
+    assert set(base.specs) ^ set(renamed.specs) == {old["report"], new["report"]}
+
+
+def test_fingerprints_depend_on_the_dataset_revision(npz_dir):
+    base = fps(plan(small_config(), base_dir=npz_dir))
+    config = small_config()
+    config["benchmarks"]["small"]["dataset"]["identity"]["revision"] = "2"
+    assert changed(base, fps(plan(config, base_dir=npz_dir))) == {
+        "protocol", "report", ("embed", "raw"), ("embed", "pca"), ("score", "raw"), ("score", "pca"), ("fit", "pca"),
+    }
+
+
+def test_fingerprints_depend_on_extractor_params(npz_dir):
+    base = fps(plan(small_config(), base_dir=npz_dir))
+    config = small_config()
+    config["benchmarks"]["small"]["extractors"]["pca"]["steps"][0]["params"]["n_components"] = 2
+    assert changed(base, fps(plan(config, base_dir=npz_dir))) == {"report", ("fit", "pca"), ("embed", "pca"), ("score", "pca")}
+    config = small_config()
+    config["benchmarks"]["small"]["extractors"]["pca"]["random_state"] = 5
+    assert changed(base, fps(plan(config, base_dir=npz_dir))) == {"report", ("fit", "pca"), ("embed", "pca"), ("score", "pca")}
+
+
+def test_fingerprints_depend_on_scoring_k_and_seed(npz_dir):
+    base = fps(plan(small_config(), base_dir=npz_dir))
+    only_scores = {"report", ("score", "raw"), ("score", "pca")}
+    config = small_config()
+    config["benchmarks"]["small"]["scoring"] = {"k": 2}
+    assert changed(base, fps(plan(config, base_dir=npz_dir))) == only_scores
+    config = small_config()
+    config["seed"] = 1
+    assert changed(base, fps(plan(config, base_dir=npz_dir))) == only_scores
+
+
+def test_fingerprints_do_not_depend_on_shards_or_batch_size(npz_dir):
+    base = plan(small_config(), base_dir=npz_dir)
+    config = small_config()
+    config["embedding"] = {"shards": 2, "batch_size": 7}
+    other = plan(config, base_dir=npz_dir)
+    assert fps(base) == fps(other)
+    for fp in other.fingerprints("embed"):
+        assert other.spec(fp)["shards"] == [[0, 15], [15, 30]]
+        assert other.spec(fp)["batch_size"] == 7
+
+
+def test_two_benchmarks_sharing_dataset_and_extractor_share_embed_fingerprints(npz_dir):
+    config = small_config()
+    first = config["benchmarks"]["small"]
+    config["benchmarks"]["again"] = {
+        "dataset": copy.deepcopy(first["dataset"]),
+        "extractors": {"projection": copy.deepcopy(first["extractors"]["pca"])},
+        "scoring": {"k": 2},
+    }
+    p = plan(config, base_dir=npz_dir)
+    small, again = fps(p, "small"), fps(p, "again")
+    assert again[("embed", "projection")] == small[("embed", "pca")]
+    assert again[("fit", "projection")] == small[("fit", "pca")]
+    assert again["protocol"] == small["protocol"]
+    assert again[("score", "projection")] != small[("score", "pca")]  # scoring k differs
+    assert len(p.fingerprints("embed")) == 2 and len(p.fingerprints("fit")) == 1
+    assert len(p.fingerprints("protocol")) == 1 and len(p.fingerprints("report")) == 2
+    assert p.final_outputs() == [
+        "results/reports/small/report.json", "results/reports/small/report.md",
+        "results/reports/again/report.json", "results/reports/again/report.md",
+    ]
+
+
+def test_shard_count_is_capped_at_the_row_count(tmp_path):
+    (tmp_path / "five.csv").write_text("f1,f2,label\n1,2,a\n3,4,b\n5,6,a\n7,8,b\n9,0,a\n", encoding="utf-8")
+    config = {
+        "embedding": {"shards": 8},
+        "benchmarks": {"five": {
+            "dataset": {"source": {"type": "csv", "path": "five.csv"}, "identity": {"kind": "declared", "name": "five", "revision": 1}},
+            "extractors": {"raw": {"type": "precomputed"}},
+        }},
+    }
+    p = plan(config, base_dir=tmp_path)
+    (fp,) = p.fingerprints("embed")
+    assert p.spec(fp)["n_rows"] == 5
+    assert p.spec(fp)["shards"] == [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]]
+    assert p.shard_counts[fp] == 5
+    assert p.shard_paths(fp)[-1] == f"results/embeddings/{fp}/shard-4-of-5.h5"
+
+    config["benchmarks"]["five"]["shards"] = 2  # a per-benchmark override
+    p = plan(config, base_dir=tmp_path)
+    (fp,) = p.fingerprints("embed")
+    assert p.spec(fp)["shards"] == [[0, 2], [2, 5]]
+
+
+def test_a_content_identity_is_hashed_at_plan_time(npz_dir, tmp_path):
+    config = small_config()
+    config["benchmarks"]["small"]["dataset"]["identity"] = {"kind": "content"}
+    a = fps(plan(config, base_dir=npz_dir))
+    data = dict(np.load(npz_dir / "data.npz"))
+    data["embeddings"][0, 0] += 1.0
+    np.savez(tmp_path / "data.npz", **data)
+    b = fps(plan(config, base_dir=tmp_path))
+    assert changed(a, b) == set(a) - {("fit", "raw")}
