@@ -323,6 +323,7 @@ def test_summary_contents():
         "identity": "declared:toy@7",
         "n_rows": 5,
         "n_features": 3,
+        "groups": None,
         "modality": "features",
         "target_type": "classification",
         "sparse": False,
@@ -337,8 +338,8 @@ def test_modality_defaults_and_refusals():
     assert BenchmarkDataset.from_arrays(_dense(), [0, 1, 0, 1], identity=ID).modality == "features"
     message = _raises(ValidationError, BenchmarkDataset.from_arrays, _dense(), [0, 1, 0, 1], identity=ID, modality="audio")
     assert "'audio'" in message
-    message = _raises(ValidationError, BenchmarkDataset.from_embeddings, _dense(), [0, 1, 0, 1], identity=ID, target_type="regression")
-    assert "'regression'" in message
+    message = _raises(ValidationError, BenchmarkDataset.from_embeddings, _dense(), [0, 1, 0, 1], identity=ID, target_type="ordinal")
+    assert "'ordinal'" in message
 
 
 def test_metadata_is_copied():

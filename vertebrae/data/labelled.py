@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,8 +19,8 @@ from vertebrae.core.errors import IdentityError, LabelError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
 from vertebrae.core.identity import DatasetIdentity, require_identity
 from vertebrae.core.labels import LabelCatalog, describe_key, semantic_key
+from vertebrae.data.targets import TARGET_TYPES, Targets, build_targets
 
-TARGET_TYPES = ("classification",)
 MODALITIES = ("embedding", "features")
 
 
@@ -83,8 +83,8 @@ def encode_row_ids(row_ids: Sequence[Any] | None, n_rows: int, *, what: str) -> 
     return tuple(keys)
 
 
-def content_digest(matrix: np.ndarray | sp.csr_matrix, label_keys: Sequence[str], row_ids: Sequence[str]) -> str:
-    """SHA-256 over the full content: matrix values (format, dtype, shape, bytes), label keys and row ids."""
+def content_digest(matrix: np.ndarray | sp.csr_matrix, targets: Targets, row_ids: Sequence[str]) -> str:
+    """SHA-256 over the full content: matrix values (format, dtype, shape, bytes), targets and row ids."""
     import hashlib
 
     digest = hashlib.sha256()
@@ -98,7 +98,7 @@ def content_digest(matrix: np.ndarray | sp.csr_matrix, label_keys: Sequence[str]
     else:
         digest.update(f"dense|{matrix.dtype}|{matrix.shape}".encode())
         digest.update(np.ascontiguousarray(matrix).astype(matrix.dtype.newbyteorder("<")).tobytes())
-    digest.update(sha256_hex(canonical_json([list(label_keys), list(row_ids)])).encode())
+    digest.update(sha256_hex(canonical_json([targets.to_payload(), list(row_ids)])).encode())
     return digest.hexdigest()
 
 
@@ -107,77 +107,110 @@ class BenchmarkDataset:
     """Validated rows for the labelled protocol. Build it with ``from_embeddings`` or ``from_arrays``."""
 
     inputs: np.ndarray | sp.csr_matrix
-    label_keys: np.ndarray
-    catalog: LabelCatalog
+    targets: Targets
     row_ids: tuple[str, ...]
     identity: DatasetIdentity
     modality: str = "embedding"
-    target_type: str = "classification"
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    groups: tuple[str, ...] | None = None
+    groups_name: str | None = None
 
     @classmethod
     def from_embeddings(
         cls,
         embeddings: Any,
-        labels: Sequence[Any],
+        labels: Any,
         *,
         identity: DatasetIdentity | None,
         row_ids: Sequence[Any] | None = None,
-        target_type: str = "classification",
+        target_type: str | None = None,
+        label_names: Sequence[Any] | None = None,
+        target_names: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> BenchmarkDataset:
-        """Precomputed embeddings (dense or scipy sparse, kept sparse) with one label per row."""
-        return cls._build(embeddings, labels, identity, row_ids, "embedding", target_type, metadata)
+        """Precomputed embeddings (dense or scipy sparse, kept sparse) with targets for every row.
+
+        ``labels``: one label per row (classification), one label collection per row or a 0/1 indicator with
+        ``label_names`` (multilabel), or numeric values with ``target_type="regression"``.
+        """
+        return cls._build(embeddings, labels, identity, row_ids, "embedding", target_type, label_names, target_names, metadata)
 
     @classmethod
     def from_arrays(
         cls,
         X: Any,
-        y: Sequence[Any],
+        y: Any,
         *,
         identity: DatasetIdentity | None,
         row_ids: Sequence[Any] | None = None,
         modality: str = "features",
-        target_type: str = "classification",
+        target_type: str | None = None,
+        label_names: Sequence[Any] | None = None,
+        target_names: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> BenchmarkDataset:
         """Raw feature rows that an extractor (e.g. a scikit-learn pipeline) turns into embeddings."""
-        return cls._build(X, y, identity, row_ids, modality, target_type, metadata)
+        return cls._build(X, y, identity, row_ids, modality, target_type, label_names, target_names, metadata)
 
     @classmethod
-    def _build(cls, inputs, labels, identity, row_ids, modality, target_type, metadata) -> BenchmarkDataset:
+    def _build(cls, inputs, labels, identity, row_ids, modality, target_type, label_names, target_names, metadata) -> BenchmarkDataset:
         identity = require_identity(identity)
         if modality not in MODALITIES:
             raise ValidationError(f"modality must be one of {MODALITIES}, got {modality!r}")
-        if target_type not in TARGET_TYPES:
+        if target_type is not None and target_type not in TARGET_TYPES:
             raise ValidationError(f"target_type must be one of {TARGET_TYPES}, got {target_type!r}")
         matrix = as_matrix(inputs, what=f"dataset {modality}")
         n_rows = matrix.shape[0]
         if n_rows == 0:
-            raise ValidationError(f"dataset {modality} has no rows")
+            raise ValidationError("dataset has no rows")
         keys = encode_row_ids(row_ids, n_rows, what="dataset")
-        if isinstance(labels, (str, bytes, Mapping)):
-            raise ValidationError(f"labels must be a sequence with one label per row, got a {type(labels).__name__}")
-        labels = list(labels.tolist() if isinstance(labels, np.ndarray) else labels)
-        if len(labels) != n_rows:
-            raise ValidationError(f"dataset has {n_rows} rows but {len(labels)} labels; give exactly one label per row")
+        n_targets = labels.shape[0] if hasattr(labels, "shape") and getattr(labels, "ndim", 1) >= 1 else None
+        if n_targets is None:
+            if isinstance(labels, (str, bytes, Mapping)):
+                raise ValidationError(f"labels must be a sequence with one entry per row, got {type(labels).__name__}")
+            labels = list(labels)
+            n_targets = len(labels)
+        if n_targets != n_rows:
+            raise ValidationError(f"dataset has {n_rows} rows but {n_targets} labels; give exactly one label per row")
         check_finite(matrix, keys, what=f"dataset {modality}")
-        try:
-            catalog = LabelCatalog.from_values(labels)
-        except LabelError as exc:
-            raise LabelError(f"dataset labels: {exc}") from None
-        if len(catalog) < 2:
-            only = catalog.display(catalog.keys[0]) if len(catalog) else "none"
-            raise ValidationError(f"dataset has a single class ({only!r}); class separation needs at least 2 classes")
-        label_keys = catalog.encode(labels)
+        targets = build_targets(labels, target_type, label_names=label_names, target_names=target_names)
+        digest = content_digest(matrix, targets, keys)
         if identity.kind == "content":
-            digest = content_digest(matrix, label_keys, keys)
-            if identity.resolved and identity.digest != digest:
+            if identity.digest is not None and identity.digest != digest:
                 raise IdentityError(
-                    f"content identity {identity.digest!r} does not match the dataset content (digest {digest!r})"
+                    f"content identity digest {identity.digest} does not match the dataset content ({digest}); "
+                    "the data changed since the identity was computed"
                 )
             identity = identity.with_content_digest(digest)
-        return cls(matrix, label_keys, catalog, keys, identity, modality, target_type, dict(metadata or {}))
+        return cls(matrix, targets, keys, identity, modality, dict(metadata or {}))
+
+    def with_groups(self, groups: Sequence[Any], *, name: str = "group") -> BenchmarkDataset:
+        """The same dataset with independence groups (str or int per row), forwarded to Separatix and metrics."""
+        values = list(groups.tolist() if isinstance(groups, np.ndarray) else groups)
+        if len(values) != self.n_rows:
+            raise ValidationError(f"{len(values)} groups for {self.n_rows} rows; give one group per row")
+        keys = []
+        for i, value in enumerate(values):
+            try:
+                keys.append(semantic_key(value))
+            except LabelError as exc:
+                raise LabelError(f"group of row {describe_key(self.row_ids[i])}: {exc}") from None
+        return replace(self, groups=tuple(keys), groups_name=str(name))
+
+    @property
+    def target_type(self) -> str:
+        return self.targets.target_type
+
+    @property
+    def catalog(self) -> LabelCatalog | None:
+        return self.targets.catalog
+
+    @property
+    def label_keys(self) -> np.ndarray:
+        """Semantic keys of the single-label targets (classification only)."""
+        if self.target_type != "classification":
+            raise ValidationError(f"label_keys exist for classification targets only, not {self.target_type}")
+        return self.targets.values
 
     @property
     def n_rows(self) -> int:
@@ -191,9 +224,8 @@ class BenchmarkDataset:
         return self.identity.key()
 
     def class_counts(self) -> dict[str, int]:
-        """Rows per class, keyed by semantic key in catalog order."""
-        counts = Counter(self.label_keys.tolist())
-        return {key: counts[key] for key in self.catalog.keys}
+        """Rows per class or occurrences per label, keyed by semantic key in catalog order ({} for regression)."""
+        return self.targets.counts()
 
     def rows(self, start: int, stop: int) -> np.ndarray | sp.csr_matrix:
         return self.inputs[start:stop]
@@ -204,9 +236,7 @@ class BenchmarkDataset:
             "n_rows": self.n_rows,
             "n_features": int(self.inputs.shape[1]),
             "modality": self.modality,
-            "target_type": self.target_type,
             "sparse": self.is_sparse,
-            "n_classes": len(self.catalog),
-            "class_counts": self.class_counts(),
-            "labels": {key: self.catalog.display(key) for key in self.catalog.keys},
+            "groups": None if self.groups is None else {"name": self.groups_name, "n_groups": len(set(self.groups))},
+            **self.targets.summary(),
         }

@@ -11,6 +11,7 @@ prototype keeps ``min_samples_per_cluster`` rows where the class allows it; ever
 from __future__ import annotations
 
 import warnings
+from importlib.metadata import version
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,9 +54,9 @@ def _decode_label(label: Any) -> Any:
     return label
 
 
-def _positive_int(value: Any, field_name: str) -> int:
+def _positive_int(value: Any, field_name: str, owner: str = "OverlapScoringConfig") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValidationError(f"OverlapScoringConfig.{field_name} must be a positive integer, got {value!r}")
+        raise ValidationError(f"{owner}.{field_name} must be a positive integer, got {value!r}")
     return int(value)
 
 
@@ -172,9 +173,83 @@ def resolve_k(config: OverlapScoringConfig, catalog: LabelCatalog, counts: Mappi
     return resolved, messages
 
 
+def _summary(values: Sequence[float]) -> dict[str, float] | None:
+    arr = np.asarray(list(values), dtype=np.float64)
+    if arr.size == 0:
+        return None
+    return {"mean": float(arr.mean()), "std": float(arr.std()), "min": float(arr.min()), "max": float(arr.max())}
+
+
+@dataclass(frozen=True)
+class ContinuousOverlapScoringConfig:
+    """ContinuousOverlapIndex settings for explicit regression targets (spec/scoring.md).
+
+    ``null_mode`` defaults to ``"refit_permutation"``: overlapindex's ``"auto"`` switches to a fixed-structure
+    null for n x n_null_permutations >= 100,000, whose null loss is too small and collapses the score to ~0
+    even for a target the embedding predicts well. The refit null costs about (1 + n_null_permutations) fits.
+    """
+
+    k: int = 8
+    target_cover: str = "auto"
+    n_target_cells: Any = "auto"
+    target_distance: str = "auto"
+    top_k: int = 5
+    n_null_permutations: int = 20
+    aggregation: str = "support_weighted"
+    null_mode: str = "refit_permutation"
+    kmeans_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    offline_chunk_size: int | None = 10_000
+    normalize_embeddings: bool = True
+    max_dense_bytes: int = 2_000_000_000
+
+    def __post_init__(self) -> None:
+        name = "ContinuousOverlapScoringConfig"
+        choices = {
+            "target_cover": ("auto", "quantile", "kmeans"),
+            "target_distance": ("auto", "wasserstein", "sliced_wasserstein"),
+            "aggregation": ("support_weighted", "macro"),
+            "null_mode": ("refit_permutation", "auto", "fixed_structure_permutation"),
+        }
+        for field_name, allowed in choices.items():
+            if getattr(self, field_name) not in allowed:
+                raise ValidationError(f"{name}.{field_name} must be one of {allowed}, got {getattr(self, field_name)!r}")
+        for field_name in ("k", "top_k", "n_null_permutations", "max_dense_bytes"):
+            _positive_int(getattr(self, field_name), field_name, name)
+        if self.n_target_cells != "auto":
+            _positive_int(self.n_target_cells, "n_target_cells", name)
+        if self.offline_chunk_size is not None:
+            _positive_int(self.offline_chunk_size, "offline_chunk_size", name)
+        if not isinstance(self.normalize_embeddings, bool):
+            raise ValidationError(f"{name}.normalize_embeddings must be a bool, got {self.normalize_embeddings!r}")
+        if not isinstance(self.kmeans_kwargs, Mapping) or set(self.kmeans_kwargs) & set(FORBIDDEN_KMEANS_KWARGS):
+            raise ValidationError(f"{name}.kmeans_kwargs must be a mapping without {FORBIDDEN_KMEANS_KWARGS}")
+        object.__setattr__(self, "kmeans_kwargs", dict(to_json_value(dict(self.kmeans_kwargs), f"{name}.kmeans_kwargs")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: to_json_value(getattr(self, name)) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ContinuousOverlapScoringConfig:
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValidationError(f"unknown ContinuousOverlapScoringConfig fields: {sorted(unknown)}")
+        return cls(**data)
+
+
+def scoring_config_from_dict(data: Mapping[str, Any], target_type: str) -> OverlapScoringConfig | ContinuousOverlapScoringConfig:
+    """The scoring config of a target type from its ``to_dict`` form."""
+    if target_type == "regression":
+        return ContinuousOverlapScoringConfig.from_dict(data)
+    return OverlapScoringConfig.from_dict(data)
+
+
 @dataclass(frozen=True)
 class OverlapScoreResult:
-    """OverlapIndex diagnostics; class keys are semantic keys, ``labels`` maps them to display text."""
+    """OverlapIndex diagnostics; class keys are semantic keys, ``labels`` maps them to display text.
+
+    For regression, class-level fields are empty; ``loss_ratio`` (unbounded, 1.0 = null-equivalent) and
+    ``continuous`` (null calibration and prototype summaries) carry the diagnostics.
+    """
 
     score: float
     macro_score: float
@@ -188,13 +263,16 @@ class OverlapScoreResult:
     labels: dict[str, str]
     warnings: list[str]
     metadata: dict[str, Any]
+    target_type: str = "classification"
+    loss_ratio: float | None = None
+    continuous: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {name: to_json_value(getattr(self, name)) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OverlapScoreResult:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 
 def l2_normalize(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray | sp.csr_matrix:
@@ -204,94 +282,191 @@ def l2_normalize(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray | sp.csr_matr
     return normalize(matrix, norm="l2", axis=1, copy=True)
 
 
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValidationError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 class OverlapIndexScorer:
-    """The one adapter between vertebrae and ``overlapindex.OverlapIndex``."""
+    """The one adapter between vertebrae and ``overlapindex`` (OverlapIndex and ContinuousOverlapIndex).
 
-    def __init__(self, config: OverlapScoringConfig | None = None) -> None:
-        self.config = config or OverlapScoringConfig()
+    ``config`` is an OverlapScoringConfig for classification and multi-label targets and a
+    ContinuousOverlapScoringConfig for regression; None means the defaults of the target type.
+    """
 
-    def score(self, embeddings: Any, labels: Sequence[Any], *, seed: int = 0, row_ids: Sequence[Any] | None = None) -> OverlapScoreResult:
-        """Score typed single-label targets; labels go through a fresh semantic label catalog."""
-        matrix = as_matrix(embeddings, what="embeddings")
-        labels = list(labels.tolist() if isinstance(labels, np.ndarray) else labels)
-        if len(labels) != matrix.shape[0]:
-            raise ValidationError(f"embeddings have {matrix.shape[0]} rows but {len(labels)} labels were given")
-        catalog = LabelCatalog.from_values(labels)
-        keys = encode_row_ids(row_ids, matrix.shape[0], what="embeddings")
-        return self.score_encoded(matrix, catalog.encode(labels), catalog, seed=seed, row_ids=keys)
+    def __init__(self, config: OverlapScoringConfig | ContinuousOverlapScoringConfig | None = None) -> None:
+        if config is not None and not isinstance(config, (OverlapScoringConfig, ContinuousOverlapScoringConfig)):
+            raise ValidationError(f"scoring config must be an OverlapScoringConfig or ContinuousOverlapScoringConfig, got {type(config).__name__}")
+        self.config = config
 
-    def score_encoded(
+    def config_for(self, target_type: str) -> OverlapScoringConfig | ContinuousOverlapScoringConfig:
+        """The effective config for a target type; a config of the wrong kind is refused."""
+        wanted = ContinuousOverlapScoringConfig if target_type == "regression" else OverlapScoringConfig
+        if self.config is None:
+            return wanted()
+        if not isinstance(self.config, wanted):
+            raise ValidationError(f"{target_type} targets are scored with {wanted.__name__}, got {type(self.config).__name__}")
+        return self.config
+
+    def score(
         self,
-        embeddings: np.ndarray | sp.csr_matrix,
-        label_keys: np.ndarray,
-        catalog: LabelCatalog,
+        embeddings: Any,
+        labels: Any,
         *,
-        seed: int,
-        row_ids: Sequence[str],
+        seed: int = 0,
+        target_type: str | None = None,
+        label_names: Sequence[Any] | None = None,
+        target_names: Sequence[str] | None = None,
+        row_ids: Sequence[Any] | None = None,
     ) -> OverlapScoreResult:
-        """Score rows whose labels are already semantic keys of ``catalog``."""
-        from importlib.metadata import version
+        """Score raw targets: labels (classification), label sets or an indicator (multilabel), values (regression)."""
+        from vertebrae.data.targets import build_targets
 
-        from overlapindex import OverlapIndex
-
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValidationError(f"seed must be a non-negative integer, got {seed!r}")
-        config = self.config
         matrix = as_matrix(embeddings, what="embeddings")
+        n_targets = labels.shape[0] if hasattr(labels, "shape") else len(labels)
+        if n_targets != matrix.shape[0]:
+            raise ValidationError(f"embeddings have {matrix.shape[0]} rows but {n_targets} targets were given")
+        targets = build_targets(labels, target_type, label_names=label_names, target_names=target_names)
+        keys = encode_row_ids(row_ids, matrix.shape[0], what="embeddings")
+        return self.score_targets(matrix, targets, seed=seed, row_ids=keys)
+
+    def score_encoded(self, embeddings: Any, label_keys: np.ndarray, catalog: LabelCatalog, *, seed: int, row_ids: Sequence[str]) -> OverlapScoreResult:
+        """Score rows whose single labels are already semantic keys of ``catalog``."""
+        from vertebrae.data.targets import Targets
+
+        return self.score_targets(embeddings, Targets("classification", np.asarray(label_keys, dtype=object), catalog), seed=seed, row_ids=row_ids)
+
+    def score_targets(self, embeddings: Any, targets, *, seed: int, row_ids: Sequence[str]) -> OverlapScoreResult:
+        """Score validated ``vertebrae.data.targets.Targets`` aligned with ``embeddings``."""
+        seed = _check_seed(seed)
+        config = self.config_for(targets.target_type)
+        matrix = as_matrix(embeddings, what="embeddings")
+        if targets.n_rows != matrix.shape[0]:
+            raise ValidationError(f"embeddings have {matrix.shape[0]} rows but the targets have {targets.n_rows}")
         check_finite(matrix, row_ids, what="embeddings")
-        counts = {key: int(np.count_nonzero(label_keys == key)) for key in catalog.keys}
-        present = [key for key in catalog.keys if counts[key] > 0]
-        if len(present) < 2:
-            raise ValidationError(f"class separation needs at least 2 classes, got {[catalog.display(k) for k in present]}")
-        k_per_class, messages = resolve_k(config, catalog, counts)
-        excluded = sorted({_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()})
-        if len(excluded) == len(present):
-            raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
-        input_sparse = sp.issparse(matrix)
         scored = l2_normalize(matrix) if config.normalize_embeddings else matrix
-        kmeans_kwargs = {**config.kmeans_kwargs, "random_state": int(seed)}
-        index = OverlapIndex(
-            model_type="MiniBatchKMeans",
-            kmeans_k=dict(k_per_class),
-            kmeans_kwargs=kmeans_kwargs,
-            offline_chunk_size=config.offline_chunk_size,
-            exclude_classes=excluded or None,
-        )
-        targets = np.asarray(label_keys, dtype=object)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            index.fit(scored, targets)
-        messages += [f"overlapindex: {w.message}" for w in caught]
-        classes = [str(key) for key in index.singleton_index]
-        per_class = {key: float(index.singleton_index[key]) for key in classes}
-        pairwise = {a: {b: float(index.pairwise_index[(a, b)]) for b in classes if b != a} for a in classes}
-        adjacency: dict[str, dict[str, int]] = {}
-        for (a, b), hits in sorted(index.sparse_adj.items(), key=lambda item: (str(item[0][0]), str(item[0][1]))):
-            adjacency.setdefault(str(a), {})[str(b)] = int(hits)
-        unevaluable = {str(key) for key in getattr(index, "unevaluable_labels_", ())}
-        aggregation = [key for key in catalog.keys if key in per_class and key not in excluded and key not in unevaluable]
-        return OverlapScoreResult(
-            score=float(index.index),
-            macro_score=float(index.index),
-            weighted_score=float(index.weighted_index),
-            per_class_scores=per_class,
-            pairwise_scores=pairwise,
-            sparse_adjacency=adjacency,
-            class_counts=counts,
-            k_per_class=k_per_class,
-            aggregation_classes=aggregation,
-            labels={key: catalog.display(key) for key in catalog.keys},
-            warnings=messages,
-            metadata={
-                "backend": "MiniBatchKMeans",
-                "overlapindex_version": version("overlapindex"),
-                "seed": int(seed),
-                "normalize_embeddings": config.normalize_embeddings,
-                "offline_chunk_size": config.offline_chunk_size,
-                "kmeans_kwargs": to_json_value(kmeans_kwargs),
-                "input_sparse": input_sparse,
-                "n_rows": int(matrix.shape[0]),
-                "n_dimensions": int(matrix.shape[1]),
-                "excluded_classes": excluded,
-            },
-        )
+        metadata = {
+            "backend": "MiniBatchKMeans",
+            "overlapindex_version": version("overlapindex"),
+            "seed": seed,
+            "normalize_embeddings": config.normalize_embeddings,
+            "offline_chunk_size": config.offline_chunk_size,
+            "kmeans_kwargs": {**config.kmeans_kwargs, "random_state": seed},
+            "input_sparse": bool(sp.issparse(matrix)),
+            "n_rows": int(matrix.shape[0]),
+            "n_dimensions": int(matrix.shape[1]),
+        }
+        if targets.target_type == "regression":
+            return _score_regression(scored, targets, config, seed, metadata)
+        return _score_categorical(scored, targets, config, seed, metadata)
+
+
+def _fit_capturing_warnings(index: Any, X: Any, Y: Any) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        index.fit(X, Y)
+    return [f"overlapindex: {w.message}" for w in caught]
+
+
+def _score_categorical(scored, targets, config: OverlapScoringConfig, seed: int, metadata: dict) -> OverlapScoreResult:
+    from overlapindex import OverlapIndex
+
+    catalog = targets.catalog
+    counts = targets.counts()
+    present = [key for key in catalog.keys if counts[key] > 0]
+    if len(present) < 2:
+        raise ValidationError(f"class separation needs at least 2 classes, got {[catalog.display(k) for k in present]}")
+    k_per_class, messages = resolve_k(config, catalog, counts)
+    excluded = sorted({_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()})
+    if len(excluded) == len(present):
+        raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
+    multilabel = targets.target_type == "multilabel"
+    # overlapindex names multi-label classes by indicator column; map them back to catalog keys
+    to_backend = {key: i for i, key in enumerate(catalog.keys)} if multilabel else {key: key for key in catalog.keys}
+    from_backend = {str(v): k for k, v in to_backend.items()}
+    index = OverlapIndex(
+        model_type="MiniBatchKMeans",
+        kmeans_k={to_backend[key]: k for key, k in k_per_class.items() if counts[key] > 0},
+        kmeans_kwargs=metadata["kmeans_kwargs"],
+        offline_chunk_size=config.offline_chunk_size,
+        exclude_classes=[to_backend[key] for key in excluded] or None,
+    )
+    Y = targets.values if multilabel else np.asarray(targets.values, dtype=object)
+    messages += _fit_capturing_warnings(index, scored, Y)
+    backend_classes = list(index.singleton_index)
+    classes = [from_backend[str(c)] for c in backend_classes]
+    per_class = {from_backend[str(c)]: float(index.singleton_index[c]) for c in backend_classes}
+    pairwise = {
+        from_backend[str(a)]: {from_backend[str(b)]: float(index.pairwise_index[(a, b)]) for b in backend_classes if b != a}
+        for a in backend_classes
+    }
+    adjacency: dict[str, dict[str, int]] = {}
+    for (a, b), hits in index.sparse_adj.items():
+        adjacency.setdefault(from_backend[str(a)], {})[from_backend[str(b)]] = int(hits)
+    adjacency = {a: dict(sorted(row.items())) for a, row in sorted(adjacency.items())}
+    unevaluable = {from_backend[str(c)] for c in getattr(index, "unevaluable_labels_", ())}
+    aggregation = [key for key in catalog.keys if key in per_class and key not in excluded and key not in unevaluable]
+    metadata["excluded_classes"] = excluded
+    return OverlapScoreResult(
+        score=float(index.index),
+        macro_score=float(index.index),
+        weighted_score=float(index.weighted_index),
+        per_class_scores={key: per_class[key] for key in catalog.keys if key in per_class},
+        pairwise_scores={key: pairwise[key] for key in classes},
+        sparse_adjacency=adjacency,
+        class_counts=counts,
+        k_per_class=k_per_class,
+        aggregation_classes=aggregation,
+        labels={key: catalog.display(key) for key in catalog.keys},
+        warnings=messages,
+        metadata=metadata,
+        target_type=targets.target_type,
+    )
+
+
+def _score_regression(scored, targets, config: ContinuousOverlapScoringConfig, seed: int, metadata: dict) -> OverlapScoreResult:
+    from overlapindex import ContinuousOverlapIndex
+
+    index = ContinuousOverlapIndex(
+        model_type="MiniBatchKMeans",
+        kmeans_k=config.k,
+        kmeans_kwargs=metadata["kmeans_kwargs"],
+        offline_chunk_size=config.offline_chunk_size,
+        target_cover=config.target_cover,
+        n_target_cells=config.n_target_cells,
+        target_distance=config.target_distance,
+        top_k=config.top_k,
+        null_mode=config.null_mode,
+        n_null_permutations=config.n_null_permutations,
+        aggregation=config.aggregation,
+        random_state=seed,
+    )
+    messages = _fit_capturing_warnings(index, scored, targets.values)
+    support = index.prototype_support_
+    continuous = {
+        "loss_ratio": float(index.loss_ratio_),
+        "actual_loss": float(index.actual_loss_),
+        "null_loss": float(index.null_loss_),
+        "null_mode": str(index.null_mode_),
+        "n_null_permutations": config.n_null_permutations,
+        "null_loss_samples": _summary(index.null_loss_samples_),
+        "target_cover": str(index.target_cover_),
+        "target_distance": str(index.target_distance_),
+        "n_target_cells": int(len(set(np.asarray(index.target_cell_ids_).tolist()))),
+        "n_targets": int(index.n_targets_),
+        "target_names": list(targets.names),
+        "n_prototypes": int(len(support)),
+        "prototype_index": _summary(index.prototype_index_.values()),
+        "prototype_support": _summary(support.values()),
+        "prototype_loss": _summary(index.prototype_loss_.values()),
+        "n_adjacency_edges": int(len(index.prototype_adjacency_)),
+    }
+    return OverlapScoreResult(
+        score=float(index.index),
+        macro_score=float(index.macro_index_),
+        weighted_score=float(index.weighted_index),
+        per_class_scores={}, pairwise_scores={}, sparse_adjacency={}, class_counts={}, k_per_class={},
+        aggregation_classes=[], labels={}, warnings=messages, metadata=metadata,
+        target_type="regression", loss_ratio=float(index.loss_ratio_), continuous=continuous,
+    )
