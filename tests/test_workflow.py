@@ -56,7 +56,9 @@ def test_validate_config_fills_defaults_without_mutating_the_input():
     sk = bench["extractors"]["s"]
     assert sk["random_state"] == 0 and sk["allow_sparse"] is True
     assert sk["steps"] == [{"estimator": "sklearn.decomposition.PCA", "params": {}}]
-    assert bench["dataset"] == before["benchmarks"]["b"]["dataset"]
+    assert bench["dataset"] == {**before["benchmarks"]["b"]["dataset"], "target_type": "classification",
+                                "label_names": None, "target_names": None}
+    assert bench["continuous_scoring"]["null_mode"] == "refit_permutation"
 
 
 def test_validate_config_keeps_given_values_and_fills_the_rest():

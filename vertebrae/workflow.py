@@ -16,9 +16,9 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import canonical_json, fingerprint
-from vertebrae.data.declared import declared_identity_key, declared_row_count, load_declared_dataset
+from vertebrae.data.declared import declared_identity_key, declared_targets, declared_row_count, load_declared_dataset
 from vertebrae.extractors.registry import build_extractor
-from vertebrae.scoring.overlap import OverlapScoringConfig
+from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.labelled import protocol_recipe, score_recipe
 
@@ -93,11 +93,14 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
-def scoring_from_decl(decl: Mapping[str, Any], *, where: str) -> OverlapScoringConfig:
+def scoring_from_decl(bench: Mapping[str, Any], *, where: str) -> OverlapScoringConfig | ContinuousOverlapScoringConfig:
+    """The benchmark's ``scoring`` (classes, labels) or ``continuous_scoring`` (regression) config."""
+    regression = bench["dataset"].get("target_type") == "regression"
+    key = "continuous_scoring" if regression else "scoring"
     try:
-        return OverlapScoringConfig(**decl)
+        return (ContinuousOverlapScoringConfig if regression else OverlapScoringConfig)(**bench[key])
     except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}.{key}: {exc}") from None
 
 
 @dataclass
@@ -145,9 +148,9 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPl
         identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
         n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
         bounds = shard_bounds(n_rows, bench.get("shards", config["embedding"]["shards"]))
-        scoring = scoring_from_decl(bench["scoring"], where=f"{where}.scoring")
+        scoring = scoring_from_decl(bench, where=where)
         common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
-        p_recipe = protocol_recipe(identity_key)
+        p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
         protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
         candidates = []
         for ext_name, decl in bench["extractors"].items():
@@ -170,14 +173,14 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPl
             score_fp = result.add({
                 "stage": "score", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
                 "embedding": _ref(embed_fp, embedding_path(embed_fp)), "protocol": _ref(protocol_fp, protocol_path(protocol_fp)),
-                "scoring": scoring.to_dict(), "seed": seed,
+                "scoring": scoring.to_dict(), "seed": seed, "target_type": dataset["target_type"],
             })
             candidates.append({"name": ext_name, "score": _ref(score_fp, score_path(score_fp)),
                                "embedding": embed_fp, "extractor": extractor.recipe()})
         r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "scoring": scoring.to_dict(), "seed": seed}
         result.reports[name] = result.add({
             **r_recipe, "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
-            "protocol": _ref(protocol_fp, protocol_path(protocol_fp)),
+            "protocol": _ref(protocol_fp, protocol_path(protocol_fp)), "target_type": dataset["target_type"],
         })
     return result
 
@@ -203,6 +206,6 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
         extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
         embedding = EmbeddingConfig(batch_size=config["embedding"]["batch_size"],
                                     shards=bench.get("shards", config["embedding"]["shards"]))
-        benchmarks[name] = Benchmark(dataset, extractors, scoring_config=scoring_from_decl(bench["scoring"], where=f"{where}.scoring"),
+        benchmarks[name] = Benchmark(dataset, extractors, scoring_config=scoring_from_decl(bench, where=where),
                                      embedding_config=embedding, seed=config["seed"], name=name)
     return benchmarks

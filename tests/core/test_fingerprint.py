@@ -431,16 +431,18 @@ def test_live_sklearn_estimator_without_cache_identity_never_shares_a_fingerprin
 
 
 def test_golden_protocol_recipe():
-    recipe = protocol_recipe(DIGITS)
-    assert recipe == {"dataset": DIGITS, "target_type": "classification"}
+    declaration = {"target_type": "classification", "label_names": None, "target_names": None}
+    recipe = protocol_recipe(DIGITS, declaration)
+    assert recipe == {"dataset": DIGITS, "targets": declaration}
     document = (
-        '{"kind":"protocol","recipe":{"dataset":"declared:sklearn-digits@1","target_type":"classification"},'
-        '"schema":"vertebrae.labelled-protocol/v1"}'
+        '{"kind":"protocol","recipe":{"dataset":"declared:sklearn-digits@1","targets":{"label_names":null,'
+        '"target_names":null,"target_type":"classification"}},"schema":"vertebrae.labelled-protocol/v1"}'
     )
-    assert _sha16(document) == "8d2074c93c40d7d4"
-    assert fingerprint("protocol", recipe) == "8d2074c93c40d7d4"
-    assert fingerprint("protocol", protocol_recipe(DIGITS, "classification")) == "8d2074c93c40d7d4"
-    assert fingerprint("protocol", protocol_recipe("declared:sklearn-digits@2")) != "8d2074c93c40d7d4"
+    assert _sha16(document) == "8dcca8c193fa0516"
+    assert fingerprint("protocol", recipe) == "8dcca8c193fa0516"
+    assert fingerprint("protocol", protocol_recipe("declared:sklearn-digits@2", declaration)) != "8dcca8c193fa0516"
+    regression = {**declaration, "target_type": "regression"}
+    assert fingerprint("protocol", protocol_recipe(DIGITS, regression)) != "8dcca8c193fa0516"
 
 
 def test_unresolved_content_identity_cannot_name_an_artifact():

@@ -640,9 +640,18 @@ def test_float_ids_are_rejected(tmp_path):
     assert "ids" in msg and "ids.npy" in msg and "float64" in msg
 
 
-def test_2d_labels_are_rejected(tmp_path):
+def test_2d_numeric_labels_load_as_an_indicator_array(tmp_path):
     decl, _ = make_npy_npy_labels(tmp_path)
-    np.save(tmp_path / "y.npy", np.zeros((N, 2), dtype=np.int64))
+    indicator = np.arange(N * 2, dtype=np.int64).reshape(N, 2) % 2
+    np.save(tmp_path / "y.npy", indicator)
+    labels = _load(decl, tmp_path).labels
+    assert isinstance(labels, np.ndarray) and labels.shape == (N, 2)
+    np.testing.assert_array_equal(labels, indicator)
+
+
+def test_2d_string_labels_are_rejected(tmp_path):
+    decl, _ = make_npy_npy_labels(tmp_path)
+    np.save(tmp_path / "y.npy", np.full((N, 2), "a"))
     msg = _raises_exactly(ValidationError, _load, decl, tmp_path)
     assert "1-D" in msg and "y.npy" in msg
 

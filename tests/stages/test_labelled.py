@@ -42,18 +42,19 @@ def test_protocol_payload_round_trip_through_json(protocol):
     payload = json.loads(json.dumps(protocol.to_payload()))
     back = LabelledProtocol.from_payload(payload, source="p.json")
     assert back.row_ids == protocol.row_ids == tuple(f"r{i}" for i in range(30))
-    assert list(back.label_keys) == list(protocol.label_keys)
-    assert list(back.label_keys[:2]) == ["a", "a"] and back.label_keys[-1] == "@int:1"
-    assert back.catalog == protocol.catalog
-    assert back.catalog.keys == ("@int:1", "a")
-    assert back.catalog.value("@int:1") == 1 and type(back.catalog.value("@int:1")) is int
+    assert back.targets.target_type == "classification"
+    assert list(back.targets.values) == list(protocol.targets.values)
+    assert list(back.targets.values[:2]) == ["a", "a"] and back.targets.values[-1] == "@int:1"
+    assert back.targets.catalog == protocol.targets.catalog
+    assert back.targets.catalog.keys == ("@int:1", "a")
+    assert back.targets.catalog.value("@int:1") == 1 and type(back.targets.catalog.value("@int:1")) is int
     assert back.dataset_summary == protocol.dataset_summary
     assert back.dataset_summary["class_counts"] == {"@int:1": 15, "a": 15}
 
 
 def test_protocol_payload_with_a_label_key_outside_the_catalog_is_refused(protocol):
     payload = json.loads(json.dumps(protocol.to_payload()))
-    payload["label_keys"][4] = "zebra"
+    payload["targets"]["label_keys"][4] = "zebra"
     with pytest.raises(ArtifactError) as info:
         LabelledProtocol.from_payload(payload, source="results/protocols/x.json")
     assert "results/protocols/x.json" in str(info.value)
@@ -62,7 +63,7 @@ def test_protocol_payload_with_a_label_key_outside_the_catalog_is_refused(protoc
 
 def test_protocol_payload_with_fewer_label_keys_than_rows_is_refused(protocol):
     payload = json.loads(json.dumps(protocol.to_payload()))
-    payload["label_keys"].pop()
+    payload["targets"]["label_keys"].pop()
     with pytest.raises(ArtifactError, match="results/protocols/y.json"):
         LabelledProtocol.from_payload(payload, source="results/protocols/y.json")
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.identity import DatasetIdentity
+from vertebrae.core.labels import semantic_key
 from vertebrae.data.labelled import BenchmarkDataset, encode_row_ids
 from vertebrae.data.sources import load_source, source_row_count
 
@@ -39,7 +40,18 @@ def load_declared_dataset(decl: Mapping[str, Any], *, base_dir: Path, where: str
     data = load_source(decl["source"], base_dir=base_dir, where=f"{where}.source")
     build = BenchmarkDataset.from_arrays if decl["source"]["type"] in FEATURE_SOURCES else BenchmarkDataset.from_embeddings
     return build(data.features, data.labels, identity=identity_from_decl(decl["identity"], where=f"{where}.identity"),
-                 row_ids=data.row_ids)
+                 row_ids=data.row_ids, target_type=decl.get("target_type", "classification"),
+                 label_names=decl.get("label_names"), target_names=decl.get("target_names"))
+
+
+def declared_targets(decl: Mapping[str, Any]) -> dict[str, Any]:
+    """The target declaration of a config dataset, as ``BenchmarkDataset.target_declaration`` records it."""
+    label_names, target_names = decl.get("label_names"), decl.get("target_names")
+    return {
+        "target_type": decl.get("target_type", "classification"),
+        "label_names": None if label_names is None else [semantic_key(name) for name in label_names],
+        "target_names": None if target_names is None else [str(name) for name in target_names],
+    }
 
 
 def declared_row_count(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> int:

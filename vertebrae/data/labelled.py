@@ -114,6 +114,7 @@ class BenchmarkDataset:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     groups: tuple[str, ...] | None = None
     groups_name: str | None = None
+    target_declaration: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_embeddings(
@@ -182,7 +183,12 @@ class BenchmarkDataset:
                     "the data changed since the identity was computed"
                 )
             identity = identity.with_content_digest(digest)
-        return cls(matrix, targets, keys, identity, modality, dict(metadata or {}))
+        declaration = {
+            "target_type": targets.target_type,
+            "label_names": None if label_names is None else [semantic_key(name) for name in label_names],
+            "target_names": None if target_names is None else [str(name) for name in target_names],
+        }
+        return cls(matrix, targets, keys, identity, modality, dict(metadata or {}), target_declaration=declaration)
 
     def with_groups(self, groups: Sequence[Any], *, name: str = "group") -> BenchmarkDataset:
         """The same dataset with independence groups (str or int per row), forwarded to Separatix and metrics."""

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 #: Bundled scikit-learn datasets a ``{"type": "sklearn"}`` source may name.
-SKLEARN_DATASETS: tuple[str, ...] = ("breast_cancer", "digits", "iris", "wine")
+SKLEARN_DATASETS: tuple[str, ...] = ("breast_cancer", "diabetes", "digits", "iris", "wine")
 
 _REQUIRED = object()
 
@@ -283,7 +283,13 @@ def _decode(value: Any, what: str, row: int) -> str:
 
 
 def _values_from_array(arr: np.ndarray, kinds: str, role: str, what: str, offset: int = 0) -> list:
-    """Python scalars from a 1-D array slice (``offset`` = row index of its first item, for messages)."""
+    """Python scalars from a 1-D array slice (``offset`` = row index of its first item, for messages).
+
+    Labels may also be a 2-D numeric array (a multi-label 0/1 indicator or a multi-output regression target),
+    returned as the array itself.
+    """
+    if arr.ndim == 2 and role == "labels" and arr.dtype.kind in "biuf":
+        return np.asarray(arr)
     if arr.ndim != 1:
         raise ValidationError(f"{role} in {what} must be 1-D, got shape {arr.shape}")
     kind = arr.dtype.kind
@@ -297,6 +303,8 @@ def _values_from_array(arr: np.ndarray, kinds: str, role: str, what: str, offset
 
 
 def _check_aux_meta(shape: tuple[int, ...], dtype: np.dtype, kinds: str, role: str, what: str) -> None:
+    if len(shape) == 2 and role == "labels" and dtype.kind in "biuf":
+        return
     if len(shape) != 1:
         raise ValidationError(f"{role} in {what} must be 1-D, got shape {tuple(shape)}")
     if dtype.kind not in kinds:
@@ -389,7 +397,9 @@ def _load_sklearn_bunch(name: str) -> tuple[np.ndarray, list]:
 
     bunch = getattr(datasets, f"load_{name}")()
     features = np.ascontiguousarray(bunch.data, dtype=np.float64)
-    labels = [int(v) for v in np.asarray(bunch.target).tolist()]
+    target = np.asarray(bunch.target)
+    # diabetes has a continuous target (regression); the others have integer classes
+    labels = target.astype(np.float64).tolist() if target.dtype.kind == "f" else [int(v) for v in target.tolist()]
     return features, labels
 
 

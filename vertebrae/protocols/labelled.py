@@ -20,7 +20,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.extractors.base import Extractor
 from vertebrae.results import BenchmarkResult, ExtractorResult
-from vertebrae.scoring.overlap import OverlapScoringConfig
+from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
 from vertebrae.stages.common import EmbeddingBlock, embed_endpoint, embedding_recipe
 from vertebrae.stages.labelled import build_protocol, build_report, candidate_result, protocol_recipe, score_embeddings, score_recipe
 
@@ -82,7 +82,7 @@ class Benchmark:
         dataset: BenchmarkDataset,
         extractors: Sequence[Extractor] = (),
         *,
-        scoring_config: OverlapScoringConfig | None = None,
+        scoring_config: OverlapScoringConfig | ContinuousOverlapScoringConfig | None = None,
         embedding_config: EmbeddingConfig | None = None,
         cache_config: CacheConfig | None = None,
         seed: int = 0,
@@ -92,7 +92,7 @@ class Benchmark:
             raise ValidationError(f"Benchmark needs a BenchmarkDataset, got {type(dataset).__name__}")
         self.dataset = dataset
         self.extractors: list[Extractor] = []
-        self.scoring_config = scoring_config or OverlapScoringConfig()
+        self.scoring_config = OverlapIndexScorer(scoring_config).config_for(dataset.target_type)
         self.embedding_config = embedding_config or EmbeddingConfig()
         self.cache_config = cache_config or CacheConfig()
         self.seed = seed
@@ -127,7 +127,7 @@ class Benchmark:
         if not self.extractors:
             raise ValidationError(f"benchmark {self.name!r} has no extractors")
         protocol = build_protocol(self.dataset)
-        protocol_fp = fingerprint("protocol", protocol_recipe(self.dataset.identity_key(), self.dataset.target_type))
+        protocol_fp = fingerprint("protocol", protocol_recipe(self.dataset.identity_key(), self.dataset.target_declaration))
         results = [self._run_one(extractor, protocol, protocol_fp) for extractor in self.extractors]
         return build_report(results, protocol, benchmark=self.name, seed=self.seed, scoring=self.scoring_config)
 

@@ -16,7 +16,7 @@ from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared import declared_row_count, load_declared_dataset, load_declared_rows
 from vertebrae.extractors.registry import build_extractor
-from vertebrae.scoring.overlap import OverlapScoringConfig
+from vertebrae.scoring.overlap import scoring_config_from_dict
 from vertebrae.stages.common import EmbeddingBlock, embed_rows, embedding_recipe, fit_recipe, merge_blocks, shard_bounds
 from vertebrae.stages.labelled import LabelledProtocol, build_protocol, build_report, candidate_result, protocol_recipe, score_embeddings
 
@@ -111,8 +111,8 @@ def run_write_protocol(plan: str | Path, output: str | Path) -> None:
     dataset = load_declared_dataset(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
     if dataset.identity_key() != spec["identity"]:
         raise ValidationError(f"{spec['where']}: dataset identity is now {dataset.identity_key()!r}, planned as {spec['identity']!r}; re-plan")
-    if protocol_recipe(dataset.identity_key(), dataset.target_type) != spec["recipe"]:
-        raise ValidationError(f"{spec['where']}: target type {dataset.target_type!r} does not match the plan")
+    if protocol_recipe(dataset.identity_key(), dataset.target_declaration) != spec["recipe"]:
+        raise ValidationError(f"{spec['where']}: the targets no longer match the plan; re-plan")
     write_json_artifact(output, "protocol", build_protocol(dataset).to_payload(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
@@ -127,7 +127,7 @@ def run_score(plan: str | Path, embeddings: str | Path, protocol: str | Path, ou
     artifact = read_embeddings(embeddings, fingerprint=spec["embedding"]["fingerprint"])
     targets = _read_protocol(spec["protocol"], protocol)
     payload = score_embeddings(EmbeddingBlock(artifact.matrix, artifact.row_ids), targets,
-                               OverlapScoringConfig.from_dict(spec["scoring"]), seed=spec["seed"])
+                               scoring_config_from_dict(spec["scoring"], spec["target_type"]), seed=spec["seed"])
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
@@ -145,7 +145,7 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
                                 "cache_status": "disabled", "cache_eligible": True},
             metadata={"score_fingerprint": candidate["score"]["fingerprint"]},
         ))
-    scoring = OverlapScoringConfig.from_dict(spec["scoring"])
+    scoring = scoring_config_from_dict(spec["scoring"], spec["target_type"])
     report = build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], seed=spec["seed"], scoring=scoring)
     report.save_json(json_output)
     report.save_markdown(markdown_output)

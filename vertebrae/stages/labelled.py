@@ -1,4 +1,4 @@
-"""Labelled-protocol stages: write the protocol (row ids, label keys, catalog), score, report."""
+"""Labelled-protocol stages: write the protocol (row ids, targets, groups), score, report."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
 
-import numpy as np
-
 from vertebrae import __version__
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
-from vertebrae.core.labels import LabelCatalog, describe_key
+from vertebrae.core.labels import describe_key
+from vertebrae.data.targets import Targets
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.scoring.overlap import OverlapIndexScorer, OverlapScoringConfig
@@ -21,37 +20,40 @@ from vertebrae.stages.common import EmbeddingBlock
 
 @dataclass(frozen=True)
 class LabelledProtocol:
-    """The targets every candidate is scored against, in row order."""
+    """The targets every candidate is scored against, in row order, with optional independence groups."""
 
     row_ids: tuple[str, ...]
-    label_keys: np.ndarray
-    catalog: LabelCatalog
+    targets: Targets
     dataset_summary: dict[str, Any]
+    groups: tuple[str, ...] | None = None
 
     def to_payload(self) -> dict[str, Any]:
         return {
             "row_ids": list(self.row_ids),
-            "label_keys": [str(k) for k in self.label_keys],
-            "catalog": self.catalog.to_dict(),
+            "targets": self.targets.to_payload(),
+            "groups": None if self.groups is None else list(self.groups),
             "dataset_summary": self.dataset_summary,
         }
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any], *, source: str = "protocol") -> LabelledProtocol:
-        catalog = LabelCatalog.from_dict(payload["catalog"])
-        label_keys = np.asarray(payload["label_keys"], dtype=object)
-        unknown = sorted(set(label_keys.tolist()) - set(catalog.keys))
-        if unknown or len(label_keys) != len(payload["row_ids"]):
-            raise ArtifactError(f"{source}: label keys do not match the row ids or the catalog ({unknown[:3]})")
-        return cls(tuple(payload["row_ids"]), label_keys, catalog, dict(payload["dataset_summary"]))
+        try:
+            targets = Targets.from_payload(payload["targets"])
+        except (KeyError, ValueError) as exc:
+            raise ArtifactError(f"{source}: invalid targets: {exc}") from None
+        groups = payload.get("groups")
+        if targets.n_rows != len(payload["row_ids"]) or (groups is not None and len(groups) != targets.n_rows):
+            raise ArtifactError(f"{source}: targets, groups and row ids have different lengths")
+        return cls(tuple(payload["row_ids"]), targets, dict(payload["dataset_summary"]), None if groups is None else tuple(groups))
 
 
-def protocol_recipe(identity_key: str, target_type: str = "classification") -> dict[str, Any]:
-    return {"dataset": identity_key, "target_type": target_type}
+def protocol_recipe(identity_key: str, target_declaration: Mapping[str, Any]) -> dict[str, Any]:
+    """What determines the targets: the dataset identity and how its labels are read (type, names)."""
+    return {"dataset": identity_key, "targets": dict(target_declaration)}
 
 
 def build_protocol(dataset: BenchmarkDataset) -> LabelledProtocol:
-    return LabelledProtocol(dataset.row_ids, dataset.label_keys, dataset.catalog, dataset.summary())
+    return LabelledProtocol(dataset.row_ids, dataset.targets, dataset.summary(), dataset.groups)
 
 
 def score_recipe(embedding_fp: str, protocol_fp: str, scoring: OverlapScoringConfig, seed: int) -> dict[str, Any]:
@@ -77,9 +79,7 @@ def score_embeddings(
         i = next(i for i, (a, b) in enumerate(zip(block.row_ids, protocol.row_ids)) if a != b)
         raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {describe_key(block.row_ids[i])}, "
                               f"protocol row is {describe_key(protocol.row_ids[i])}")
-    overlap = OverlapIndexScorer(scoring).score_encoded(
-        block.matrix, protocol.label_keys, protocol.catalog, seed=seed, row_ids=block.row_ids
-    )
+    overlap = OverlapIndexScorer(scoring).score_targets(block.matrix, protocol.targets, seed=seed, row_ids=block.row_ids)
     return {"overlap": overlap.to_dict(), "embedding_metadata": block.metadata()}
 
 
