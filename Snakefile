@@ -1,4 +1,4 @@
-# vertebrae: plan -> fit -> embed shard -> merge -> protocol -> score -> report.
+# vertebrae: plan -> fit -> embed shard -> merge -> compress -> protocol -> score -> report.
 # Planning lives in the library (vertebrae.workflow); rules only call `vertebrae` subcommands.
 from snakemake.utils import min_version
 
@@ -12,6 +12,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/plan.smk"
 include: "workflow/rules/embed.smk"
 include: "workflow/rules/merge.smk"
+include: "workflow/rules/compress.smk"
 include: "workflow/rules/protocol.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/report.smk"

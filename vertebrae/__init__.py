@@ -21,7 +21,14 @@ _EXPORTS = {
     "vertebrae.extractors": ("PrecomputedExtractor", "SklearnExtractor"),
     "vertebrae.protocols.labelled": ("Benchmark", "CacheConfig", "EmbeddingConfig", "Evaluator"),
     "vertebrae.results": ("BenchmarkResult", "ExtractorResult"),
-    "vertebrae.scoring.overlap": ("OverlapIndexScorer", "OverlapScoreResult", "OverlapScoringConfig"),
+    "vertebrae.scoring.overlap": (
+        "ContinuousOverlapScoringConfig", "OverlapIndexScorer", "OverlapScoreResult", "OverlapScoringConfig",
+    ),
+    "vertebrae.scoring.metrics": ("CallableMetric", "LabelRetrievalMetric", "Metric", "MetricResult", "OverlapMetric"),
+    "vertebrae.scoring.stability": ("StabilityConfig", "StabilityResult", "run_stability_analysis"),
+    "vertebrae.scoring.separatix": ("SeparatixConfig", "SeparatixResult", "SeparatixScorer"),
+    "vertebrae.compression": ("EmbeddingCompressionConfig", "fit_paired_compression"),
+    "vertebrae.data.targets": ("Targets",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

@@ -36,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True)
     p.add_argument("shards", nargs="+")
 
+    p = sub.add_parser("compress", help="fit a label-free compressor on the samples and apply it")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--embeddings", required=True)
+    p.add_argument("--output", required=True)
+
     p = sub.add_parser("write-protocol", help="write the labelled protocol (row ids, label keys, label catalog)")
     p.add_argument("--plan-json", required=True)
     p.add_argument("--output", required=True)
@@ -45,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--embeddings", required=True)
     p.add_argument("--protocol", required=True)
     p.add_argument("--output", required=True)
+    p.add_argument("--metric", action="append", default=[], metavar="MODULE:FUNCTION",
+                   help="an extra callable metric (importable path); repeatable")
 
     p = sub.add_parser("report", help="rank a benchmark's scores into JSON and Markdown reports")
     p.add_argument("--plan-json", required=True)
@@ -66,10 +73,12 @@ def _dispatch(args: argparse.Namespace) -> None:
         jobs.run_embed_shard(args.plan_json, args.shard_index, args.output)
     elif args.command == "merge-embeddings":
         jobs.run_merge(args.plan_json, args.shards, args.output)
+    elif args.command == "compress":
+        jobs.run_compress(args.plan_json, args.embeddings, args.output)
     elif args.command == "write-protocol":
         jobs.run_write_protocol(args.plan_json, args.output)
     elif args.command == "score":
-        jobs.run_score(args.plan_json, args.embeddings, args.protocol, args.output)
+        jobs.run_score(args.plan_json, args.embeddings, args.protocol, args.output, extra_metrics=args.metric)
     elif args.command == "report":
         jobs.run_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
 

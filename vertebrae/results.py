@@ -1,4 +1,10 @@
-"""Result objects of the labelled protocol: JSON round trip, ranking and a tabular view."""
+"""Result objects of the labelled protocol: JSON round trip, ranking and a tabular view.
+
+An ExtractorResult is one candidate (an extractor, or a compressed variant named like ``pixels[pca_16]``).
+Its ``metrics`` always hold ``"overlap"`` (the OverlapIndex result as a MetricResult) plus any custom metric;
+``primary_score`` is the score of ``primary_metric_name``. Only candidates whose primary metric declares
+``aggregate_valid`` are ranked.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +13,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vertebrae.core.errors import ArtifactError
 from vertebrae.core.fingerprint import to_json_value
+from vertebrae.scoring.metrics import MetricResult
 from vertebrae.scoring.overlap import OverlapScoreResult
+from vertebrae.scoring.stability import StabilityResult
 
 REPORT_SCHEMA = "vertebrae.report/v1"
 TABLE_COLUMNS = (
-    "rank", "extractor", "primary_metric", "primary_score", "overlap_macro", "overlap_weighted",
-    "weakest_class", "weakest_class_score", "embedding_dim", "n_warnings",
+    "rank", "extractor", "primary_metric", "primary_score", "overlap_score", "overlap_macro", "overlap_weighted",
+    "stability_interval", "weakest_class", "best_probe", "probe_metric", "probe_score", "embedding_dim",
+    "compression", "recommendation",
 )
+
+
+def overlap_metric_result(overlap: OverlapScoreResult) -> MetricResult:
+    """The OverlapIndex result seen through the custom-metric contract (diagnostics = the full result)."""
+    return MetricResult("overlap", overlap.score, True, overlap.to_dict(), list(overlap.warnings), {"target_type": overlap.target_type})
 
 
 @dataclass(frozen=True)
 class ExtractorResult:
-    """One candidate's scores; ``primary_score`` is the OverlapIndex macro score."""
+    """One candidate's scores and diagnostics."""
 
     name: str
     overlap: OverlapScoreResult
@@ -27,14 +42,22 @@ class ExtractorResult:
     warnings: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     primary_metric_name: str = "overlap"
+    custom_metrics: dict[str, MetricResult] = field(default_factory=dict)
+    stability: StabilityResult | None = None
+    separatix: Any = None
+    compression_metadata: dict[str, Any] | None = None
+
+    @property
+    def metrics(self) -> dict[str, MetricResult]:
+        return {"overlap": overlap_metric_result(self.overlap), **self.custom_metrics}
 
     @property
     def primary_score(self) -> float:
-        return self.overlap.score
+        return self.metrics[self.primary_metric_name].score
 
     @property
-    def metrics(self) -> dict[str, OverlapScoreResult]:
-        return {"overlap": self.overlap}
+    def aggregate_valid(self) -> bool:
+        return self.metrics[self.primary_metric_name].aggregate_valid
 
     def weakest_class(self) -> tuple[str, float] | None:
         """(display label, score) of the aggregated class with the lowest per-class score."""
@@ -49,7 +72,12 @@ class ExtractorResult:
             "name": self.name,
             "primary_metric_name": self.primary_metric_name,
             "primary_score": self.primary_score,
+            "aggregate_valid": self.aggregate_valid,
             "overlap": self.overlap.to_dict(),
+            "metrics": {name: result.to_dict() for name, result in self.custom_metrics.items()},
+            "stability": None if self.stability is None else self.stability.to_dict(),
+            "separatix": None if self.separatix is None else self.separatix.to_dict(),
+            "compression_metadata": to_json_value(self.compression_metadata),
             "embedding_metadata": to_json_value(self.embedding_metadata),
             "warnings": list(self.warnings),
             "metadata": to_json_value(self.metadata),
@@ -57,6 +85,8 @@ class ExtractorResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExtractorResult:
+        from vertebrae.scoring.separatix import SeparatixResult
+
         return cls(
             name=data["name"],
             overlap=OverlapScoreResult.from_dict(data["overlap"]),
@@ -64,38 +94,34 @@ class ExtractorResult:
             warnings=list(data["warnings"]),
             metadata=dict(data["metadata"]),
             primary_metric_name=data["primary_metric_name"],
+            custom_metrics={name: MetricResult.from_dict(item) for name, item in (data.get("metrics") or {}).items()},
+            stability=None if data.get("stability") is None else StabilityResult.from_dict(data["stability"]),
+            separatix=None if data.get("separatix") is None else SeparatixResult.from_dict(data["separatix"]),
+            compression_metadata=data.get("compression_metadata"),
         )
 
 
 @dataclass(frozen=True)
 class BenchmarkResult:
-    """All candidates of one benchmark, in declaration order; ``ranked_results()`` orders them best first."""
+    """All candidates of one benchmark, in declaration order; ``ranked_results()`` orders the valid ones."""
 
     extractor_results: list[ExtractorResult]
     dataset_summary: dict[str, Any]
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def ranked_results(self) -> list[ExtractorResult]:
-        """Best primary score first; ties keep declaration order."""
-        return sorted(self.extractor_results, key=lambda r: -r.primary_score)
+        """Candidates whose primary metric is aggregate-valid, best primary score first; ties keep declaration order."""
+        return sorted((r for r in self.extractor_results if r.aggregate_valid), key=lambda r: -r.primary_score)
+
+    @property
+    def ranking_available(self) -> bool:
+        return bool(self.ranked_results())
 
     def table_rows(self) -> list[dict[str, Any]]:
-        rows = []
-        for rank, result in enumerate(self.ranked_results(), start=1):
-            weakest = result.weakest_class()
-            rows.append({
-                "rank": rank,
-                "extractor": result.name,
-                "primary_metric": result.primary_metric_name,
-                "primary_score": result.primary_score,
-                "overlap_macro": result.overlap.macro_score,
-                "overlap_weighted": result.overlap.weighted_score,
-                "weakest_class": weakest[0] if weakest else None,
-                "weakest_class_score": weakest[1] if weakest else None,
-                "embedding_dim": result.embedding_metadata.get("dim"),
-                "n_warnings": len(result.warnings) + len(result.overlap.warnings),
-            })
-        return rows
+        """One row per candidate: ranked ones first (rank 1..), then unranked ones (rank None)."""
+        ranked = self.ranked_results()
+        unranked = [r for r in self.extractor_results if not r.aggregate_valid]
+        return [_row(rank, result) for rank, result in enumerate(ranked, start=1)] + [_row(None, r) for r in unranked]
 
     def to_dataframe(self):
         """The ranking table as a pandas DataFrame (pandas is needed only here)."""
@@ -107,6 +133,7 @@ class BenchmarkResult:
         return {
             "schema": REPORT_SCHEMA,
             "ranking": [result.name for result in self.ranked_results()],
+            "ranking_available": self.ranking_available,
             "extractor_results": [result.to_dict() for result in self.extractor_results],
             "dataset_summary": to_json_value(self.dataset_summary),
             "metadata": to_json_value(self.metadata),
@@ -114,8 +141,6 @@ class BenchmarkResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BenchmarkResult:
-        from vertebrae.core.errors import ArtifactError
-
         if data.get("schema") != REPORT_SCHEMA:
             raise ArtifactError(f"unknown report schema {data.get('schema')!r}, expected {REPORT_SCHEMA!r}")
         return cls(
@@ -135,3 +160,30 @@ class BenchmarkResult:
 
         with atomic_write(path) as tmp:
             Path(tmp).write_text(render_markdown(self), encoding="utf-8")
+
+
+def _row(rank: int | None, result: ExtractorResult) -> dict[str, Any]:
+    weakest = result.weakest_class()
+    interval = None
+    if result.stability is not None:
+        interval = [result.stability.summary["interval_low"], result.stability.summary["interval_high"]]
+    summary = (result.separatix.probe_summary or {}) if result.separatix is not None and result.separatix.ran else {}
+    probe = summary.get("best_probe") or {}
+    compression = result.compression_metadata or {}
+    return {
+        "rank": rank,
+        "extractor": result.name,
+        "primary_metric": result.primary_metric_name,
+        "primary_score": result.primary_score,
+        "overlap_score": result.overlap.score,
+        "overlap_macro": result.overlap.macro_score,
+        "overlap_weighted": result.overlap.weighted_score,
+        "stability_interval": interval,
+        "weakest_class": None if weakest is None else f"{weakest[0]} ({weakest[1]:.4f})",
+        "best_probe": probe.get("name"),
+        "probe_metric": probe.get("metric"),
+        "probe_score": probe.get("score"),
+        "embedding_dim": result.embedding_metadata.get("dim"),
+        "compression": compression.get("method") if compression.get("applied") else None,
+        "recommendation": result.separatix.recommendation if result.separatix is not None and result.separatix.ran else None,
+    }

@@ -20,7 +20,11 @@ from vertebrae.data.declared import declared_identity_key, declared_targets, dec
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
-from vertebrae.stages.labelled import protocol_recipe, score_recipe
+from vertebrae.compression import EmbeddingCompressionConfig, variant_name
+from vertebrae.scoring.metrics import metric_from_config
+from vertebrae.scoring.separatix import SeparatixConfig
+from vertebrae.scoring.stability import StabilityConfig
+from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
 
 RESULTS = "results"
 ENDPOINT = "samples"
@@ -41,6 +45,10 @@ def shard_path(fp: str, index: int, count: int) -> str:
 
 def embedding_path(fp: str) -> str:
     return f"{RESULTS}/embeddings/{fp}.h5"
+
+
+def compressed_path(fp: str) -> str:
+    return f"{RESULTS}/compressed/{fp}/samples.h5"
 
 
 def protocol_path(fp: str) -> str:
@@ -136,22 +144,48 @@ def _ref(fp: str, path: str) -> dict[str, str]:
     return {"fingerprint": fp, "path": path}
 
 
+def scoring_plan_from_decl(bench: Mapping[str, Any], seed: int, *, where: str) -> ScoringPlan:
+    """The benchmark's ScoringPlan: overlap config, metrics, stability, Separatix, primary metric."""
+    stability, separatix = bench["stability"], bench["separatix"]
+    try:
+        return ScoringPlan(
+            scoring=scoring_from_decl(bench, where=where),
+            seed=seed,
+            metrics=tuple(metric_from_config(entry) for entry in bench["metrics"]),
+            stability=StabilityConfig(**stability) if stability["enabled"] else None,
+            separatix=SeparatixConfig(**separatix) if separatix["enabled"] else None,
+            primary_metric=bench["primary_metric"],
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def compression_from_decl(decl: Mapping[str, Any], *, where: str) -> EmbeddingCompressionConfig:
+    try:
+        return EmbeddingCompressionConfig(**decl)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
 def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPlan:
     """Validate ``config`` and plan every job; paths in the config resolve against ``base_dir``."""
     config = validate_config(config)
     base_dir = Path(base_dir)
     result = WorkflowPlan()
-    seed = config["seed"]
     for name, bench in config["benchmarks"].items():
         where = f"benchmarks.{name}"
         dataset = bench["dataset"]
         identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
         n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
         bounds = shard_bounds(n_rows, bench.get("shards", config["embedding"]["shards"]))
-        scoring = scoring_from_decl(bench, where=where)
+        scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
+        compressions = [compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])]
         common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
         p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
         protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
+        protocol_ref = _ref(protocol_fp, protocol_path(protocol_fp))
         candidates = []
         for ext_name, decl in bench["extractors"].items():
             ext_where = f"{where}.extractors.{ext_name}"
@@ -169,18 +203,29 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPl
                 "fit": fit_ref,
             })
             result.shard_counts.setdefault(embed_fp, len(result.specs[embed_fp]["shards"]))
-            s_recipe = score_recipe(embed_fp, protocol_fp, scoring, seed)
-            score_fp = result.add({
-                "stage": "score", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
-                "embedding": _ref(embed_fp, embedding_path(embed_fp)), "protocol": _ref(protocol_fp, protocol_path(protocol_fp)),
-                "scoring": scoring.to_dict(), "seed": seed, "target_type": dataset["target_type"],
-            })
-            candidates.append({"name": ext_name, "score": _ref(score_fp, score_path(score_fp)),
-                               "embedding": embed_fp, "extractor": extractor.recipe()})
-        r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "scoring": scoring.to_dict(), "seed": seed}
+            variants = [(ext_name, _ref(embed_fp, embedding_path(embed_fp)), None)]
+            for compression in compressions:
+                c_recipe = compression_recipe(embed_fp, compression)
+                compressed_fp = result.add({
+                    "stage": "compress", "fingerprint": fingerprint("compressed", c_recipe), "recipe": c_recipe,
+                    "embedding": _ref(embed_fp, embedding_path(embed_fp)), "compression": compression.to_dict(),
+                })
+                variants.append((variant_name(ext_name, compression), _ref(compressed_fp, compressed_path(compressed_fp)),
+                                 compression.to_dict()))
+            for variant, embedding_ref, compression in variants:
+                s_recipe = score_recipe(embedding_ref["fingerprint"], protocol_fp, scoring_plan)
+                score_fp = result.add({
+                    "stage": "score", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
+                    "embedding": embedding_ref, "protocol": protocol_ref, "plan": scoring_plan.to_dict(),
+                    "target_type": dataset["target_type"],
+                })
+                candidates.append({"name": variant, "score": _ref(score_fp, score_path(score_fp)), "embedding": embed_fp,
+                                   "scored_embedding": embedding_ref["fingerprint"], "extractor": extractor.recipe(),
+                                   "compression": compression})
+        r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "plan": scoring_plan.to_dict()}
         result.reports[name] = result.add({
             **r_recipe, "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
-            "protocol": _ref(protocol_fp, protocol_path(protocol_fp)), "target_type": dataset["target_type"],
+            "protocol": protocol_ref, "target_type": dataset["target_type"],
         })
     return result
 
@@ -206,6 +251,12 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
         extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
         embedding = EmbeddingConfig(batch_size=config["embedding"]["batch_size"],
                                     shards=bench.get("shards", config["embedding"]["shards"]))
-        benchmarks[name] = Benchmark(dataset, extractors, scoring_config=scoring_from_decl(bench, where=where),
-                                     embedding_config=embedding, seed=config["seed"], name=name)
+        scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
+        benchmarks[name] = Benchmark(
+            dataset, extractors, metrics=scoring_plan.metrics, primary_metric=scoring_plan.primary_metric,
+            scoring_config=scoring_plan.scoring,
+            compression_configs=[compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])],
+            stability_config=scoring_plan.stability, separatix_config=scoring_plan.separatix,
+            embedding_config=embedding, seed=config["seed"], name=name,
+        )
     return benchmarks

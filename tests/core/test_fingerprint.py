@@ -254,6 +254,7 @@ def test_sha256_hex_of_text_is_of_its_utf8_bytes():
 def test_schema_table_is_pinned():
     assert SCHEMAS == {
         "embedding": "vertebrae.embedding/v1",
+        "compressed": "vertebrae.compressed-embedding/v1",
         "fitted-extractor": "vertebrae.fitted-extractor/v1",
         "plan": "vertebrae.plan/v1",
         "protocol": "vertebrae.labelled-protocol/v1",

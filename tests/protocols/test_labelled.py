@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.decomposition import PCA
 from sklearn.preprocessing import FunctionTransformer
 
 from vertebrae import (
@@ -20,16 +21,25 @@ from vertebrae import (
     BenchmarkDataset,
     BenchmarkResult,
     CacheConfig,
+    CallableMetric,
+    ContinuousOverlapScoringConfig,
     DatasetIdentity,
+    EmbeddingCompressionConfig,
     EmbeddingConfig,
     Evaluator,
     ExtractorResult,
     OverlapIndexScorer,
+    OverlapMetric,
+    OverlapScoreResult,
     OverlapScoringConfig,
     PrecomputedExtractor,
+    SeparatixConfig,
     SklearnExtractor,
+    StabilityConfig,
     ValidationError,
+    run_stability_analysis,
 )
+from vertebrae.reports.markdown import render_markdown
 
 SCORING = OverlapScoringConfig(k=4)
 SEED = 3
@@ -103,7 +113,7 @@ def test_run_ranks_best_first_and_matches_direct_scoring(ranked_run):
     assert direct["signal"].macro_score > 0.8 > direct["noise"].macro_score
     assert result.to_dict()["ranking"] == expected_order
     assert result.metadata["benchmark"] == "toy-bench" and result.metadata["seed"] == SEED
-    assert result.metadata["scoring"] == SCORING.to_dict()
+    assert result.metadata["plan"]["scoring"] == SCORING.to_dict()
     assert result.dataset_summary["n_rows"] == 3 * N_PER_CLASS
 
 
@@ -131,8 +141,9 @@ def test_to_dataframe_columns_and_rows(ranked_run):
     _, result = ranked_run
     frame = result.to_dataframe()
     assert list(frame.columns) == [
-        "rank", "extractor", "primary_metric", "primary_score", "overlap_macro", "overlap_weighted",
-        "weakest_class", "weakest_class_score", "embedding_dim", "n_warnings",
+        "rank", "extractor", "primary_metric", "primary_score", "overlap_score", "overlap_macro", "overlap_weighted",
+        "stability_interval", "weakest_class", "best_probe", "probe_metric", "probe_score", "embedding_dim",
+        "compression", "recommendation",
     ]
     ranked = result.ranked_results()
     assert list(frame["rank"]) == [1, 2, 3]
@@ -143,8 +154,9 @@ def test_to_dataframe_columns_and_rows(ranked_run):
     assert dims == {"signal": 4, "noise": 4, "all": 8}
     for row, r in zip(frame.itertuples(), ranked):
         per = r.overlap.per_class_scores
-        assert row.weakest_class_score == min(per.values())
-        assert r.overlap.labels[min(per, key=lambda k: (per[k], k))] == row.weakest_class
+        weakest = min(per, key=lambda k: (per[k], k))
+        # the weakest class cell names the class by its display label and gives its (lowest) score
+        assert row.weakest_class == f"{r.overlap.labels[weakest]} ({min(per.values()):.4f})"
 
 
 def test_save_json_and_markdown(ranked_run, tmp_path):
@@ -303,4 +315,309 @@ def test_evaluator_returns_one_extractor_result(ranked_run):
     assert single.name == "signal"
     expected = next(r for r in result.extractor_results if r.name == "signal")
     assert single.overlap == expected.overlap
-    assert single.primary_metric_name == "overlap" and single.metrics == {"overlap": single.overlap}
+    assert single.primary_metric_name == "overlap" and list(single.metrics) == ["overlap"]
+    assert single.custom_metrics == {}
+    overlap = single.metrics["overlap"]
+    assert OverlapScoreResult.from_dict(overlap.diagnostics) == single.overlap
+    assert overlap.score == single.overlap.score and overlap.aggregate_valid is True
+
+
+# --------------------------------------------------------------------------------------------------
+# compressed variants (oracle: sklearn PCA + OverlapIndexScorer applied directly)
+
+
+@pytest.fixture(scope="module")
+def compressed_run():
+    dataset = _dataset()
+    configs = [EmbeddingCompressionConfig(method="pca", n_components=4),
+               EmbeddingCompressionConfig(method="pca", n_components=8)]  # 8 >= width 8: an explicit no-op
+    result = Benchmark(dataset, [_columns("all", range(8))], scoring_config=SCORING, compression_configs=configs,
+                       seed=SEED).run()
+    return dataset, result
+
+
+def test_pca_variant_equals_independent_pca_then_overlap(compressed_run):
+    _, result = compressed_run
+    X, labels = _features()
+    assert [r.name for r in result.extractor_results] == ["all", "all[pca_4]", "all[pca_8]"]
+    raw, pca4, _ = result.extractor_results
+    expected = OverlapIndexScorer(SCORING).score(PCA(4).fit_transform(X), labels, seed=SEED)
+    assert pca4.overlap.to_dict() == expected.to_dict()
+    assert pca4.primary_score == expected.score
+    meta = pca4.compression_metadata
+    assert meta["applied"] is True and meta["compressed_dim"] == 4 and meta["original_dim"] == 8
+    assert meta["fit_side"] == "samples" and meta["method"] == "pca"
+    assert meta["recipe"] == EmbeddingCompressionConfig(method="pca", n_components=4).to_dict()
+    assert pca4.embedding_metadata["dim"] == 4
+    # the variant's provenance points back at the raw embedding it was fitted on
+    assert pca4.embedding_metadata["source_fingerprint"] == raw.embedding_metadata["fingerprint"]
+    assert pca4.embedding_metadata["fingerprint"] != raw.embedding_metadata["fingerprint"]
+    assert raw.compression_metadata is None
+    rows = {row["extractor"]: row for row in result.table_rows()}
+    assert rows["all[pca_4]"]["compression"] == "pca" and rows["all"]["compression"] is None
+
+
+def test_noop_compression_scores_like_the_raw_variant_and_keeps_the_requested_name(compressed_run):
+    _, result = compressed_run
+    raw, _, noop = result.extractor_results
+    assert noop.name == "all[pca_8]"
+    assert noop.overlap.to_dict() == raw.overlap.to_dict()
+    meta = noop.compression_metadata
+    assert meta["applied"] is False and meta["compressed_dim"] == 8 and meta["original_dim"] == 8
+    assert len(meta["warnings"]) == 1 and "n_components=8" in meta["warnings"][0] and "8 dimension" in meta["warnings"][0]
+    assert noop.embedding_metadata["dim"] == 8
+    assert {row["extractor"]: row["compression"] for row in result.table_rows()}["all[pca_8]"] is None
+    # the warning reaches the Markdown report under the variant's name
+    warnings = render_markdown(result).split("## Warnings", 1)[1]
+    assert "**all[pca_8]**" in warnings and "no-op" in warnings
+
+
+# --------------------------------------------------------------------------------------------------
+# custom metrics and the primary metric
+
+
+def width_metric(embeddings, labels, *, target_metadata=None, groups=None, seed=None):
+    """score = embedding width: unrelated to class separation, so it can disagree with OverlapIndex."""
+    return {"score": float(embeddings.shape[1]), "diagnostics": {"n_rows": int(embeddings.shape[0])}}
+
+
+def narrow_only_metric(embeddings, labels, *, target_metadata=None, groups=None, seed=None):
+    """Like width_metric, but a width of 5 or more is declared not aggregate-valid."""
+    return {"score": float(embeddings.shape[1]), "aggregate_valid": bool(embeddings.shape[1] < 5)}
+
+
+def _two_candidates():
+    # "signal": columns 0-2 carry the class shifts (width 3); "noise5": columns 3-7 carry none (width 5)
+    return [_columns("signal", range(0, 3)), _columns("noise5", range(3, 8))]
+
+
+def test_primary_custom_metric_ranks_against_the_overlap_order():
+    dataset = _dataset()
+    result = Benchmark(dataset, _two_candidates(), metrics=[CallableMetric("my_metric", width_metric)],
+                       primary_metric="my_metric", scoring_config=SCORING, seed=SEED).run()
+    X, labels = _features()
+    direct = {"signal": OverlapIndexScorer(SCORING).score(X[:, 0:3], labels, seed=SEED),
+              "noise5": OverlapIndexScorer(SCORING).score(X[:, 3:8], labels, seed=SEED)}
+    # OverlapIndex prefers the informative columns ...
+    assert direct["signal"].score > direct["noise5"].score
+    # ... the primary metric (width) prefers the wider noise: the ranking follows the primary metric
+    assert [r.name for r in result.ranked_results()] == ["noise5", "signal"]
+    assert result.to_dict()["ranking"] == ["noise5", "signal"]
+    by_name = {r.name: r for r in result.extractor_results}
+    assert by_name["noise5"].primary_score == 5.0 and by_name["signal"].primary_score == 3.0
+    for name, r in by_name.items():
+        assert r.primary_metric_name == "my_metric"
+        assert set(r.metrics) == {"overlap", "my_metric"}
+        assert r.overlap.to_dict() == direct[name].to_dict()
+        assert r.metrics["overlap"].score == direct[name].score
+        custom = r.custom_metrics["my_metric"]
+        assert custom.diagnostics == {"n_rows": 3 * N_PER_CLASS}
+        assert custom.metadata["callable_path"] == f"{width_metric.__module__}:width_metric"
+        assert custom.metadata["cacheable"] is True
+    assert [row["primary_metric"] for row in result.table_rows()] == ["my_metric", "my_metric"]
+    assert [row["rank"] for row in result.table_rows()] == [1, 2]
+    assert result.metadata["plan"]["primary_metric"] == "my_metric"
+    assert [m["name"] for m in result.metadata["plan"]["metrics"]] == ["my_metric"]
+    restored = BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert [r.name for r in restored.ranked_results()] == ["noise5", "signal"]
+
+
+def test_a_candidate_whose_primary_metric_is_not_aggregate_valid_is_left_unranked():
+    dataset = _dataset()
+    result = Benchmark(dataset, _two_candidates(), metrics=[CallableMetric("narrow", narrow_only_metric)],
+                       primary_metric="narrow", scoring_config=SCORING, seed=SEED).run()
+    assert [r.name for r in result.extractor_results] == ["signal", "noise5"]
+    assert [r.aggregate_valid for r in result.extractor_results] == [True, False]
+    assert [r.name for r in result.ranked_results()] == ["signal"]
+    assert result.ranking_available is True
+    assert [(row["extractor"], row["rank"]) for row in result.table_rows()] == [("signal", 1), ("noise5", None)]
+    assert list(result.to_dataframe()["extractor"]) == ["signal", "noise5"]
+    assert result.to_dict()["ranking"] == ["signal"]
+    # OverlapIndex still ran (and is valid) for the unranked candidate
+    unranked = result.extractor_results[1]
+    assert unranked.metrics["overlap"].aggregate_valid is True
+    X, labels = _features()
+    assert unranked.overlap.to_dict() == OverlapIndexScorer(SCORING).score(X[:, 3:8], labels, seed=SEED).to_dict()
+    assert "Ranking unavailable" not in render_markdown(result)
+
+
+def test_no_aggregate_valid_candidate_means_no_ranking():
+    dataset = _dataset()
+    result = Benchmark(dataset, _two_candidates(), metrics=[CallableMetric.from_path("metric_fixtures:never_valid")],
+                       primary_metric="never_valid", scoring_config=SCORING, seed=SEED).run()
+    assert result.ranked_results() == []
+    assert result.ranking_available is False
+    assert result.to_dict()["ranking"] == [] and result.to_dict()["ranking_available"] is False
+    assert [row["rank"] for row in result.table_rows()] == [None, None]
+    assert "Ranking unavailable" in render_markdown(result)
+    X, labels = _features()
+    for r, cols in zip(result.extractor_results, (slice(0, 3), slice(3, 8))):
+        assert "overlap" in r.metrics
+        assert r.overlap.to_dict() == OverlapIndexScorer(SCORING).score(X[:, cols], labels, seed=SEED).to_dict()
+        assert r.custom_metrics["never_valid"].warnings == ["never_valid: not rankable by design"]
+
+
+def test_overlap_listed_as_a_metric_and_an_unknown_primary_metric_are_refused():
+    dataset = _dataset()
+    with pytest.raises(ValidationError, match="overlap"):
+        Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[OverlapMetric(SCORING)], scoring_config=SCORING)
+    with pytest.raises(ValidationError, match="overlap"):
+        Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[CallableMetric("overlap", width_metric)])
+    with pytest.raises(ValidationError, match="'nope'"):
+        Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[CallableMetric("my_metric", width_metric)],
+                  primary_metric="nope")
+    with pytest.raises(ValidationError, match="'my_metric'"):
+        Benchmark(dataset, [PrecomputedExtractor("p")], primary_metric="my_metric")  # no such custom metric
+    with pytest.raises(ValidationError, match="duplicate"):
+        Benchmark(dataset, [PrecomputedExtractor("p")],
+                  metrics=[CallableMetric("m", width_metric), CallableMetric("m", narrow_only_metric)])
+
+
+def test_a_lambda_metric_runs_in_process_with_a_not_cacheable_warning():
+    """CallableMetric's contract: a metric without identity still runs; its results only carry a warning.
+
+    (The spec's own example defines the metric in the user's script, i.e. in ``__main__``, which has no
+    importable path either.)
+    """
+    dataset = _dataset()
+    lam = CallableMetric("lam", lambda embeddings, labels, **_: float(embeddings.shape[1]))
+    result = Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[lam], scoring_config=SCORING, seed=SEED).run()
+    custom = result.extractor_results[0].custom_metrics["lam"]
+    assert custom.score == 8.0
+    assert custom.metadata["cacheable"] is False
+    assert any("not cacheable" in w for w in custom.warnings)
+
+
+# --------------------------------------------------------------------------------------------------
+# stability, separatix and groups through Benchmark
+
+
+def test_stability_through_benchmark_equals_the_direct_analysis():
+    dataset = _dataset()
+    config = StabilityConfig(repeats=3)
+    result = Benchmark(dataset, [_columns("signal", range(4))], scoring_config=SCORING, stability_config=config,
+                       seed=SEED).run()
+    X, labels = _features()
+    direct = run_stability_analysis(X[:, 0:4], dataset.targets, scoring_config=SCORING, stability_config=config,
+                                    seed=SEED, row_ids=dataset.row_ids)
+    r = result.extractor_results[0]
+    assert r.stability.to_dict() == direct.to_dict()
+    assert len(r.stability.scores) == 3
+    low, high = np.percentile(r.stability.scores, [2.5, 97.5])
+    assert result.table_rows()[0]["stability_interval"] == [pytest.approx(low), pytest.approx(high)]
+    # the stability analysis does not replace the main score
+    assert r.overlap.to_dict() == OverlapIndexScorer(SCORING).score(X[:, 0:4], labels, seed=SEED).to_dict()
+
+
+def test_separatix_gate_failure_is_recorded_without_running_separatix():
+    dataset = _dataset()
+    result = Benchmark(dataset, [_columns("noise", range(4, 8))], scoring_config=SCORING,
+                       separatix_config=SeparatixConfig(overlap_threshold=0.999), seed=SEED).run()
+    r = result.extractor_results[0]
+    assert r.overlap.score < 0.999  # the noise columns overlap
+    assert r.separatix.ran is False
+    assert "overlap gate not passed" in r.separatix.skipped_reason and "0.999" in r.separatix.skipped_reason
+    assert r.separatix.gate == {"metric": "overlap", "score": r.overlap.score, "threshold": 0.999, "passed": False}
+    assert r.separatix.report is None and r.separatix.recommendation is None
+    row = result.table_rows()[0]
+    assert row["recommendation"] is None and row["best_probe"] is None
+    assert result.metadata["plan"]["separatix"]["overlap_threshold"] == 0.999
+
+
+def test_groups_reach_a_custom_metric_as_semantic_keys():
+    groups = [1, "x", 2] * N_PER_CLASS  # ints and strings
+    dataset = _dataset().with_groups(groups, name="site")
+    result = Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[CallableMetric.from_path("metric_fixtures:echo_inputs")],
+                       scoring_config=SCORING, seed=SEED).run()
+    seen = result.extractor_results[0].custom_metrics["echo_inputs"].diagnostics
+    assert seen["groups"] == ["@int:1", "x", "@int:2"] * N_PER_CLASS
+    assert seen["groups_type"] == "ndarray"
+    # labels cross as semantic keys too: the int class 7 arrives as "@int:7"
+    assert seen["labels"] == ["cat"] * N_PER_CLASS + ["dog"] * N_PER_CLASS + ["@int:7"] * N_PER_CLASS
+    assert seen["target_metadata"]["target_type"] == "classification"
+    assert seen["seed"] == SEED
+    assert result.dataset_summary["groups"] == {"name": "site", "n_groups": 3}
+
+
+# --------------------------------------------------------------------------------------------------
+# multi-label and regression datasets
+
+ML_POOL = [("red",), ("green",), ("red", "blue"), ("green", "blue"), ("blue",)]
+ML_SCORING = OverlapScoringConfig(k=2)
+
+
+def _multilabel_features(seed: int = 1):
+    """100 rows; column j is shifted by 3 when label j (red, green, blue) is present; column 3 is noise."""
+    rng = np.random.default_rng(seed)
+    labels = [ML_POOL[i % len(ML_POOL)] for i in range(100)]
+    X = rng.normal(size=(100, 4))
+    for i, row in enumerate(labels):
+        for j, name in enumerate(("red", "green", "blue")):
+            if name in row:
+                X[i, j] += 3.0
+    return X, labels
+
+
+def test_multilabel_from_label_tuples_ranks_and_reports_per_label_scores():
+    X, labels = _multilabel_features()
+    dataset = BenchmarkDataset.from_embeddings(X, labels, identity=DatasetIdentity.declared("ml", "1"))
+    assert dataset.target_type == "multilabel"
+    result = Benchmark(dataset, [_columns("noise", [3]), _columns("sig", [0, 1, 2])],
+                       metrics=[CallableMetric.from_path("metric_fixtures:echo_inputs")], scoring_config=ML_SCORING,
+                       seed=SEED).run()
+    direct = {"sig": OverlapIndexScorer(ML_SCORING).score(X[:, [0, 1, 2]], labels, seed=SEED),
+              "noise": OverlapIndexScorer(ML_SCORING).score(X[:, [3]], labels, seed=SEED)}
+    assert direct["sig"].target_type == "multilabel"
+    for r in result.extractor_results:
+        assert r.overlap.to_dict() == direct[r.name].to_dict()
+        assert set(r.overlap.per_class_scores) == {"red", "green", "blue"}
+    assert [r.name for r in result.ranked_results()] == sorted(direct, key=lambda n: -direct[n].score)
+    assert result.ranked_results()[0].name == "sig"  # the shifted columns carry the labels
+    assert result.dataset_summary["target_type"] == "multilabel"
+    assert result.dataset_summary["class_counts"] == {"blue": 60, "green": 40, "red": 40}
+    # label sets cross the metric boundary as tuples of keys in catalog order: ("red", "blue") -> ("blue", "red")
+    seen = result.extractor_results[0].custom_metrics["echo_inputs"].diagnostics["labels"]
+    assert seen[:5] == [["red"], ["green"], ["blue", "red"], ["blue", "green"], ["blue"]]
+    text = render_markdown(result)
+    assert "## Per-label scores" in text and "## Per-class scores" not in text
+
+
+REG_SCORING = ContinuousOverlapScoringConfig(k=4, n_null_permutations=3)
+
+
+def _regression_features(n: int = 300, seed: int = 2):
+    """The target is 2 x column 0 plus small noise; columns 2-4 are unrelated noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    return X, 2.0 * X[:, 0] + 0.1 * rng.normal(size=n)
+
+
+def test_regression_through_benchmark_reports_loss_ratio_and_continuous_metadata():
+    X, y = _regression_features()
+    dataset = BenchmarkDataset.from_embeddings(X, y, target_type="regression", identity=DatasetIdentity.declared("reg", "1"))
+    result = Benchmark(dataset, [_columns("noise", [2, 3, 4]), _columns("good", [0, 1])], scoring_config=REG_SCORING,
+                       seed=SEED).run()
+    direct = {"good": OverlapIndexScorer(REG_SCORING).score(X[:, [0, 1]], y, target_type="regression", seed=SEED),
+              "noise": OverlapIndexScorer(REG_SCORING).score(X[:, [2, 3, 4]], y, target_type="regression", seed=SEED)}
+    for r in result.extractor_results:
+        assert r.overlap.to_dict() == direct[r.name].to_dict()
+        assert r.overlap.target_type == "regression"
+        assert r.overlap.loss_ratio == r.overlap.continuous["loss_ratio"]
+        assert r.overlap.continuous["n_null_permutations"] == 3
+        assert r.overlap.continuous["null_mode"] == "refit_permutation"
+        assert r.overlap.continuous["target_names"] == ["target_0"]
+        assert r.weakest_class() is None
+    assert [r.name for r in result.ranked_results()] == ["good", "noise"]
+    good = next(r for r in result.extractor_results if r.name == "good")
+    assert good.overlap.loss_ratio < 1.0  # better than the permutation null
+    assert result.metadata["plan"]["scoring"] == REG_SCORING.to_dict()
+    assert result.dataset_summary["target_names"] == ["target_0"]
+
+
+def test_a_categorical_scoring_config_for_a_regression_dataset_is_refused():
+    X, y = _regression_features(n=40)
+    dataset = BenchmarkDataset.from_embeddings(X, y, target_type="regression", identity=DatasetIdentity.declared("reg", "1"))
+    with pytest.raises(ValidationError, match="ContinuousOverlapScoringConfig"):
+        Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=OverlapScoringConfig(k=4))
+    with pytest.raises(ValidationError, match="OverlapScoringConfig"):
+        Benchmark(_dataset(), [PrecomputedExtractor("p")], scoring_config=REG_SCORING)

@@ -125,8 +125,8 @@ def test_run_plan_refuses_an_extractor_that_no_longer_matches_the_recipe(workdir
 
 def test_run_plan_refuses_an_unknown_stage(workdir):
     p = plan(CONFIG)
-    spec = dict(p.spec(p.fingerprints("protocol")[0]), stage="compress")
-    with pytest.raises(ValidationError, match="unknown stage 'compress'"):
+    spec = dict(p.spec(p.fingerprints("protocol")[0]), stage="transmogrify")
+    with pytest.raises(ValidationError, match="unknown stage 'transmogrify'"):
         jobs.run_plan(json.dumps(spec), "results/plans/x.json")
 
 

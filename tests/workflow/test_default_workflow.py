@@ -14,13 +14,16 @@ from vertebrae.workflow import benchmarks_from_config, plan
 from workflow_support import REPO, job_counts, snakemake, write_config
 
 EXPECTED_JOBS = {
-    "plan": 10,  # 3 embed + 2 fit + 1 protocol + 3 score + 1 report job specs
-    "fit_extractor": 2,
-    "embed_shard": 12,  # 3 extractors x 4 shards
-    "merge_embeddings": 3,
-    "write_protocol": 1,
-    "score": 3,
-    "report": 1,
+    # digits: 1 protocol + 2 fit + 3 embed + 3 compress + 6 score + 1 report job specs;
+    # diabetes: 1 protocol + 2 fit + 3 embed + 3 score + 1 report
+    "plan": 26,
+    "fit_extractor": 4,
+    "embed_shard": 18,  # digits: 3 extractors x 4 shards; diabetes: 3 x 2
+    "merge_embeddings": 6,
+    "compress": 3,
+    "write_protocol": 2,
+    "score": 9,  # digits: 3 raw + 3 compressed variants; diabetes: 3
+    "report": 2,
     "all": 1,
 }
 
@@ -32,21 +35,29 @@ def _without_timings(report: dict) -> dict:
 
 
 def test_workflow_scores_equal_in_process_benchmark(default_run, default_config):
-    written = json.loads((default_run / "results/reports/digits/report.json").read_text())
-    in_process = benchmarks_from_config(default_config, base_dir=default_run)["digits"].run()
-    expected = _without_timings(in_process.to_dict())
-    assert _without_timings(written) == expected
-    # and the check is not vacuous: three candidates with real, distinct scores
-    scores = [r["primary_score"] for r in written["extractor_results"]]
-    assert len(scores) == 3 and len(set(scores)) == 3 and all(0.5 < s <= 1.0 for s in scores)
-    assert written["ranking"] == [r.name for r in BenchmarkResult.from_dict(written).ranked_results()]
+    in_process = benchmarks_from_config(default_config, base_dir=default_run)
+    for name in ("digits", "diabetes"):
+        written = json.loads((default_run / f"results/reports/{name}/report.json").read_text())
+        assert _without_timings(written) == _without_timings(in_process[name].run().to_dict())
+        assert written["ranking"] == [r.name for r in BenchmarkResult.from_dict(written).ranked_results()]
+    # and the check is not vacuous: real, distinct scores, with stability, Separatix and compressed variants
+    digits = json.loads((default_run / "results/reports/digits/report.json").read_text())
+    scores = [r["primary_score"] for r in digits["extractor_results"]]
+    assert len(scores) == 6 and len(set(scores)) == 6 and all(0.5 < s <= 1.0 for s in scores)
+    assert [r["name"] for r in digits["extractor_results"]][:2] == ["pixels", "pixels[pca_8]"]
+    assert all(r["stability"]["repeats"] == 5 for r in digits["extractor_results"])
+    assert all(r["separatix"]["ran"] for r in digits["extractor_results"])
+    diabetes = json.loads((default_run / "results/reports/diabetes/report.json").read_text())
+    assert diabetes["dataset_summary"]["target_type"] == "regression"
+    assert all(0.05 < r["primary_score"] < 1 and r["overlap"]["loss_ratio"] is not None for r in diabetes["extractor_results"])
 
 
 def test_markdown_report_ranks_every_extractor(default_run):
-    markdown = (default_run / "results/reports/digits/report.md").read_text()
-    report = json.loads((default_run / "results/reports/digits/report.json").read_text())
-    positions = [markdown.index(f"| {rank} | {name} |") for rank, name in enumerate(report["ranking"], start=1)]
-    assert positions == sorted(positions)
+    for name in ("digits", "diabetes"):
+        markdown = (default_run / f"results/reports/{name}/report.md").read_text()
+        report = json.loads((default_run / f"results/reports/{name}/report.json").read_text())
+        positions = [markdown.index(f"| {rank} | {c} |") for rank, c in enumerate(report["ranking"], start=1)]
+        assert positions == sorted(positions) and len(positions) == len(report["extractor_results"])
 
 
 def test_second_run_has_nothing_to_do(default_run):
@@ -61,9 +72,13 @@ def test_dry_run_lists_expected_jobs_per_rule(tmp_path, default_config):
 
 def test_shard_files_are_named_by_fingerprint_and_capped(default_run, default_config):
     workflow_plan = plan(default_config, base_dir=default_run)
+    counts = []
     for fp in workflow_plan.fingerprints("embed"):
-        assert [p for p in workflow_plan.shard_paths(fp)] == [f"results/embeddings/{fp}/shard-{i}-of-4.h5" for i in range(4)]
+        n = len(workflow_plan.spec(fp)["shards"])
+        counts.append(n)
+        assert workflow_plan.shard_paths(fp) == [f"results/embeddings/{fp}/shard-{i}-of-{n}.h5" for i in range(n)]
         assert all((default_run / p).exists() for p in workflow_plan.shard_paths(fp))
+    assert sorted(counts) == [2, 2, 2, 4, 4, 4]
 
 
 def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_config):
@@ -71,7 +86,7 @@ def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_conf
     changed["benchmarks"]["digits"]["scoring"]["k"] = 20
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 4, "score": 3, "report": 1, "all": 1}
+    assert counts == {"plan": 7, "score": 6, "report": 1, "all": 1}
 
 
 def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_config):
@@ -79,7 +94,8 @@ def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_confi
     changed["benchmarks"]["digits"]["extractors"]["pca16"]["steps"][1]["params"]["n_components"] = 8
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 4, "fit_extractor": 1, "embed_shard": 4, "merge_embeddings": 1, "score": 1, "report": 1, "all": 1}
+    assert counts == {"plan": 6, "fit_extractor": 1, "embed_shard": 4, "merge_embeddings": 1, "compress": 1, "score": 2,
+                      "report": 1, "all": 1}
 
 
 def test_lint_is_clean():

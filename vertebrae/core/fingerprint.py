@@ -21,6 +21,7 @@ from vertebrae.core.errors import ValidationError
 #: Schema versions of every artifact and document vertebrae writes. A change here changes fingerprints.
 SCHEMAS: dict[str, str] = {
     "embedding": "vertebrae.embedding/v1",
+    "compressed": "vertebrae.compressed-embedding/v1",
     "fitted-extractor": "vertebrae.fitted-extractor/v1",
     "plan": "vertebrae.plan/v1",
     "protocol": "vertebrae.labelled-protocol/v1",

@@ -20,9 +20,23 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.extractors.base import Extractor
 from vertebrae.results import BenchmarkResult, ExtractorResult
+from vertebrae.compression import EmbeddingCompressionConfig, variant_name
+from vertebrae.scoring.metrics import Metric
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
+from vertebrae.scoring.separatix import SeparatixConfig
+from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import EmbeddingBlock, embed_endpoint, embedding_recipe
-from vertebrae.stages.labelled import build_protocol, build_report, candidate_result, protocol_recipe, score_embeddings, score_recipe
+from vertebrae.stages.labelled import (
+    ScoringPlan,
+    build_protocol,
+    build_report,
+    candidate_result,
+    compress_block,
+    compression_recipe,
+    protocol_recipe,
+    score_embeddings,
+    score_recipe,
+)
 
 ENDPOINT = "samples"
 
@@ -75,14 +89,25 @@ def _embed_cached(extractor: Extractor, dataset: BenchmarkDataset, embedding: Em
 
 
 class Benchmark:
-    """Compare extractors on one labelled dataset; ``run()`` returns a ranked BenchmarkResult."""
+    """Compare extractors on one labelled dataset; ``run()`` returns a ranked BenchmarkResult.
+
+    Each extractor is scored raw and, for every entry of ``compression_configs``, as a compressed variant
+    (``name[suffix]``). ``metrics`` adds custom metrics next to OverlapIndex (which always runs);
+    ``primary_metric`` picks the ranking metric. ``stability_config`` and ``separatix_config`` add the
+    stability analysis and the gated Separatix diagnostic to every candidate.
+    """
 
     def __init__(
         self,
         dataset: BenchmarkDataset,
         extractors: Sequence[Extractor] = (),
         *,
+        metrics: Sequence[Metric] = (),
+        primary_metric: str = "overlap",
         scoring_config: OverlapScoringConfig | ContinuousOverlapScoringConfig | None = None,
+        compression_configs: Sequence[EmbeddingCompressionConfig] = (),
+        stability_config: StabilityConfig | None = None,
+        separatix_config: SeparatixConfig | None = None,
         embedding_config: EmbeddingConfig | None = None,
         cache_config: CacheConfig | None = None,
         seed: int = 0,
@@ -92,13 +117,28 @@ class Benchmark:
             raise ValidationError(f"Benchmark needs a BenchmarkDataset, got {type(dataset).__name__}")
         self.dataset = dataset
         self.extractors: list[Extractor] = []
-        self.scoring_config = OverlapIndexScorer(scoring_config).config_for(dataset.target_type)
+        self.plan = ScoringPlan(
+            scoring=OverlapIndexScorer(scoring_config).config_for(dataset.target_type),
+            seed=seed,
+            metrics=tuple(metrics),
+            stability=stability_config,
+            separatix=separatix_config,
+            primary_metric=primary_metric,
+        )
+        self.compression_configs = list(compression_configs)
         self.embedding_config = embedding_config or EmbeddingConfig()
         self.cache_config = cache_config or CacheConfig()
-        self.seed = seed
         self.name = name
         for extractor in extractors:
             self.add_extractor(extractor)
+
+    @property
+    def scoring_config(self):
+        return self.plan.scoring
+
+    @property
+    def seed(self) -> int:
+        return self.plan.seed
 
     def add_extractor(self, extractor: Extractor) -> Benchmark:
         if not isinstance(extractor, Extractor):
@@ -108,37 +148,45 @@ class Benchmark:
         self.extractors.append(extractor)
         return self
 
-    def _run_one(self, extractor: Extractor, protocol, protocol_fp: str) -> ExtractorResult:
+    def _variants(self, extractor: Extractor) -> list[tuple[str, EmbeddingBlock, str, dict[str, Any] | None, dict[str, Any]]]:
+        """(name, block, embedding fingerprint, compression metadata, embedding metadata) per variant."""
         started = time.perf_counter()
         block, embed_fp, cache_status = _embed_cached(extractor, self.dataset, self.embedding_config, self.cache_config)
-        embedded = time.perf_counter()
-        payload = score_embeddings(block, protocol, self.scoring_config, seed=self.seed)
-        score_fp = fingerprint("score", score_recipe(embed_fp, protocol_fp, self.scoring_config, self.seed))
-        return candidate_result(
-            extractor.name,
-            payload,
-            embedding_metadata={"fingerprint": embed_fp, "extractor": extractor.recipe(), "cache_status": cache_status,
-                                "cache_eligible": extractor.reusable and self.dataset.identity.reusable},
-            metadata={"score_fingerprint": score_fp,
-                      "timings": {"embed_s": embedded - started, "score_s": time.perf_counter() - embedded}},
-        )
+        provenance = {"fingerprint": embed_fp, "extractor": extractor.recipe(), "cache_status": cache_status,
+                      "cache_eligible": extractor.reusable and self.dataset.identity.reusable,
+                      "embed_s": time.perf_counter() - started}
+        variants = [(extractor.name, block, embed_fp, None, provenance)]
+        for config in self.compression_configs:
+            compressed, metadata = compress_block(block, config)
+            compressed_fp = fingerprint("compressed", compression_recipe(embed_fp, config))
+            variants.append((variant_name(extractor.name, config), compressed, compressed_fp, metadata,
+                             {**provenance, "fingerprint": compressed_fp, "source_fingerprint": embed_fp}))
+        return variants
 
     def run(self) -> BenchmarkResult:
         if not self.extractors:
             raise ValidationError(f"benchmark {self.name!r} has no extractors")
         protocol = build_protocol(self.dataset)
         protocol_fp = fingerprint("protocol", protocol_recipe(self.dataset.identity_key(), self.dataset.target_declaration))
-        results = [self._run_one(extractor, protocol, protocol_fp) for extractor in self.extractors]
-        return build_report(results, protocol, benchmark=self.name, seed=self.seed, scoring=self.scoring_config)
+        results = []
+        for extractor in self.extractors:
+            for name, block, embed_fp, compression, provenance in self._variants(extractor):
+                started = time.perf_counter()
+                payload = score_embeddings(block, protocol, self.plan)
+                timings = {"embed_s": provenance.pop("embed_s"), "score_s": time.perf_counter() - started}
+                results.append(candidate_result(
+                    name, payload, plan=self.plan, embedding_metadata=provenance, compression_metadata=compression,
+                    metadata={"score_fingerprint": fingerprint("score", score_recipe(embed_fp, protocol_fp, self.plan)),
+                              "timings": timings},
+                ))
+        return build_report(results, protocol, benchmark=self.name, plan=self.plan)
 
 
 class Evaluator:
-    """One extractor on one dataset; ``run()`` returns its ExtractorResult."""
+    """One extractor on one dataset; ``run()`` returns its ExtractorResult (the raw variant)."""
 
-    def __init__(self, *, dataset: BenchmarkDataset, extractor: Extractor, scoring_config: OverlapScoringConfig | None = None,
-                 embedding_config: EmbeddingConfig | None = None, cache_config: CacheConfig | None = None, seed: int = 0) -> None:
-        self._benchmark = Benchmark(dataset, [extractor], scoring_config=scoring_config, embedding_config=embedding_config,
-                                    cache_config=cache_config, seed=seed)
+    def __init__(self, *, dataset: BenchmarkDataset, extractor: Extractor, **options: Any) -> None:
+        self._benchmark = Benchmark(dataset, [extractor], **options)
 
     def run(self) -> ExtractorResult:
         return self._benchmark.run().extractor_results[0]

@@ -19,39 +19,74 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines
 
 
+HEADERS = {
+    "rank": "rank", "extractor": "extractor", "primary_metric": "primary metric", "primary_score": "primary score",
+    "overlap_macro": "overlap macro", "stability_interval": "stability interval", "weakest_class": "weakest class",
+    "best_probe": "best probe", "probe_metric": "probe metric", "probe_score": "probe score", "embedding_dim": "dim",
+    "compression": "compression", "recommendation": "recommendation",
+}
+
+
+def _interval(value: Any) -> str | None:
+    return None if value is None else f"[{value[0]:.4f}, {value[1]:.4f}]"
+
+
 def render_markdown(result) -> str:
     """Human-readable report; every number also lives in the JSON report."""
     name = result.metadata.get("benchmark", "benchmark")
     summary = result.dataset_summary
+    target_type = summary.get("target_type", "classification")
+    what = {"classification": f"{summary.get('n_classes')} classes", "multilabel": f"{summary.get('n_classes')} labels",
+            "regression": f"regression target(s) {', '.join(summary.get('target_names') or [])}"}[target_type]
     lines = [
         f"# vertebrae report: {name}",
         "",
-        f"Labelled protocol on dataset `{summary.get('identity')}`: {summary.get('n_rows')} rows, "
-        f"{summary.get('n_classes')} classes. Primary score: OverlapIndex macro score "
-        "(1 = classes occupy separate regions, 0 = complete overlap). "
-        f"MiniBatchKMeans seed {result.metadata.get('seed')}.",
+        f"Labelled protocol ({target_type}) on dataset `{summary.get('identity')}`: {summary.get('n_rows')} rows, {what}. "
+        "OverlapIndex score: 1 = the targets occupy separate regions of the embedding, 0 = complete overlap "
+        f"(the permutation null for regression). Seed {result.metadata.get('seed')}.",
         "",
         "## Ranking",
         "",
     ]
     rows = result.table_rows()
-    header = ["rank", "extractor", "primary metric", "primary score", "overlap macro", "overlap weighted",
-              "weakest class", "weakest score", "dim", "warnings"]
-    lines += _table(header, [list(row.values()) for row in rows])
-    ranked = result.ranked_results()
-    if ranked:
-        keys = list(summary.get("labels", {}))
-        lines += ["", "## Per-class scores", ""]
-        per_class = [[summary["labels"][key], summary.get("class_counts", {}).get(key)]
-                     + [r.overlap.per_class_scores.get(key) for r in ranked] for key in keys]
-        lines += _table(["class", "rows"] + [r.name for r in ranked], per_class)
-    warned = [(r.name, w) for r in ranked for w in list(r.warnings) + list(r.overlap.warnings)]
+    if not result.ranking_available:
+        lines += ["Ranking unavailable: no candidate's primary metric is aggregate-valid.", ""]
+    table = [[_interval(row[key]) if key == "stability_interval" else row[key] for key in HEADERS] for row in rows]
+    lines += _table(list(HEADERS.values()), table)
+    ranked = result.ranked_results() or list(result.extractor_results)
+    labels = summary.get("labels") or {}
+    if labels:
+        lines += ["", "## Per-class scores" if target_type == "classification" else "## Per-label scores", ""]
+        per_class = [[labels[key], summary.get("class_counts", {}).get(key)] + [r.overlap.per_class_scores.get(key) for r in ranked]
+                     for key in labels]
+        lines += _table(["class" if target_type == "classification" else "label", "rows"] + [r.name for r in ranked], per_class)
+    if target_type == "regression":
+        lines += ["", "## Regression diagnostics", ""]
+        lines += _table(["extractor", "score", "loss ratio", "null mode", "prototypes"],
+                        [[r.name, r.overlap.score, r.overlap.loss_ratio, (r.overlap.continuous or {}).get("null_mode"),
+                          (r.overlap.continuous or {}).get("n_prototypes")] for r in ranked])
+    custom = sorted({m for r in ranked for m in r.custom_metrics})
+    if custom:
+        lines += ["", "## Custom metrics", ""]
+        lines += _table(["extractor"] + custom, [[r.name] + [r.custom_metrics[m].score if m in r.custom_metrics else None for m in custom]
+                                                 for r in ranked])
+    diagnosed = [r for r in ranked if r.separatix is not None]
+    if diagnosed:
+        lines += ["", "## Separatix", ""]
+        lines += _table(
+            ["extractor", "ran", "recommendation", "confidence", "decision path", "skipped"],
+            [[r.name, r.separatix.ran, r.separatix.recommendation, r.separatix.confidence,
+              " > ".join(r.separatix.decision_path) or None, r.separatix.skipped_reason] for r in diagnosed],
+        )
+    warned = [(r.name, w) for r in ranked for w in list(r.warnings) + list(r.overlap.warnings)
+              + (list(r.compression_metadata.get("warnings", [])) if r.compression_metadata else [])]
     lines += ["", "## Warnings", ""]
     lines += [f"- **{_cell(n)}**: {_cell(w)}" for n, w in warned] or ["None."]
     lines += [
         "",
         "Per-class score = 1 minus the largest fraction of the class's rows whose nearest prototypes belong to one "
-        "competing class. Compare extractors only at the same k settings; see `k_per_class` in the JSON report.",
+        "competing class. Compare extractors only at the same k settings; see `k_per_class` in the JSON report. "
+        "Stability intervals are percentile intervals of repeated scores, not confidence intervals.",
         "",
     ]
     return "\n".join(lines)

@@ -7,6 +7,7 @@ Each ``run_*`` is what one CLI subcommand (and so one workflow rule) does. Job s
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,24 @@ from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared import declared_row_count, load_declared_dataset, load_declared_rows
 from vertebrae.extractors.registry import build_extractor
-from vertebrae.scoring.overlap import scoring_config_from_dict
+from vertebrae.compression import EmbeddingCompressionConfig
+from vertebrae.scoring.metrics import CallableMetric
 from vertebrae.stages.common import EmbeddingBlock, embed_rows, embedding_recipe, fit_recipe, merge_blocks, shard_bounds
-from vertebrae.stages.labelled import LabelledProtocol, build_protocol, build_report, candidate_result, protocol_recipe, score_embeddings
+from vertebrae.stages.labelled import (
+    LabelledProtocol,
+    ScoringPlan,
+    build_protocol,
+    build_report,
+    candidate_result,
+    compress_block,
+    protocol_recipe,
+    score_embeddings,
+)
 
-KIND_OF_STAGE = {"fit": "fitted-extractor", "embed": "embedding", "protocol": "protocol", "score": "score", "report": "report"}
+KIND_OF_STAGE = {
+    "fit": "fitted-extractor", "embed": "embedding", "compress": "compressed", "protocol": "protocol", "score": "score",
+    "report": "report",
+}
 BASE_DIR = Path(".")
 
 
@@ -116,19 +130,32 @@ def run_write_protocol(plan: str | Path, output: str | Path) -> None:
     write_json_artifact(output, "protocol", build_protocol(dataset).to_payload(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
+def run_compress(plan: str | Path, embeddings: str | Path, output: str | Path) -> None:
+    spec = load_plan(plan, "compress")
+    artifact = read_embeddings(embeddings, fingerprint=spec["embedding"]["fingerprint"])
+    block, metadata = compress_block(EmbeddingBlock(artifact.matrix, artifact.row_ids), EmbeddingCompressionConfig.from_dict(spec["compression"]))
+    write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=spec["fingerprint"], recipe=spec["recipe"],
+                     metadata={"compression": metadata})
+
+
 def _read_protocol(ref: Mapping[str, str], path: str | Path | None = None) -> LabelledProtocol:
     path = path or ref["path"]
     payload = read_json_artifact(path, "protocol", fingerprint=ref["fingerprint"])
     return LabelledProtocol.from_payload(payload, source=str(path))
 
 
-def run_score(plan: str | Path, embeddings: str | Path, protocol: str | Path, output: str | Path) -> None:
+def run_score(plan: str | Path, embeddings: str | Path, protocol: str | Path, output: str | Path, *, extra_metrics: Sequence[str] = ()) -> None:
+    """Score one candidate; ``extra_metrics`` (``module:function`` paths) add ad-hoc callable metrics."""
     spec = load_plan(plan, "score")
     artifact = read_embeddings(embeddings, fingerprint=spec["embedding"]["fingerprint"])
     targets = _read_protocol(spec["protocol"], protocol)
-    payload = score_embeddings(EmbeddingBlock(artifact.matrix, artifact.row_ids), targets,
-                               scoring_config_from_dict(spec["scoring"], spec["target_type"]), seed=spec["seed"])
-    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    scoring_plan = ScoringPlan.from_dict(spec["plan"], spec["target_type"])
+    if extra_metrics:
+        scoring_plan = replace(scoring_plan, metrics=scoring_plan.metrics + tuple(CallableMetric.from_path(p) for p in extra_metrics))
+    payload = score_embeddings(EmbeddingBlock(artifact.matrix, artifact.row_ids), targets, scoring_plan)
+    payload["compression_metadata"] = artifact.manifest.get("metadata", {}).get("compression")
+    recipe = spec["recipe"] if not extra_metrics else {**spec["recipe"], "extra_metrics": list(extra_metrics)}
+    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=recipe)
 
 
 def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path, markdown_output: str | Path) -> None:
@@ -136,19 +163,22 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
     candidates = spec["candidates"]
     if len(scores) != len(candidates):
         raise ValidationError(f"{plan}: {len(scores)} score files given, the plan has {len(candidates)} candidates")
+    scoring_plan = ScoringPlan.from_dict(spec["plan"], spec["target_type"])
     results = []
     for candidate, path in zip(candidates, scores):
         payload = read_json_artifact(path, "score", fingerprint=candidate["score"]["fingerprint"])
+        provenance = {"fingerprint": candidate["scored_embedding"], "extractor": candidate["extractor"],
+                      "cache_status": "disabled", "cache_eligible": True}
+        if candidate["compression"] is not None:
+            provenance["source_fingerprint"] = candidate["embedding"]
         results.append(candidate_result(
-            candidate["name"], payload,
-            embedding_metadata={"fingerprint": candidate["embedding"], "extractor": candidate["extractor"],
-                                "cache_status": "disabled", "cache_eligible": True},
+            candidate["name"], payload, plan=scoring_plan, embedding_metadata=provenance,
+            compression_metadata=payload.get("compression_metadata"),
             metadata={"score_fingerprint": candidate["score"]["fingerprint"]},
         ))
-    scoring = scoring_config_from_dict(spec["scoring"], spec["target_type"])
-    report = build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], seed=spec["seed"], scoring=scoring)
+    report = build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], plan=scoring_plan)
     report.save_json(json_output)
     report.save_markdown(markdown_output)
 
 
-__all__ = ["run_plan", "run_fit", "run_embed_shard", "run_merge", "run_write_protocol", "run_score", "run_report"]
+__all__ = ["run_plan", "run_fit", "run_embed_shard", "run_merge", "run_compress", "run_write_protocol", "run_score", "run_report"]

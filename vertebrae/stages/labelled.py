@@ -14,7 +14,16 @@ from vertebrae.core.labels import describe_key
 from vertebrae.data.targets import Targets
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.results import BenchmarkResult, ExtractorResult
-from vertebrae.scoring.overlap import OverlapIndexScorer, OverlapScoringConfig
+from vertebrae.compression import EmbeddingCompressionConfig, fit_paired_compression
+from vertebrae.scoring.metrics import Metric, metric_from_config
+from vertebrae.scoring.overlap import (
+    ContinuousOverlapScoringConfig,
+    OverlapIndexScorer,
+    OverlapScoringConfig,
+    scoring_config_from_dict,
+)
+from vertebrae.scoring.separatix import SeparatixConfig, SeparatixScorer
+from vertebrae.scoring.stability import StabilityConfig, run_stability_analysis
 from vertebrae.stages.common import EmbeddingBlock
 
 
@@ -56,55 +65,149 @@ def build_protocol(dataset: BenchmarkDataset) -> LabelledProtocol:
     return LabelledProtocol(dataset.row_ids, dataset.targets, dataset.summary(), dataset.groups)
 
 
-def score_recipe(embedding_fp: str, protocol_fp: str, scoring: OverlapScoringConfig, seed: int) -> dict[str, Any]:
-    """What determines a score: embeddings, targets, scoring config, seed and the backend's version."""
-    return {
-        "embedding": embedding_fp,
-        "protocol": protocol_fp,
-        "scoring": scoring.to_dict(),
-        "seed": int(seed),
-        "backend": {"overlapindex": version("overlapindex"), "schema": SCHEMAS["score"]},
+@dataclass(frozen=True)
+class ScoringPlan:
+    """Everything computed for each candidate: OverlapIndex (always), custom metrics, stability, Separatix.
+
+    ``primary_metric`` names the metric that ranks candidates ("overlap" or a custom metric's name).
+    """
+
+    scoring: OverlapScoringConfig | ContinuousOverlapScoringConfig
+    seed: int = 0
+    metrics: tuple[Metric, ...] = ()
+    stability: StabilityConfig | None = None
+    separatix: SeparatixConfig | None = None
+    primary_metric: str = "overlap"
+
+    def __post_init__(self) -> None:
+        names = [m.name for m in self.metrics]
+        if "overlap" in names:
+            raise ValidationError("OverlapIndex always runs as metric 'overlap'; do not list an OverlapMetric")
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValidationError(f"duplicate metric names {duplicates}")
+        if self.primary_metric not in ["overlap", *names]:
+            raise ValidationError(f"primary_metric {self.primary_metric!r} is not one of the metrics {['overlap', *names]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form; metrics without a stable recipe (e.g. lambdas) are refused: they cannot be replayed."""
+        recipes = []
+        for metric in self.metrics:
+            recipe = metric.recipe()
+            if recipe is None:
+                raise ValidationError(f"metric {metric.name!r} has no importable path or cache_identity; it cannot be recorded")
+            recipes.append(recipe)
+        return {
+            "scoring": self.scoring.to_dict(),
+            "seed": int(self.seed),
+            "metrics": recipes,
+            "stability": None if self.stability is None else self.stability.to_dict(),
+            "separatix": None if self.separatix is None else self.separatix.to_dict(),
+            "primary_metric": self.primary_metric,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], target_type: str) -> ScoringPlan:
+        return cls(
+            scoring=scoring_config_from_dict(data["scoring"], target_type),
+            seed=data["seed"],
+            metrics=tuple(metric_from_config(recipe) for recipe in data["metrics"]),
+            stability=None if data["stability"] is None else StabilityConfig.from_dict(data["stability"]),
+            separatix=None if data["separatix"] is None else SeparatixConfig.from_dict(data["separatix"]),
+            primary_metric=data["primary_metric"],
+        )
+
+
+def backend_versions() -> dict[str, str]:
+    return {"overlapindex": version("overlapindex"), "separatix": version("separatix"), "schema": SCHEMAS["score"]}
+
+
+def score_recipe(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> dict[str, Any]:
+    """What determines a score: embeddings, targets, the scoring plan and the backends' versions."""
+    return {"embedding": embedding_fp, "protocol": protocol_fp, "plan": plan.to_dict(), "backend": backend_versions()}
+
+
+def compression_recipe(embedding_fp: str, config: EmbeddingCompressionConfig) -> dict[str, Any]:
+    return {"embedding": embedding_fp, "fit_endpoint": "samples", "compression": config.to_dict()}
+
+
+def compress_block(block: EmbeddingBlock, config: EmbeddingCompressionConfig) -> tuple[EmbeddingBlock, dict[str, Any]]:
+    """Fit the label-free compressor on the samples and apply it to them; returns the block and its metadata."""
+    fitted = fit_paired_compression(block.matrix, config)
+    metadata = {**fitted.metadata, "fit_side": "samples"}
+    return EmbeddingBlock(fitted.compressed_reference, block.row_ids), metadata
+
+
+def _check_rows(block: EmbeddingBlock, protocol: LabelledProtocol, endpoint: str) -> None:
+    if block.row_ids == protocol.row_ids:
+        return
+    if len(block.row_ids) != len(protocol.row_ids):
+        raise ValidationError(
+            f"endpoint {endpoint!r}: embeddings have {len(block.row_ids)} rows, the protocol has {len(protocol.row_ids)}"
+        )
+    i = next(i for i, (a, b) in enumerate(zip(block.row_ids, protocol.row_ids)) if a != b)
+    raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {describe_key(block.row_ids[i])}, "
+                          f"protocol row is {describe_key(protocol.row_ids[i])}")
+
+
+def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: ScoringPlan, *, endpoint: str = "samples") -> dict[str, Any]:
+    """Score one candidate's (possibly compressed) embeddings; returns the score payload.
+
+    Order: OverlapIndex, custom metrics, stability, then Separatix on the same evaluated variant, gated by
+    the overlap score.
+    """
+    _check_rows(block, protocol, endpoint)
+    overlap = OverlapIndexScorer(plan.scoring).score_targets(block.matrix, protocol.targets, seed=plan.seed, row_ids=block.row_ids)
+    metrics = {
+        metric.name: metric.compute(block.matrix, protocol.targets, row_ids=block.row_ids, groups=protocol.groups, seed=plan.seed).to_dict()
+        for metric in plan.metrics
     }
+    stability = None
+    if plan.stability is not None and plan.stability.enabled:
+        stability = run_stability_analysis(block.matrix, protocol.targets, scoring_config=plan.scoring,
+                                           stability_config=plan.stability, seed=plan.seed, row_ids=block.row_ids).to_dict()
+    separatix = None
+    if plan.separatix is not None:
+        separatix = SeparatixScorer(plan.separatix).run(
+            block.matrix, protocol.targets, overlap_score=overlap.score, groups=protocol.groups,
+            normalize_embeddings=plan.scoring.normalize_embeddings, fallback_max_dense_bytes=plan.scoring.max_dense_bytes,
+        ).to_dict()
+    return {"overlap": overlap.to_dict(), "metrics": metrics, "stability": stability, "separatix": separatix,
+            "embedding_metadata": block.metadata()}
 
 
-def score_embeddings(
-    block: EmbeddingBlock, protocol: LabelledProtocol, scoring: OverlapScoringConfig, *, seed: int, endpoint: str = "samples"
-) -> dict[str, Any]:
-    """Score one candidate's merged embeddings; returns the score payload (overlap + embedding metadata)."""
-    if block.row_ids != protocol.row_ids:
-        if len(block.row_ids) != len(protocol.row_ids):
-            raise ValidationError(
-                f"endpoint {endpoint!r}: embeddings have {len(block.row_ids)} rows, the protocol has {len(protocol.row_ids)}"
-            )
-        i = next(i for i, (a, b) in enumerate(zip(block.row_ids, protocol.row_ids)) if a != b)
-        raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {describe_key(block.row_ids[i])}, "
-                              f"protocol row is {describe_key(protocol.row_ids[i])}")
-    overlap = OverlapIndexScorer(scoring).score_targets(block.matrix, protocol.targets, seed=seed, row_ids=block.row_ids)
-    return {"overlap": overlap.to_dict(), "embedding_metadata": block.metadata()}
-
-
-def candidate_result(name: str, score_payload: Mapping[str, Any], *, embedding_metadata: Mapping[str, Any], metadata: Mapping[str, Any]) -> ExtractorResult:
+def candidate_result(
+    name: str,
+    score_payload: Mapping[str, Any],
+    *,
+    plan: ScoringPlan,
+    embedding_metadata: Mapping[str, Any],
+    compression_metadata: Mapping[str, Any] | None,
+    metadata: Mapping[str, Any],
+) -> ExtractorResult:
     """An ExtractorResult from a score payload plus the candidate's name and provenance."""
-    from vertebrae.scoring.overlap import OverlapScoreResult
+    return ExtractorResult.from_dict({
+        "name": name,
+        "primary_metric_name": plan.primary_metric,
+        "overlap": score_payload["overlap"],
+        "metrics": score_payload["metrics"],
+        "stability": score_payload["stability"],
+        "separatix": score_payload["separatix"],
+        "compression_metadata": None if compression_metadata is None else dict(compression_metadata),
+        "embedding_metadata": {**score_payload["embedding_metadata"], **embedding_metadata},
+        "warnings": [],
+        "metadata": dict(metadata),
+    })
 
-    return ExtractorResult(
-        name=name,
-        overlap=OverlapScoreResult.from_dict(score_payload["overlap"]),
-        embedding_metadata={**score_payload["embedding_metadata"], **embedding_metadata},
-        metadata=dict(metadata),
-    )
 
-
-def build_report(
-    candidates: Sequence[ExtractorResult], protocol: LabelledProtocol, *, benchmark: str, seed: int, scoring: OverlapScoringConfig
-) -> BenchmarkResult:
+def build_report(candidates: Sequence[ExtractorResult], protocol: LabelledProtocol, *, benchmark: str, plan: ScoringPlan) -> BenchmarkResult:
     names = [c.name for c in candidates]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ValidationError(f"benchmark {benchmark!r}: duplicate extractor names {duplicates}")
+        raise ValidationError(f"benchmark {benchmark!r}: duplicate candidate names {duplicates}")
     return BenchmarkResult(
         extractor_results=list(candidates),
         dataset_summary=protocol.dataset_summary,
-        metadata={"benchmark": benchmark, "protocol": "labelled", "seed": int(seed), "scoring": scoring.to_dict(),
+        metadata={"benchmark": benchmark, "protocol": "labelled", "seed": int(plan.seed), "plan": plan.to_dict(),
                   "vertebrae_version": __version__},
     )

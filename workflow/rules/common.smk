@@ -28,6 +28,10 @@ def get_shards(wildcards):
     return PLAN.shard_paths(wildcards.fp)
 
 
+def get_compress_input(wildcards):
+    return PLAN.spec(wildcards.fp)["embedding"]["path"]
+
+
 def get_score_inputs(wildcards):
     spec = PLAN.spec(wildcards.fp)
     return {"embeddings": spec["embedding"]["path"], "protocol": spec["protocol"]["path"]}

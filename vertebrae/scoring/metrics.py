@@ -1,0 +1,677 @@
+"""Custom embedding metrics: one contract for the built-in OverlapIndex, user callables and label retrieval.
+
+A ``Metric`` scores one full embedding batch against validated ``Targets`` and returns a ``MetricResult``: one
+finite aggregate ``score`` (the only value eligible for ranking) plus JSON-safe diagnostics, warnings and
+metadata. ``recipe()`` is the metric's JSON-safe identity for fingerprints, or None when it has no stable one
+(then results must not be cached).
+
+At the callable boundary (``CallableMetric``) labels and groups cross as semantic-key strings, never as user
+label objects: classification labels are a 1-D object array of catalog keys (``1`` arrives as ``"@int:1"``,
+``"a"`` as ``"a"``), multi-label targets a list with one tuple of keys per row (catalog order), regression
+targets the float64 value array, groups a 1-D object array of keys or None. ``target_metadata`` carries
+``target_type``, ``label_catalog`` (``LabelCatalog.to_dict()`` or None) and ``target_names``. Embeddings are
+passed as they are: CSR stays sparse.
+
+``LabelRetrievalMetric`` is opt-in leave-one-out same-label retrieval for single-label targets; its rank and
+metric definitions are in its docstring.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.labels import _parse_key, describe_key, semantic_key
+
+__all__ = [
+    "CallableMetric",
+    "LabelRetrievalMetric",
+    "Metric",
+    "MetricResult",
+    "OverlapMetric",
+    "metric_from_config",
+]
+
+# --------------------------------------------------------------------------------------------------
+# Result
+
+
+def _finite_score(value: Any, where: str) -> float:
+    """``value`` as a finite float; ValidationError (prefixed with ``where``) for anything else."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValidationError(f"{where}: score must be a finite number, got {type(value).__name__} {_short(value)}")
+    score = float(value)
+    if not math.isfinite(score):
+        raise ValidationError(f"{where}: score must be finite, got {score!r}")
+    return score
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:120] + "..."
+
+
+def _json_mapping(value: Any, where: str, what: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"{where}: {what} must be a mapping, got {type(value).__name__}")
+    try:
+        return to_json_value(dict(value), what)
+    except ValidationError as exc:
+        raise ValidationError(f"{where}: {what} must be JSON-safe: {exc}") from None
+
+
+def _warning_list(value: Any, where: str) -> list[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ValidationError(f"{where}: warnings must be a list of strings, got {type(value).__name__}")
+    bad = [w for w in value if not isinstance(w, str)]
+    if bad:
+        raise ValidationError(f"{where}: warnings must be strings, got {_short(bad[0])}")
+    return [str(w) for w in value]
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One metric's outcome: a finite ``score`` plus JSON-safe diagnostics, warnings and metadata.
+
+    ``aggregate_valid=False`` marks a score that must not be ranked (reports leave such results out).
+    """
+
+    name: str
+    score: float
+    aggregate_valid: bool = True
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValidationError(f"MetricResult.name must be a non-empty string, got {self.name!r}")
+        where = f"metric {self.name!r}"
+        object.__setattr__(self, "score", _finite_score(self.score, where))
+        if not isinstance(self.aggregate_valid, (bool, np.bool_)):
+            raise ValidationError(f"{where}: aggregate_valid must be a bool, got {self.aggregate_valid!r}")
+        object.__setattr__(self, "aggregate_valid", bool(self.aggregate_valid))
+        object.__setattr__(self, "diagnostics", _json_mapping(self.diagnostics, where, "diagnostics"))
+        object.__setattr__(self, "warnings", _warning_list(self.warnings, where))
+        object.__setattr__(self, "metadata", _json_mapping(self.metadata, where, "metadata"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "score": self.score,
+            "aggregate_valid": self.aggregate_valid,
+            "diagnostics": to_json_value(self.diagnostics),
+            "warnings": list(self.warnings),
+            "metadata": to_json_value(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MetricResult:
+        if not isinstance(data, Mapping):
+            raise ValidationError(f"a MetricResult document must be a mapping, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValidationError(f"unknown MetricResult fields: {unknown}")
+        missing = [name for name in ("name", "score") if name not in data]
+        if missing:
+            raise ValidationError(f"MetricResult document lacks {missing}")
+        return cls(**dict(data))
+
+
+# --------------------------------------------------------------------------------------------------
+# Base class and shared boundary helpers
+
+
+def _n_rows(embeddings: Any) -> int:
+    shape = getattr(embeddings, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise ValidationError(f"embeddings must be a 2-D matrix (rows x dimensions), got {type(embeddings).__name__}"
+                              + (f" of shape {tuple(shape)}" if shape is not None else ""))
+    return int(shape[0])
+
+
+def _row_keys(row_ids: Sequence[str] | None, n: int) -> tuple[str, ...]:
+    """Row ids as semantic keys (what ``encode_row_ids`` returns); None means row order."""
+    if row_ids is None:
+        return tuple(semantic_key(i) for i in range(n))
+    keys = tuple(row_ids.tolist() if isinstance(row_ids, np.ndarray) else row_ids)
+    if len(keys) != n:
+        raise ValidationError(f"{len(keys)} row ids for {n} embedding rows")
+    return tuple(k if isinstance(k, str) else semantic_key(k) for k in keys)
+
+
+def _group_keys(groups: Sequence[Any] | None, n: int) -> np.ndarray | None:
+    """Groups as a 1-D object array of semantic keys; strings are taken as keys (``BenchmarkDataset.groups``)."""
+    if groups is None:
+        return None
+    values = list(groups.tolist() if isinstance(groups, np.ndarray) else groups)
+    if len(values) != n:
+        raise ValidationError(f"{len(values)} groups for {n} rows; give one group per row")
+    keys = np.empty(n, dtype=object)
+    for i, value in enumerate(values):
+        if isinstance(value, str):
+            _parse_key(value)  # LabelError for a string that is not a canonical key
+            keys[i] = str(value)
+        else:
+            keys[i] = semantic_key(value)
+    return keys
+
+
+def _check_targets(targets: Any, n: int) -> None:
+    from vertebrae.data.targets import Targets
+
+    if not isinstance(targets, Targets):
+        raise ValidationError(f"targets must be vertebrae.data.targets.Targets, got {type(targets).__name__}")
+    if targets.n_rows != n:
+        raise ValidationError(f"embeddings have {n} rows but the targets have {targets.n_rows}")
+
+
+class Metric:
+    """A scorer of one embedding batch. Subclasses set ``name`` and implement ``compute``.
+
+    ``recipe()`` returns the JSON-safe identity used in fingerprints, or None when the metric has no stable
+    identity (its results must then not be cached).
+    """
+
+    name: str = ""
+
+    def recipe(self) -> dict[str, Any] | None:
+        return None
+
+    @property
+    def cacheable(self) -> bool:
+        return self.recipe() is not None
+
+    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
+                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def _check_name(name: Any, owner: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{owner}.name must be a non-empty string, got {name!r}")
+    return name
+
+
+# --------------------------------------------------------------------------------------------------
+# OverlapIndex
+
+
+class OverlapMetric(Metric):
+    """The built-in OverlapIndex metric: ``OverlapIndexScorer(config).score_targets``.
+
+    score = ``OverlapScoreResult.score``; diagnostics = the full ``OverlapScoreResult.to_dict()`` (so
+    ``OverlapScoreResult.from_dict(result.diagnostics)`` gives the overlap result back).
+    """
+
+    name = "overlap"
+
+    def __init__(self, config: Any = None) -> None:
+        from vertebrae.scoring.overlap import OverlapIndexScorer
+
+        self.scorer = OverlapIndexScorer(config)  # validates the config type
+        self.config = config
+
+    def recipe(self) -> dict[str, Any]:
+        config = None if self.config is None else {"class": type(self.config).__name__, **self.config.to_dict()}
+        return {"type": "overlap", "config": config}
+
+    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
+                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+        n = _n_rows(embeddings)
+        _check_targets(targets, n)
+        result = self.scorer.score_targets(embeddings, targets, seed=seed, row_ids=_row_keys(row_ids, n))
+        config = self.scorer.config_for(targets.target_type)
+        return MetricResult(
+            name=self.name,
+            score=result.score,
+            diagnostics=result.to_dict(),
+            warnings=list(result.warnings),
+            metadata={"target_type": targets.target_type, "config": config.to_dict()},
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# User callables
+
+_RETURN_KEYS = ("score", "diagnostics", "metadata", "warnings", "aggregate_valid")
+_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+
+
+def _resolve_path(path: str) -> Any:
+    """The object named by ``module:qualname``; ConfigError naming the path when it cannot be imported."""
+    if not isinstance(path, str) or not _PATH.match(path):
+        raise ConfigError(f"callable path {path!r} must look like 'package.module:function'")
+    module_name, _, qualname = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is reported with the path
+        raise ConfigError(f"callable path {path!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from None
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(f"callable path {path!r}: module {module_name!r} has no attribute {qualname!r}") from None
+    if not callable(obj):
+        raise ConfigError(f"callable path {path!r} names a {type(obj).__name__}, which is not callable")
+    return obj
+
+
+def _derived_path(fn: Any) -> str | None:
+    """``module:qualname`` of an importable top-level function that resolves back to ``fn``, else None."""
+    module_name = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if not isinstance(module_name, str) or not isinstance(qualname, str) or module_name == "__main__":
+        return None
+    if "<" in qualname:  # <lambda>, <locals>
+        return None
+    module = sys.modules.get(module_name)
+    if module is None:
+        return None
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    path = f"{module_name}:{qualname}"
+    return path if obj is fn and _PATH.match(path) else None
+
+
+class CallableMetric(Metric):
+    """A user metric ``fn(embeddings, labels, *, target_metadata=None, groups=None, seed=None)``.
+
+    ``fn`` returns a finite number or a dict with ``"score"`` and optional ``"diagnostics"``, ``"metadata"``
+    (JSON-safe mappings), ``"warnings"`` (list of str) and ``"aggregate_valid"`` (bool); anything else is a
+    ValidationError naming the metric. See the module docstring for what ``labels`` and ``groups`` hold.
+
+    Identity: ``callable_path="module:function"`` (derived automatically for importable top-level functions)
+    lets another process rebuild the metric (``from_path``); ``cache_identity`` (any JSON-safe value) names a
+    version of its behaviour. With neither — a lambda, a nested or a ``__main__`` function — ``recipe()`` is None
+    and every result carries a not-cacheable warning. ``result.metadata`` adds ``callable_path`` and
+    ``cacheable`` to what ``fn`` returned.
+    """
+
+    _RESERVED_METADATA = ("callable_path", "cacheable")
+
+    def __init__(self, name: str, fn: Callable[..., Any], *, cache_identity: Any = None,
+                 callable_path: str | None = None) -> None:
+        self.name = _check_name(name, "CallableMetric")
+        if not callable(fn):
+            raise ConfigError(f"CallableMetric {name!r}: fn must be callable, got {type(fn).__name__}")
+        self.fn = fn
+        if cache_identity is not None:
+            try:
+                cache_identity = to_json_value(cache_identity, "cache_identity")
+            except ValidationError as exc:
+                raise ConfigError(f"CallableMetric {name!r}: cache_identity must be JSON-safe: {exc}") from None
+        self.cache_identity = cache_identity
+        if callable_path is not None:
+            if _resolve_path(callable_path) is not fn:
+                raise ConfigError(f"CallableMetric {name!r}: callable_path {callable_path!r} names a different object than fn")
+        else:
+            callable_path = _derived_path(fn)
+        self.callable_path = callable_path
+
+    @classmethod
+    def from_path(cls, path: str, name: str | None = None, *, cache_identity: Any = None) -> CallableMetric:
+        """The metric of an importable ``module:function``; ``name`` defaults to the function name."""
+        fn = _resolve_path(path)
+        return cls(name if name is not None else path.partition(":")[2].rpartition(".")[2], fn,
+                   cache_identity=cache_identity, callable_path=path)
+
+    def recipe(self) -> dict[str, Any] | None:
+        if self.callable_path is None and self.cache_identity is None:
+            return None
+        return {"type": "callable", "name": self.name, "path": self.callable_path, "cache_identity": self.cache_identity}
+
+    def boundary_inputs(self, targets: Any, groups: Sequence[Any] | None) -> tuple[Any, dict[str, Any], np.ndarray | None]:
+        """``(labels, target_metadata, groups)`` as ``fn`` receives them (see the module docstring)."""
+        catalog = targets.catalog
+        if targets.target_type == "classification":
+            labels: Any = np.asarray(targets.values, dtype=object).copy()
+        elif targets.target_type == "multilabel":
+            keys = catalog.keys
+            indicator = targets.values
+            labels = [tuple(keys[j] for j in sorted(indicator.indices[indicator.indptr[i]:indicator.indptr[i + 1]].tolist()))
+                      for i in range(indicator.shape[0])]
+        else:
+            labels = np.array(targets.values, dtype=np.float64, copy=True)
+        target_metadata = {
+            "target_type": targets.target_type,
+            "label_catalog": None if catalog is None else catalog.to_dict(),
+            "target_names": list(targets.names),
+        }
+        return labels, target_metadata, _group_keys(groups, targets.n_rows)
+
+    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
+                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+        n = _n_rows(embeddings)
+        _check_targets(targets, n)
+        labels, target_metadata, group_keys = self.boundary_inputs(targets, groups)
+        returned = self.fn(embeddings, labels, target_metadata=target_metadata, groups=group_keys, seed=seed)
+        return self._wrap(returned)
+
+    def _wrap(self, returned: Any) -> MetricResult:
+        where = f"CallableMetric {self.name!r}"
+        if isinstance(returned, Mapping):
+            unknown = sorted(str(k) for k in returned if k not in _RETURN_KEYS)
+            if unknown:
+                raise ValidationError(f"{where} returned unknown keys {unknown}; allowed: {list(_RETURN_KEYS)}")
+            if "score" not in returned:
+                raise ValidationError(f"{where} returned a dict without 'score'")
+            parts = dict(returned)
+        else:
+            parts = {"score": returned}
+        score = _finite_score(parts["score"], where)
+        valid = parts.get("aggregate_valid", True)
+        if not isinstance(valid, (bool, np.bool_)):
+            raise ValidationError(f"{where}: aggregate_valid must be a bool, got {_short(valid)}")
+        diagnostics = _json_mapping(parts.get("diagnostics", {}), where, "diagnostics")
+        metadata = _json_mapping(parts.get("metadata", {}), where, "metadata")
+        clash = [k for k in self._RESERVED_METADATA if k in metadata]
+        if clash:
+            raise ValidationError(f"{where}: metadata keys {clash} are reserved for vertebrae")
+        warnings = _warning_list(parts.get("warnings", []), where)
+        cacheable = self.recipe() is not None
+        if not cacheable:
+            warnings.append(
+                f"metric {self.name!r} is not cacheable: {self.fn!r} has no importable module:function path "
+                "and no cache_identity was given"
+            )
+        metadata.update(callable_path=self.callable_path, cacheable=cacheable)
+        return MetricResult(self.name, score, bool(valid), diagnostics, warnings, metadata)
+
+
+# --------------------------------------------------------------------------------------------------
+# Leave-one-out same-label retrieval
+
+SIMILARITIES = ("cosine", "dot", "squared_l2")
+_METRIC_NAME = re.compile(r"^(map|mrr|(ndcg|precision|recall|hit_rate)@([1-9][0-9]*))$")
+
+
+def parse_retrieval_metric(name: Any, ks: Sequence[int], owner: str = "LabelRetrievalMetric.primary") -> str:
+    """Validate a metric name of the small ``map | mrr | family@K`` language (K must be one of ``ks``)."""
+    match = _METRIC_NAME.match(name) if isinstance(name, str) else None
+    if match is None:
+        raise ConfigError(f"{owner} must be 'map', 'mrr' or one of ndcg@K, precision@K, recall@K, hit_rate@K; got {name!r}")
+    if match.group(3) is not None and int(match.group(3)) not in ks:
+        raise ConfigError(f"{owner} {name!r} uses K={match.group(3)}, which is not in ks={list(ks)}")
+    return name
+
+
+def _row_norms(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray:
+    """Overflow-safe L2 norms of float64 rows (scaled by the row's largest magnitude)."""
+    if sp.issparse(matrix):
+        absolute = abs(matrix)
+        scale = absolute.max(axis=1).toarray().ravel()
+        safe = np.where(scale > 0, scale, 1.0)
+        scaled = sp.diags(1.0 / safe) @ absolute
+        return scale * np.sqrt(np.asarray(scaled.multiply(scaled).sum(axis=1)).ravel())
+    scale = np.abs(matrix).max(axis=1) if matrix.shape[1] else np.zeros(matrix.shape[0])
+    safe = np.where(scale > 0, scale, 1.0)
+    return scale * np.sqrt(((matrix / safe[:, None]) ** 2).sum(axis=1))
+
+
+def _divide_rows(matrix: np.ndarray | sp.csr_matrix, norms: np.ndarray) -> np.ndarray | sp.csr_matrix:
+    if sp.issparse(matrix):
+        out = matrix.copy()
+        out.data = out.data / np.repeat(norms, np.diff(out.indptr))
+        return out
+    return matrix / norms[:, None]
+
+
+class LabelRetrievalMetric(Metric):
+    """Opt-in leave-one-out same-label retrieval for single-label classification targets.
+
+    Every row queries every *other* row (itself excluded); relevant = rows with the same label. Similarity:
+    ``cosine`` (rows L2-normalised; a zero row is an error), ``dot`` (raw inner product) or ``squared_l2``
+    (score ``-|q - g|^2``; ranked by the equivalent ``2 q.g - |g|^2``, leaving out the query's own constant
+    norm). Ranking is exact: the rank of a relevant row is 1 + the number of other rows scoring strictly
+    higher, or equal and earlier in row order (ties are broken by row order).
+
+    Per query with R relevant rows at ranks r_1 <= ... <= r_R: MRR = 1 / r_1; mAP = mean_i i / r_i;
+    precision@k = hits@k / k; recall@k = hits@k / R; hit_rate@k = 1 if hits@k > 0; NDCG@k with binary gains
+    = sum over relevant r <= k of 1 / log2(r + 1), divided by the same sum over ranks 1..min(R, k). Queries whose
+    class has no other row have no positives and are skipped with a warning. Aggregates are plain means over
+    the evaluated queries; ``score`` is the mean of ``primary``.
+
+    Work happens in blocks of ``query_block`` queries against all n rows (about 60 x query_block x n bytes).
+    """
+
+    def __init__(self, similarity: str = "cosine", ks: Sequence[int] = (1, 5, 10), primary: str = "map",
+                 query_block: int = 256, *, name: str = "label_retrieval") -> None:
+        owner = "LabelRetrievalMetric"
+        self.name = _check_name(name, owner)
+        if similarity not in SIMILARITIES:
+            raise ConfigError(f"{owner}.similarity must be one of {SIMILARITIES}, got {similarity!r}")
+        if isinstance(ks, (str, bytes)) or not isinstance(ks, (Sequence, np.ndarray)) or len(ks) == 0:
+            raise ConfigError(f"{owner}.ks must be a non-empty sequence of positive integers, got {ks!r}")
+        for k in ks:
+            if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+                raise ConfigError(f"{owner}.ks must hold positive integers, got {k!r}")
+        if len(set(int(k) for k in ks)) != len(ks):
+            raise ConfigError(f"{owner}.ks holds duplicates: {list(ks)}")
+        if isinstance(query_block, (bool, np.bool_)) or not isinstance(query_block, (int, np.integer)) or query_block < 1:
+            raise ConfigError(f"{owner}.query_block must be a positive integer, got {query_block!r}")
+        self.similarity = similarity
+        self.ks = tuple(sorted(int(k) for k in ks))
+        self.primary = parse_retrieval_metric(primary, self.ks)
+        self.query_block = int(query_block)
+
+    def metric_names(self) -> list[str]:
+        names = ["map", "mrr"]
+        for family in ("ndcg", "precision", "recall", "hit_rate"):
+            names += [f"{family}@{k}" for k in self.ks]
+        return names
+
+    def recipe(self) -> dict[str, Any]:
+        return {"type": "label_retrieval", "name": self.name, "similarity": self.similarity, "ks": list(self.ks),
+                "primary": self.primary, "query_block": self.query_block}
+
+    def _prepare(self, embeddings: Any, row_ids: tuple[str, ...]) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray | None]:
+        from vertebrae.data.labelled import as_matrix, check_finite
+
+        matrix = as_matrix(embeddings, what="embeddings")
+        check_finite(matrix, row_ids, what="embeddings")
+        matrix = matrix.astype(np.float64) if matrix.dtype != np.float64 else matrix
+        if self.similarity == "cosine":
+            norms = _row_norms(matrix)
+            zero = np.flatnonzero(norms == 0)
+            if zero.size:
+                shown = ", ".join(f"row id {describe_key(row_ids[i])} (index {i})" for i in zero[:10])
+                more = ", ..." if zero.size > 10 else ""
+                raise ValidationError(
+                    f"{type(self).__name__} {self.name!r}: cosine similarity needs nonzero rows; "
+                    f"{zero.size} zero-norm row(s): {shown}{more}"
+                )
+            return _divide_rows(matrix, norms), None
+        if self.similarity == "squared_l2":
+            if sp.issparse(matrix):
+                return matrix, np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel()
+            return matrix, np.einsum("ij,ij->i", matrix, matrix)
+        return matrix, None
+
+    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
+                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+        n = _n_rows(embeddings)
+        _check_targets(targets, n)
+        if targets.target_type != "classification":
+            raise ValidationError(
+                f"{type(self).__name__} {self.name!r} supports single-label classification targets only; for "
+                f"{targets.target_type} targets relevance must be declared explicitly (use RetrievalBenchmark)"
+            )
+        keys = _row_keys(row_ids, n)
+        matrix, squared = self._prepare(embeddings, keys)
+        catalog = targets.catalog
+        codes = np.fromiter((catalog.index(k) for k in targets.values), dtype=np.int64, count=n)
+        names = self.metric_names()
+        per_query = np.full((n, len(names)), np.nan)
+        tied = np.zeros(n, dtype=bool)
+        transposed = matrix.T.tocsr() if sp.issparse(matrix) else matrix.T
+        positions = np.arange(1, n + 1, dtype=np.float64)
+        discounts = 1.0 / np.log2(positions + 1.0)
+        ideal = np.cumsum(discounts)
+        for start in range(0, n, self.query_block):
+            stop = min(start + self.query_block, n)
+            with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below, naming the rows
+                block = matrix[start:stop] @ transposed
+                scores = np.asarray(block.toarray() if sp.issparse(block) else block, dtype=np.float64)
+                if squared is not None:
+                    scores = 2.0 * scores - squared[None, :]
+            bad = np.flatnonzero(~np.isfinite(scores).all(axis=1))
+            if bad.size:
+                shown = ", ".join(f"row id {describe_key(keys[start + i])} (index {start + i})" for i in bad[:10])
+                raise ValidationError(f"{type(self).__name__} {self.name!r}: {self.similarity} similarity overflowed "
+                                      f"for query row(s) {shown}; rescale the embeddings")
+            rows = np.arange(stop - start)
+            scores[rows, start + rows] = -np.inf  # the query itself ranks after every other row
+            self._score_block(scores, codes, start, per_query, tied, names, discounts, ideal, positions)
+        return self._result(per_query, tied, codes, catalog, keys, names, matrix)
+
+    def _score_block(self, scores, codes, start, per_query, tied, names, discounts, ideal, positions) -> None:
+        b = scores.shape[0]
+        query = start + np.arange(b)
+        order = np.argsort(-scores, axis=1, kind="stable")  # descending score, ties in row order
+        relevant = (codes[order] == codes[query][:, None]) & (order != query[:, None])
+        n_relevant = relevant.sum(axis=1)
+        keep = n_relevant > 0
+        if not keep.any():
+            return
+        order, relevant, n_relevant, query = order[keep], relevant[keep], n_relevant[keep], query[keep]
+        sorted_scores = np.take_along_axis(scores[keep], order, axis=1)
+        tied[query] = ((sorted_scores[:, 1:] == sorted_scores[:, :-1]) & (relevant[:, 1:] != relevant[:, :-1])).any(axis=1)
+        hits = np.cumsum(relevant, axis=1)
+        n = scores.shape[1]
+        values = {
+            "map": (relevant * hits / positions).sum(axis=1) / n_relevant,
+            "mrr": 1.0 / (np.argmax(relevant, axis=1) + 1.0),
+        }
+        for k in self.ks:
+            hits_k = hits[:, min(k, n) - 1]
+            dcg = (relevant[:, :k] * discounts[:k]).sum(axis=1)
+            values[f"ndcg@{k}"] = np.minimum(dcg / ideal[np.minimum(n_relevant, k) - 1], 1.0)
+            values[f"precision@{k}"] = hits_k / k
+            values[f"recall@{k}"] = hits_k / n_relevant
+            values[f"hit_rate@{k}"] = (hits_k > 0).astype(np.float64)
+        per_query[query] = np.column_stack([values[name] for name in names])
+
+    def _result(self, per_query, tied, codes, catalog, keys, names, matrix) -> MetricResult:
+        n = len(codes)
+        evaluated = ~np.isnan(per_query[:, 0])
+        skipped = np.flatnonzero(~evaluated)
+        where = f"{type(self).__name__} {self.name!r}"
+        if not evaluated.any():
+            raise ValidationError(f"{where}: no row shares its label with another row; there is nothing to retrieve")
+        warnings = []
+        if skipped.size:
+            classes = sorted({catalog.keys[c] for c in codes[skipped]}, key=catalog.index)
+            shown = ", ".join(f"row id {describe_key(keys[i])} (index {i})" for i in skipped[:10])
+            warnings.append(
+                f"{where}: {skipped.size} query row(s) have no other row of their class and were skipped "
+                f"(classes {[catalog.display(c) for c in classes[:10]]}{' ...' if len(classes) > 10 else ''}): "
+                f"{shown}{', ...' if skipped.size > 10 else ''}"
+            )
+        large = [k for k in self.ks if k > n - 1]
+        if large:
+            warnings.append(f"{where}: ks {large} exceed the {n - 1} candidates per query; precision@k still divides by k")
+        n_tied = int(tied.sum())
+        if n_tied:
+            warnings.append(f"{where}: {n_tied} query row(s) have relevant and non-relevant rows with equal "
+                            "similarity; ties are broken by row order")
+        means = per_query[evaluated].mean(axis=0)
+        aggregates = {name: float(v) for name, v in zip(names, means)}
+        per_class = {}
+        for code in np.unique(codes[evaluated]):
+            mask = evaluated & (codes == code)
+            class_means = per_query[mask].mean(axis=0)
+            per_class[catalog.keys[code]] = {"n_queries": int(mask.sum()),
+                                             **{name: float(v) for name, v in zip(names, class_means)}}
+        diagnostics = {
+            **aggregates,
+            "n_queries": int(evaluated.sum()),
+            "n_skipped_queries": int(skipped.size),
+            "n_queries_with_relevance_ties": n_tied,
+            "per_class": per_class,
+            "labels": {catalog.keys[c]: catalog.display(catalog.keys[c]) for c in np.unique(codes)},
+        }
+        metadata = {**self.recipe(), "n_rows": n, "n_dimensions": int(matrix.shape[1]),
+                    "input_sparse": bool(sp.issparse(matrix)), "tie_rule": "row order"}
+        return MetricResult(self.name, aggregates[self.primary], True, diagnostics, warnings, metadata)
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry
+
+
+def _overlap_from_config(entry: Mapping[str, Any]) -> OverlapMetric:
+    from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig
+
+    classes = {cls.__name__: cls for cls in (OverlapScoringConfig, ContinuousOverlapScoringConfig)}
+    config = entry.get("config")
+    if config is None:
+        return OverlapMetric()
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"metric config key 'config' must be a mapping or null, got {type(config).__name__}")
+    config = dict(config)
+    kind = config.pop("class", "OverlapScoringConfig")
+    if kind not in classes:
+        raise ConfigError(f"metric config key 'config.class' must be one of {sorted(classes)}, got {kind!r}")
+    try:
+        return OverlapMetric(classes[kind].from_dict(config))
+    except ConfigError:
+        raise
+    except ValidationError as exc:
+        raise ConfigError(f"metric config key 'config': {exc}") from None
+
+
+def _callable_from_config(entry: Mapping[str, Any]) -> CallableMetric:
+    if "path" not in entry or entry["path"] is None:
+        raise ConfigError("metric config key 'path' is required for type 'callable' ('package.module:function')")
+    return CallableMetric.from_path(entry["path"], entry.get("name"), cache_identity=entry.get("cache_identity"))
+
+
+def _retrieval_from_config(entry: Mapping[str, Any]) -> LabelRetrievalMetric:
+    kwargs = {key: entry[key] for key in ("similarity", "ks", "primary", "query_block", "name") if key in entry}
+    if isinstance(kwargs.get("ks"), list):
+        kwargs["ks"] = tuple(kwargs["ks"])
+    return LabelRetrievalMetric(**kwargs)
+
+
+#: type -> (builder, keys allowed beside "type")
+METRIC_TYPES: dict[str, tuple[Callable[[Mapping[str, Any]], Metric], tuple[str, ...]]] = {
+    "overlap": (_overlap_from_config, ("config",)),
+    "callable": (_callable_from_config, ("path", "name", "cache_identity")),
+    "label_retrieval": (_retrieval_from_config, ("similarity", "ks", "primary", "query_block", "name")),
+}
+
+
+def metric_from_config(entry: Mapping[str, Any]) -> Metric:
+    """A Metric from its JSON form (what ``recipe()`` returns); ConfigError naming the offending key.
+
+    ``{"type": "overlap", "config": None | {"class": "OverlapScoringConfig", ...}}``,
+    ``{"type": "callable", "path": "package.module:function", "name": ..., "cache_identity": ...}``,
+    ``{"type": "label_retrieval", "similarity": ..., "ks": [...], "primary": ..., "query_block": ..., "name": ...}``.
+    """
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"a metric config must be a mapping with a 'type' key, got {type(entry).__name__}")
+    kind = entry.get("type")
+    if kind not in METRIC_TYPES:
+        raise ConfigError(f"metric config key 'type' must be one of {sorted(METRIC_TYPES)}, got {kind!r}")
+    builder, allowed = METRIC_TYPES[kind]
+    unknown = sorted(str(key) for key in entry if key != "type" and key not in allowed)
+    if unknown:
+        raise ConfigError(f"metric config of type {kind!r} has unknown key(s) {unknown}; allowed: {list(allowed)}")
+    return builder(entry)
