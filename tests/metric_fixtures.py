@@ -42,3 +42,8 @@ def echo_inputs(embeddings, labels, *, target_metadata=None, groups=None, seed=N
 def never_valid(embeddings, labels, *, target_metadata=None, groups=None, seed=None):
     """A finite score that declares itself not fit for ranking."""
     return {"score": 1.0, "aggregate_valid": False, "warnings": ["never_valid: not rankable by design"]}
+
+
+def narrow_only(embeddings, labels, *, target_metadata=None, groups=None, seed=None):
+    """score = embedding width, aggregate-valid only for fewer than 5 columns."""
+    return {"score": float(embeddings.shape[1]), "aggregate_valid": bool(embeddings.shape[1] < 5)}

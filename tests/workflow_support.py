@@ -45,3 +45,15 @@ def job_counts(dry_run_stdout: str) -> dict[str, int]:
             elif counts:
                 break
     return counts
+
+
+TIMING_KEYS = ("timings", "runtime", "runtime_seconds", "total_seconds")
+
+
+def comparable(report: dict) -> dict:
+    """A report without wall-clock timings (ours and Separatix's), which differ between any two runs."""
+    if isinstance(report, dict):
+        return {k: comparable(v) for k, v in report.items() if k not in TIMING_KEYS and not k.endswith("_seconds")}
+    if isinstance(report, list):
+        return [comparable(v) for v in report]
+    return report

@@ -457,10 +457,19 @@ def test_no_aggregate_valid_candidate_means_no_ranking():
         assert r.custom_metrics["never_valid"].warnings == ["never_valid: not rankable by design"]
 
 
-def test_overlap_listed_as_a_metric_and_an_unknown_primary_metric_are_refused():
+def test_an_overlap_metric_configures_overlap_index_once():
     dataset = _dataset()
-    with pytest.raises(ValidationError, match="overlap"):
-        Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[OverlapMetric(SCORING)], scoring_config=SCORING)
+    bench = Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[OverlapMetric(SCORING)])
+    assert bench.scoring_config == SCORING and bench.plan.metrics == ()
+    other = OverlapScoringConfig(k=2)
+    with pytest.raises(ValidationError, match="OverlapIndex configuration once"):
+        Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[OverlapMetric(SCORING)], scoring_config=other)
+    with pytest.raises(ValidationError, match="OverlapIndex configuration once"):
+        Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[OverlapMetric(SCORING), OverlapMetric(other)])
+
+
+def test_a_custom_metric_named_overlap_and_an_unknown_primary_metric_are_refused():
+    dataset = _dataset()
     with pytest.raises(ValidationError, match="overlap"):
         Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[CallableMetric("overlap", width_metric)])
     with pytest.raises(ValidationError, match="'nope'"):
@@ -597,19 +606,19 @@ def test_regression_through_benchmark_reports_loss_ratio_and_continuous_metadata
     dataset = BenchmarkDataset.from_embeddings(X, y, target_type="regression", identity=DatasetIdentity.declared("reg", "1"))
     result = Benchmark(dataset, [_columns("noise", [2, 3, 4]), _columns("good", [0, 1])], scoring_config=REG_SCORING,
                        seed=SEED).run()
-    direct = {"good": OverlapIndexScorer(REG_SCORING).score(X[:, [0, 1]], y, target_type="regression", seed=SEED),
-              "noise": OverlapIndexScorer(REG_SCORING).score(X[:, [2, 3, 4]], y, target_type="regression", seed=SEED)}
+    direct = OverlapIndexScorer(REG_SCORING).score(X[:, [0, 1]], y, target_type="regression", seed=SEED)
+    by_name = {r.name: r for r in result.extractor_results}
+    assert by_name["good"].overlap.to_dict() == direct.to_dict()
     for r in result.extractor_results:
-        assert r.overlap.to_dict() == direct[r.name].to_dict()
         assert r.overlap.target_type == "regression"
         assert r.overlap.loss_ratio == r.overlap.continuous["loss_ratio"]
         assert r.overlap.continuous["n_null_permutations"] == 3
         assert r.overlap.continuous["null_mode"] == "refit_permutation"
         assert r.overlap.continuous["target_names"] == ["target_0"]
         assert r.weakest_class() is None
+    # hand reasoning: columns 0-1 hold the target (loss well below the permutation null); 2-4 are unrelated to it
+    assert by_name["good"].overlap.loss_ratio < 0.8 < by_name["noise"].overlap.loss_ratio
     assert [r.name for r in result.ranked_results()] == ["good", "noise"]
-    good = next(r for r in result.extractor_results if r.name == "good")
-    assert good.overlap.loss_ratio < 1.0  # better than the permutation null
     assert result.metadata["plan"]["scoring"] == REG_SCORING.to_dict()
     assert result.dataset_summary["target_names"] == ["target_0"]
 

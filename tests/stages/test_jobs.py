@@ -9,11 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.decomposition import PCA
 
+from vertebrae.compression import EmbeddingCompressionConfig
+from vertebrae.core.artifacts import read_embeddings, read_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.stages import jobs
 from vertebrae.workflow import (
     benchmarks_from_config,
+    compressed_path,
     embedding_path,
     fitted_path,
     plan,
@@ -208,3 +212,105 @@ def test_run_write_protocol_refuses_data_changed_after_planning(workdir):
     write_data(workdir / "data.npz")  # the planned content again: accepted
     jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
     assert (workdir / protocol_path(fp)).is_file()
+
+
+# --------------------------------------------------------------------------------------------------
+# compression and custom metrics in the artifact chain
+
+COMPRESSED_CONFIG = copy.deepcopy(CONFIG)
+COMPRESSED_CONFIG["benchmarks"]["toy"]["compression"] = [{"method": "pca", "n_components": 3}]
+COMPRESSED_CONFIG["benchmarks"]["toy"]["metrics"] = [{"type": "callable", "path": "metric_fixtures:embedding_width"}]
+
+
+def _raw_embedding_fp(p) -> str:
+    return next(fp for fp in p.fingerprints("embed") if p.spec(fp)["extractor"]["name"] == "raw")
+
+
+def test_run_compress_writes_a_verified_artifact_with_its_compression_metadata(workdir):
+    p = plan(COMPRESSED_CONFIG)
+    write_plans(p)
+    embed_stage(p)
+    raw_fp = _raw_embedding_fp(p)
+    fp = next(fp for fp in p.fingerprints("compress") if p.spec(fp)["embedding"]["fingerprint"] == raw_fp)
+    jobs.run_compress(plan_path(fp), embedding_path(raw_fp), compressed_path(fp))
+
+    artifact = read_embeddings(compressed_path(fp), fingerprint=fp)  # schema, fingerprint and content hash checked
+    raw = read_embeddings(embedding_path(raw_fp), fingerprint=raw_fp)
+    X = np.load(workdir / "data.npz")["embeddings"]
+    assert np.array_equal(raw.matrix, X)  # the precomputed extractor passes the data through
+    assert artifact.row_ids == raw.row_ids
+    assert artifact.matrix.shape == (120, 3)
+    assert np.allclose(artifact.matrix, PCA(3).fit(X).transform(X))  # independent sklearn PCA on the samples
+    meta = artifact.manifest["metadata"]["compression"]
+    assert meta["applied"] is True and meta["method"] == "pca"
+    assert meta["original_dim"] == 6 and meta["compressed_dim"] == 3
+    assert meta["fit_side"] == "samples" and meta["fit_rows"] == 120
+    assert meta["recipe"] == EmbeddingCompressionConfig(method="pca", n_components=3).to_dict()
+    assert artifact.manifest["recipe"] == p.spec(fp)["recipe"]
+
+
+def test_run_compress_refuses_an_embedding_that_is_not_the_planned_one(workdir):
+    p = plan(COMPRESSED_CONFIG)
+    write_plans(p)
+    embed_stage(p)
+    raw_fp = _raw_embedding_fp(p)
+    other_fp = next(fp for fp in p.fingerprints("embed") if fp != raw_fp)
+    fp = next(fp for fp in p.fingerprints("compress") if p.spec(fp)["embedding"]["fingerprint"] == raw_fp)
+    with pytest.raises(ArtifactError, match="stale artifact"):
+        jobs.run_compress(plan_path(fp), embedding_path(other_fp), compressed_path(fp))
+    assert not (workdir / compressed_path(fp)).exists()
+
+
+def test_the_chain_with_compression_and_a_custom_metric_equals_the_in_process_benchmark(workdir):
+    p = plan(COMPRESSED_CONFIG)
+    write_plans(p)
+    embed_stage(p)
+    for fp in p.fingerprints("compress"):
+        jobs.run_compress(plan_path(fp), p.spec(fp)["embedding"]["path"], compressed_path(fp))
+    for fp in p.fingerprints("protocol"):
+        jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+    for fp in p.fingerprints("score"):
+        spec = p.spec(fp)
+        jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], score_path(fp))
+    report_fp = p.reports["toy"]
+    spec = p.spec(report_fp)
+    paths = report_paths("toy")
+    jobs.run_report(plan_path(report_fp), spec["protocol"]["path"], [c["score"]["path"] for c in spec["candidates"]],
+                    paths["json"], paths["markdown"])
+
+    written = json.loads((workdir / paths["json"]).read_text(encoding="utf-8"))
+    expected = benchmarks_from_config(COMPRESSED_CONFIG)["toy"].run().to_dict()
+    for result in expected["extractor_results"]:
+        assert set(result["metadata"].pop("timings")) == {"embed_s", "score_s"}
+    assert written == expected
+    assert [r["name"] for r in written["extractor_results"]] == ["raw", "raw[pca_3]", "pca3", "pca3[pca_3]"]
+    widths = {r["name"]: r["metrics"]["embedding_width"]["score"] for r in written["extractor_results"]}
+    assert widths == {"raw": 6.0, "raw[pca_3]": 3.0, "pca3": 3.0, "pca3[pca_3]": 3.0}
+    noop = next(r for r in written["extractor_results"] if r["name"] == "pca3[pca_3]")
+    assert noop["compression_metadata"]["applied"] is False  # 3 components of a 3-wide embedding: a no-op
+
+
+def test_run_score_with_an_extra_metric_adds_it_to_the_payload(workdir):
+    p = plan(CONFIG)
+    write_plans(p)
+    embed_stage(p)
+    for fp in p.fingerprints("protocol"):
+        jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+    raw_fp = _raw_embedding_fp(p)
+    fp = next(fp for fp in p.fingerprints("score") if p.spec(fp)["embedding"]["fingerprint"] == raw_fp)
+    spec = p.spec(fp)
+    jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], "plain.json")
+    jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], "extra.json",
+                   extra_metrics=["metric_fixtures:embedding_width", "metric_fixtures:first_column_mean"])
+    plain = read_json_artifact("plain.json", "score", fingerprint=fp)
+    extra = read_json_artifact("extra.json", "score", fingerprint=fp)
+    assert plain["metrics"] == {}
+    assert set(extra["metrics"]) == {"embedding_width", "first_column_mean"}
+    X = np.load(workdir / "data.npz")["embeddings"]
+    assert extra["metrics"]["embedding_width"]["score"] == 6.0
+    assert extra["metrics"]["embedding_width"]["diagnostics"] == {"n_rows": 120}
+    assert extra["metrics"]["first_column_mean"]["score"] == pytest.approx(X[:, 0].mean())
+    assert extra["metrics"]["embedding_width"]["metadata"]["callable_path"] == "metric_fixtures:embedding_width"
+    assert extra["overlap"] == plain["overlap"]  # the extra metric changes nothing else
+    manifest = json.loads(Path("extra.json").read_text(encoding="utf-8"))["manifest"]
+    assert manifest["recipe"]["extra_metrics"] == ["metric_fixtures:embedding_width", "metric_fixtures:first_column_mean"]

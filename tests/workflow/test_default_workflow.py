@@ -11,7 +11,7 @@ import yaml
 from vertebrae.results import BenchmarkResult
 from vertebrae.workflow import benchmarks_from_config, plan
 
-from workflow_support import REPO, job_counts, snakemake, write_config
+from workflow_support import comparable, REPO, job_counts, snakemake, write_config
 
 EXPECTED_JOBS = {
     # digits: 1 protocol + 2 fit + 3 embed + 3 compress + 6 score + 1 report job specs;
@@ -28,17 +28,12 @@ EXPECTED_JOBS = {
 }
 
 
-def _without_timings(report: dict) -> dict:
-    for result in report["extractor_results"]:
-        result["metadata"].pop("timings", None)
-    return report
-
 
 def test_workflow_scores_equal_in_process_benchmark(default_run, default_config):
     in_process = benchmarks_from_config(default_config, base_dir=default_run)
     for name in ("digits", "diabetes"):
         written = json.loads((default_run / f"results/reports/{name}/report.json").read_text())
-        assert _without_timings(written) == _without_timings(in_process[name].run().to_dict())
+        assert comparable(written) == comparable(in_process[name].run().to_dict())
         assert written["ranking"] == [r.name for r in BenchmarkResult.from_dict(written).ranked_results()]
     # and the check is not vacuous: real, distinct scores, with stability, Separatix and compressed variants
     digits = json.loads((default_run / "results/reports/digits/report.json").read_text())

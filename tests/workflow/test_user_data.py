@@ -9,13 +9,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits
 
 from vertebrae.workflow import benchmarks_from_config
-from workflow_support import job_counts, snakemake, write_config
+from workflow_support import comparable, job_counts, snakemake, write_config
 
-
-def _drop_timings(report: dict) -> dict:
-    for result in report["extractor_results"]:
-        result["metadata"].pop("timings", None)
-    return report
 
 
 def test_own_embeddings_dense_and_sparse_match_in_process(tmp_path):
@@ -58,7 +53,7 @@ def test_own_embeddings_dense_and_sparse_match_in_process(tmp_path):
     in_process = benchmarks_from_config(config, base_dir=tmp_path)
     for name in ("dense", "sparse"):
         written = json.loads((tmp_path / f"results/reports/{name}/report.json").read_text())
-        assert _drop_timings(written) == _drop_timings(in_process[name].run().to_dict())
+        assert comparable(written) == comparable(in_process[name].run().to_dict())
     dense = json.loads((tmp_path / "results/reports/dense/report.json").read_text())
     assert dense["dataset_summary"]["labels"]["digit-3"] == "digit-3"
     assert dense["extractor_results"][0]["embedding_metadata"]["dtype"] == "float32"

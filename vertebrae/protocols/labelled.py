@@ -21,7 +21,7 @@ from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.extractors.base import Extractor
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.compression import EmbeddingCompressionConfig, variant_name
-from vertebrae.scoring.metrics import Metric
+from vertebrae.scoring.metrics import Metric, OverlapMetric
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
@@ -117,6 +117,14 @@ class Benchmark:
             raise ValidationError(f"Benchmark needs a BenchmarkDataset, got {type(dataset).__name__}")
         self.dataset = dataset
         self.extractors: list[Extractor] = []
+        overlap_metrics = [m for m in metrics if isinstance(m, OverlapMetric)]
+        if overlap_metrics:
+            # OverlapIndex always runs; an OverlapMetric in `metrics` only configures it (spec/scoring.md)
+            configured = [m.config for m in overlap_metrics if m.config is not None]
+            if len(overlap_metrics) > 1 or (configured and scoring_config is not None and configured[0] != scoring_config):
+                raise ValidationError("give the OverlapIndex configuration once: one OverlapMetric or scoring_config")
+            scoring_config = configured[0] if configured else scoring_config
+            metrics = [m for m in metrics if not isinstance(m, OverlapMetric)]
         self.plan = ScoringPlan(
             scoring=OverlapIndexScorer(scoring_config).config_for(dataset.target_type),
             seed=seed,

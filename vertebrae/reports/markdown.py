@@ -14,7 +14,7 @@ def _cell(value: Any) -> str:
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return lines
 
@@ -53,7 +53,8 @@ def render_markdown(result) -> str:
         lines += ["Ranking unavailable: no candidate's primary metric is aggregate-valid.", ""]
     table = [[_interval(row[key]) if key == "stability_interval" else row[key] for key in HEADERS] for row in rows]
     lines += _table(list(HEADERS.values()), table)
-    ranked = result.ranked_results() or list(result.extractor_results)
+    ranked = result.ranked_results()
+    ranked += [r for r in result.extractor_results if r not in ranked]  # unranked candidates still get their sections
     labels = summary.get("labels") or {}
     if labels:
         lines += ["", "## Per-class scores" if target_type == "classification" else "## Per-label scores", ""]
@@ -79,7 +80,8 @@ def render_markdown(result) -> str:
               " > ".join(r.separatix.decision_path) or None, r.separatix.skipped_reason] for r in diagnosed],
         )
     warned = [(r.name, w) for r in ranked for w in list(r.warnings) + list(r.overlap.warnings)
-              + (list(r.compression_metadata.get("warnings", [])) if r.compression_metadata else [])]
+              + (list(r.compression_metadata.get("warnings", [])) if r.compression_metadata else [])
+              + [f"{m.name}: {text}" for m in r.custom_metrics.values() for text in m.warnings]]
     lines += ["", "## Warnings", ""]
     lines += [f"- **{_cell(n)}**: {_cell(w)}" for n, w in warned] or ["None."]
     lines += [

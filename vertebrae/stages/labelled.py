@@ -90,13 +90,10 @@ class ScoringPlan:
             raise ValidationError(f"primary_metric {self.primary_metric!r} is not one of the metrics {['overlap', *names]}")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form; metrics without a stable recipe (e.g. lambdas) are refused: they cannot be replayed."""
-        recipes = []
-        for metric in self.metrics:
-            recipe = metric.recipe()
-            if recipe is None:
-                raise ValidationError(f"metric {metric.name!r} has no importable path or cache_identity; it cannot be recorded")
-            recipes.append(recipe)
+        """JSON form. A metric without a stable recipe (a lambda, a nested or ``__main__`` function without
+        cache_identity) is recorded as ``{"type": "unrecorded", "name": ...}``: fine for an in-process run,
+        refused by ``from_dict`` (it cannot be replayed in another process)."""
+        recipes = [metric.recipe() or {"type": "unrecorded", "name": metric.name} for metric in self.metrics]
         return {
             "scoring": self.scoring.to_dict(),
             "seed": int(self.seed),
@@ -108,6 +105,9 @@ class ScoringPlan:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], target_type: str) -> ScoringPlan:
+        unrecorded = [recipe.get("name") for recipe in data["metrics"] if recipe.get("type") == "unrecorded"]
+        if unrecorded:
+            raise ValidationError(f"metrics {unrecorded} have no importable path or cache_identity and cannot be replayed")
         return cls(
             scoring=scoring_config_from_dict(data["scoring"], target_type),
             seed=data["seed"],
