@@ -77,8 +77,20 @@ def test_validate_config_keeps_given_values_and_fills_the_rest():
 
 def test_the_default_config_is_valid(default_config):
     valid = validate_config(default_config)
-    assert list(valid["benchmarks"]) == ["digits"]
-    assert list(valid["benchmarks"]["digits"]["extractors"]) == ["pixels", "pca16", "random_projection16"]
+    assert list(valid["benchmarks"]) == ["digits", "diabetes"]
+    digits, diabetes = valid["benchmarks"]["digits"], valid["benchmarks"]["diabetes"]
+    assert list(digits["extractors"]) == ["pixels", "pca16", "random_projection16"]
+    assert "shards" not in digits  # embedding.shards (4) applies
+    assert [(c["method"], c["n_components"]) for c in digits["compression"]] == [("pca", 8)]
+    assert digits["stability"]["enabled"] is True and digits["stability"]["repeats"] == 5
+    assert digits["separatix"]["enabled"] is True and digits["separatix"]["max_samples"] == 600
+    assert list(diabetes["extractors"]) == ["features", "poly2", "pca3"]
+    assert diabetes["shards"] == 2
+    assert diabetes["dataset"]["target_type"] == "regression"
+    assert diabetes["dataset"]["target_names"] == ["disease_progression"]
+    assert diabetes["continuous_scoring"]["k"] == 4 and diabetes["continuous_scoring"]["n_null_permutations"] == 5
+    assert diabetes["stability"]["enabled"] is True and diabetes["stability"]["repeats"] == 3
+    assert diabetes["compression"] == []
 
 
 def _bench(config):
@@ -191,13 +203,49 @@ def test_load_config_file_reports_unreadable_files(tmp_path):
 # -- plan on the default config -------------------------------------------------------------------------
 
 
-def test_default_plan_has_ten_specs_by_stage(default_plan):
-    assert len(default_plan.specs) == 10
+def _benchmark_of(p, fp) -> str:
+    """The benchmark a spec belongs to: fit/embed/protocol specs name their dataset key; compress/score specs
+    are reached through the report candidates; report specs name their benchmark."""
+    spec = p.spec(fp)
+    if spec["stage"] == "report":
+        return spec["benchmark"]
+    if "where" in spec:
+        return spec["where"].split(".")[1]
+    owners = {name for name, report_fp in p.reports.items() for c in p.spec(report_fp)["candidates"]
+              if fp in (c["score"]["fingerprint"], c["scored_embedding"])}
+    (owner,) = owners
+    return owner
+
+
+def test_default_plan_has_twenty_six_specs_by_stage_and_benchmark(default_plan):
+    # digits: 1 protocol + 2 fit + 3 embed + 3 compress + (3 extractors x 2 variants =) 6 score + 1 report = 16
+    # diabetes: 1 protocol + 2 fit + 3 embed + 0 compress + 3 score + 1 report = 10
+    assert len(default_plan.specs) == 26
     assert Counter(spec["stage"] for spec in default_plan.specs.values()) == {
-        "fit": 2, "embed": 3, "protocol": 1, "score": 3, "report": 1,
+        "protocol": 2, "fit": 4, "embed": 6, "compress": 3, "score": 9, "report": 2,
     }
-    fits = {default_plan.spec(fp)["extractor"]["name"] for fp in default_plan.fingerprints("fit")}
-    assert fits == {"pca16", "random_projection16"}  # the precomputed extractor learns nothing
+    by_benchmark = Counter((_benchmark_of(default_plan, fp), spec["stage"]) for fp, spec in default_plan.specs.items())
+    assert by_benchmark == {
+        ("digits", "protocol"): 1, ("digits", "fit"): 2, ("digits", "embed"): 3, ("digits", "compress"): 3,
+        ("digits", "score"): 6, ("digits", "report"): 1,
+        ("diabetes", "protocol"): 1, ("diabetes", "fit"): 2, ("diabetes", "embed"): 3, ("diabetes", "score"): 3,
+        ("diabetes", "report"): 1,
+    }
+    fits = {(_benchmark_of(default_plan, fp), default_plan.spec(fp)["extractor"]["name"])
+            for fp in default_plan.fingerprints("fit")}
+    # the precomputed extractors (pixels, features) learn nothing
+    assert fits == {("digits", "pca16"), ("digits", "random_projection16"), ("diabetes", "poly2"), ("diabetes", "pca3")}
+    digits_embeds = {fp for fp in default_plan.fingerprints("embed") if _benchmark_of(default_plan, fp) == "digits"}
+    for fp in default_plan.fingerprints("compress"):
+        spec = default_plan.spec(fp)
+        assert spec["embedding"]["fingerprint"] in digits_embeds
+        assert spec["compression"]["method"] == "pca" and spec["compression"]["n_components"] == 8
+    assert {default_plan.spec(fp)["embedding"]["fingerprint"] for fp in default_plan.fingerprints("compress")} == digits_embeds
+    for fp in default_plan.fingerprints("score"):
+        spec = default_plan.spec(fp)
+        assert "plan" in spec and "scoring" not in spec and "seed" not in spec
+        expected = "regression" if _benchmark_of(default_plan, fp) == "diabetes" else "classification"
+        assert spec["target_type"] == expected
 
 
 def test_every_spec_fingerprint_hashes_its_recipe(default_plan):
@@ -207,34 +255,57 @@ def test_every_spec_fingerprint_hashes_its_recipe(default_plan):
         assert len(fp) == 16
 
 
-def test_default_embed_specs_shard_all_1797_rows(default_plan):
+# hand-computed: edges are n_rows * i // count
+#   digits, 4 shards of 1797 rows: 0, 449 (1797/4 = 449.25), 898 (898.5), 1347 (1347.75), 1797
+#   diabetes, its own 2 shards of 442 rows: 0, 221, 442
+EXPECTED_SHARDS = {
+    "digits": (1797, [[0, 449], [449, 898], [898, 1347], [1347, 1797]]),
+    "diabetes": (442, [[0, 221], [221, 442]]),
+}
+
+
+def test_default_embed_specs_shard_all_rows_of_each_benchmark(default_plan):
+    seen = Counter()
     for fp in default_plan.fingerprints("embed"):
         spec = default_plan.spec(fp)
-        assert spec["n_rows"] == 1797
+        benchmark = _benchmark_of(default_plan, fp)
+        seen[benchmark] += 1
+        n_rows, expected = EXPECTED_SHARDS[benchmark]
+        assert spec["n_rows"] == n_rows
         assert spec["batch_size"] == 256
         shards = spec["shards"]
-        assert shards == [[0, 449], [449, 898], [898, 1347], [1347, 1797]]
-        assert shards[0][0] == 0 and shards[-1][1] == 1797
+        assert shards == expected
+        assert shards[0][0] == 0 and shards[-1][1] == n_rows
         assert all(a[1] == b[0] for a, b in zip(shards, shards[1:]))
         sizes = [b - a for a, b in shards]
-        assert max(sizes) - min(sizes) <= 1 and sum(sizes) == 1797
-        assert default_plan.shard_paths(fp) == [f"results/embeddings/{fp}/shard-{i}-of-4.h5" for i in range(4)]
+        assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n_rows
+        count = len(expected)
+        assert default_plan.shard_counts[fp] == count
+        assert default_plan.shard_paths(fp) == [f"results/embeddings/{fp}/shard-{i}-of-{count}.h5" for i in range(count)]
+    assert seen == {"digits": 3, "diabetes": 3}
 
 
 def test_embed_specs_reference_their_fit(default_plan):
+    names = set()
     for fp in default_plan.fingerprints("embed"):
         spec = default_plan.spec(fp)
-        if spec["extractor"]["name"] == "pixels":
+        names.add(spec["extractor"]["name"])
+        if spec["extractor"]["name"] in ("pixels", "features"):  # precomputed: nothing to fit
             assert spec["fit"] is None and "fit" not in spec["recipe"]
         else:
             fit_fp = spec["fit"]["fingerprint"]
             assert default_plan.spec(fit_fp)["stage"] == "fit"
+            assert default_plan.spec(fit_fp)["extractor"]["name"] == spec["extractor"]["name"]
             assert spec["recipe"]["fit"] == fit_fp
             assert spec["fit"]["path"] == f"results/fitted/{fit_fp}.json"
+    assert names == {"pixels", "pca16", "random_projection16", "features", "poly2", "pca3"}
 
 
 def test_final_outputs_and_paths_are_relative_results_paths(default_plan):
-    assert default_plan.final_outputs() == ["results/reports/digits/report.json", "results/reports/digits/report.md"]
+    assert default_plan.final_outputs() == [
+        "results/reports/digits/report.json", "results/reports/digits/report.md",
+        "results/reports/diabetes/report.json", "results/reports/diabetes/report.md",
+    ]
 
     paths = []
 
@@ -251,21 +322,55 @@ def test_final_outputs_and_paths_are_relative_results_paths(default_plan):
 
     for spec in default_plan.specs.values():
         collect({k: v for k, v in spec.items() if k not in ("dataset", "where")})
-    assert len(paths) >= 3 * 2 + 2 + 3 + 3  # score refs, report protocol + candidate refs, fit refs
     for path in paths:
         assert path.startswith("results/") and not Path(path).is_absolute() and ".." not in Path(path).parts
-    report = default_plan.spec(default_plan.reports["digits"])
-    assert report["protocol"]["path"] == f"results/protocols/{report['protocol']['fingerprint']}.json"
-    for candidate in report["candidates"]:
-        assert candidate["score"]["path"] == f"results/scores/{candidate['score']['fingerprint']}.json"
+    # by directory, hand-counted (9 candidates: 6 digits + 3 diabetes):
+    #   scores:     9 candidate score refs, listed both in each report spec and in its recipe = 18
+    #   protocols:  9 score specs + 2 report specs = 11
+    #   embeddings: 6 score specs of uncompressed variants + 3 compress specs = 9
+    #   compressed: 3 score specs of the pca_8 variants
+    #   fitted:     4 embed specs of learning extractors (pca16, random_projection16, poly2, pca3)
+    assert Counter(path.split("/")[1] for path in paths) == {
+        "scores": 18, "protocols": 11, "embeddings": 9, "compressed": 3, "fitted": 4,
+    }
+    for name in ("digits", "diabetes"):
+        report = default_plan.spec(default_plan.reports[name])
+        assert report["protocol"]["path"] == f"results/protocols/{report['protocol']['fingerprint']}.json"
+        for candidate in report["candidates"]:
+            assert candidate["score"]["path"] == f"results/scores/{candidate['score']['fingerprint']}.json"
+            score = default_plan.spec(candidate["score"]["fingerprint"])
+            scored = candidate["scored_embedding"]
+            assert score["embedding"]["fingerprint"] == scored
+            if candidate["compression"] is None:
+                assert scored == candidate["embedding"]
+                assert score["embedding"]["path"] == f"results/embeddings/{scored}.h5"
+            else:
+                assert default_plan.spec(scored)["stage"] == "compress"
+                assert score["embedding"]["path"] == f"results/compressed/{scored}/samples.h5"
 
 
 def test_report_spec_lists_candidates_in_declaration_order(default_plan):
-    report = default_plan.spec(default_plan.reports["digits"])
-    assert [c["name"] for c in report["candidates"]] == ["pixels", "pca16", "random_projection16"]
-    score_fps = set(default_plan.fingerprints("score"))
-    assert {c["score"]["fingerprint"] for c in report["candidates"]} == score_fps
-    assert {c["embedding"] for c in report["candidates"]} == set(default_plan.fingerprints("embed"))
+    digits = default_plan.spec(default_plan.reports["digits"])
+    assert [c["name"] for c in digits["candidates"]] == [
+        "pixels", "pixels[pca_8]", "pca16", "pca16[pca_8]", "random_projection16", "random_projection16[pca_8]",
+    ]
+    diabetes = default_plan.spec(default_plan.reports["diabetes"])
+    assert [c["name"] for c in diabetes["candidates"]] == ["features", "poly2", "pca3"]
+    candidates = digits["candidates"] + diabetes["candidates"]
+    score_fps = [c["score"]["fingerprint"] for c in candidates]
+    assert len(set(score_fps)) == 9 and set(score_fps) == set(default_plan.fingerprints("score"))
+    assert {c["embedding"] for c in candidates} == set(default_plan.fingerprints("embed"))
+    for report in (digits, diabetes):
+        embeds = {c["embedding"] for c in report["candidates"]}
+        assert len(embeds) == 3 and {_benchmark_of(default_plan, fp) for fp in embeds} == {report["benchmark"]}
+    for plain, compressed in zip(digits["candidates"][::2], digits["candidates"][1::2]):
+        assert compressed["name"] == f"{plain['name']}[pca_8]"
+        assert compressed["embedding"] == plain["embedding"] == plain["scored_embedding"]
+        assert compressed["scored_embedding"] != plain["embedding"]
+        assert compressed["extractor"] == plain["extractor"]
+        assert plain["compression"] is None
+        assert compressed["compression"]["method"] == "pca" and compressed["compression"]["n_components"] == 8
+    assert all(c["compression"] is None and c["scored_embedding"] == c["embedding"] for c in diabetes["candidates"])
 
 
 # -- plans of a small npz dataset -----------------------------------------------------------------------

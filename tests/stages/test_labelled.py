@@ -183,11 +183,14 @@ def test_scoring_plan_round_trip_for_regression_uses_the_continuous_config():
     assert back.scoring == plan.scoring and back.to_dict() == plan.to_dict()
 
 
-def test_a_lambda_metric_cannot_be_recorded():
+def test_a_lambda_metric_is_recorded_as_unrecorded_and_cannot_be_replayed():
     plan = ScoringPlan(SCORING, metrics=(CallableMetric("lam", lambda embeddings, labels, **_: 1.0),))
-    with pytest.raises(ValidationError, match="'lam'"):
-        plan.to_dict()
-    # with an explicit cache_identity it can
+    data = plan.to_dict()  # fine for an in-process run
+    assert data["metrics"] == [{"type": "unrecorded", "name": "lam"}]
+    # but another process cannot rebuild it: from_dict refuses, naming the metric
+    with pytest.raises(ValidationError, match=r"'lam'.*cannot be replayed"):
+        ScoringPlan.from_dict(json.loads(json.dumps(data)), "classification")
+    # with an explicit cache_identity it is recorded as a callable
     named = ScoringPlan(SCORING, metrics=(CallableMetric("lam", lambda embeddings, labels, **_: 1.0, cache_identity="lam@1"),))
     assert named.to_dict()["metrics"] == [{"type": "callable", "name": "lam", "path": None, "cache_identity": "lam@1"}]
 
