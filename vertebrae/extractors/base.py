@@ -6,6 +6,11 @@ embedding rows (dense float or CSR), one output row per input row, in order. An 
 (``learns = True``) is fitted once on its fit endpoint with ``fit(inputs)``, and its fitted state is saved
 with ``save_fitted`` / restored with ``load_fitted`` so that every shard only transforms.
 
+An extractor with named ``branches`` (e.g. ``("query", "gallery")`` or ``("image", "text")``) encodes each
+endpoint through the branch the protocol names: ``transform(rows, branch="query")``. Extractors without
+branches apply one transform to every endpoint (same-modality); they are called as ``transform(rows)`` when
+the protocol names no branch, so a user's subclass may omit the keyword.
+
 ``reusable`` says whether the recipe pins the output across processes; results of an extractor that is not
 reusable are never read back from a cache or shared by a later run.
 """
@@ -20,6 +25,7 @@ class Extractor:
 
     name: str
     learns: bool = False
+    branches: tuple[str, ...] = ()
 
     def recipe(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -31,8 +37,15 @@ class Extractor:
     def fit(self, inputs: Any) -> None:
         """Fit on the full fit endpoint (only called when ``learns``)."""
 
-    def transform(self, inputs: Any) -> Any:
+    def transform(self, inputs: Any, *, branch: str | None = None) -> Any:
         raise NotImplementedError
+
+    def check_branch(self, branch: str | None) -> None:
+        """Refuse a branch this extractor does not declare (a branch-less extractor accepts any)."""
+        from vertebrae.core.errors import ValidationError
+
+        if self.branches and branch not in self.branches:
+            raise ValidationError(f"extractor {self.name!r} encodes through branches {list(self.branches)}, got {branch!r}")
 
     def fitted_state(self) -> dict[str, Any]:
         """JSON-safe fitted state for ``load_fitted`` (only for extractors that learn)."""

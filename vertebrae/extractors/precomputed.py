@@ -16,5 +16,5 @@ class PrecomputedExtractor(Extractor):
     def recipe(self) -> dict[str, Any]:
         return {"type": "precomputed"}
 
-    def transform(self, inputs: Any) -> Any:
+    def transform(self, inputs: Any, *, branch: str | None = None) -> Any:
         return inputs

@@ -130,7 +130,7 @@ class SklearnExtractor(Extractor):
         estimator.set_params(**unseeded)
         self._fitted = estimator.fit(self._prepare(inputs))
 
-    def transform(self, inputs: Any) -> Any:
+    def transform(self, inputs: Any, *, branch: str | None = None) -> Any:
         if self._fitted is None:
             raise ValidationError(f"extractor {self.name!r} is not fitted: call fit() or load its fitted state first")
         out = self._fitted.transform(self._prepare(inputs))

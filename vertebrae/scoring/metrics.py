@@ -18,10 +18,8 @@ metric definitions are in its docstring.
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +27,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from vertebrae.core.callables import callable_path as derive_callable_path, import_callable
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import _parse_key, describe_key, semantic_key
@@ -250,46 +249,6 @@ class OverlapMetric(Metric):
 # User callables
 
 _RETURN_KEYS = ("score", "diagnostics", "metadata", "warnings", "aggregate_valid")
-_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
-
-
-def _resolve_path(path: str) -> Any:
-    """The object named by ``module:qualname``; ConfigError naming the path when it cannot be imported."""
-    if not isinstance(path, str) or not _PATH.match(path):
-        raise ConfigError(f"callable path {path!r} must look like 'package.module:function'")
-    module_name, _, qualname = path.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - any import failure is reported with the path
-        raise ConfigError(f"callable path {path!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from None
-    for part in qualname.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ConfigError(f"callable path {path!r}: module {module_name!r} has no attribute {qualname!r}") from None
-    if not callable(obj):
-        raise ConfigError(f"callable path {path!r} names a {type(obj).__name__}, which is not callable")
-    return obj
-
-
-def _derived_path(fn: Any) -> str | None:
-    """``module:qualname`` of an importable top-level function that resolves back to ``fn``, else None."""
-    module_name = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", None)
-    if not isinstance(module_name, str) or not isinstance(qualname, str) or module_name == "__main__":
-        return None
-    if "<" in qualname:  # <lambda>, <locals>
-        return None
-    module = sys.modules.get(module_name)
-    if module is None:
-        return None
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    path = f"{module_name}:{qualname}"
-    return path if obj is fn and _PATH.match(path) else None
-
-
 class CallableMetric(Metric):
     """A user metric ``fn(embeddings, labels, *, target_metadata=None, groups=None, seed=None)``.
 
@@ -319,16 +278,16 @@ class CallableMetric(Metric):
                 raise ConfigError(f"CallableMetric {name!r}: cache_identity must be JSON-safe: {exc}") from None
         self.cache_identity = cache_identity
         if callable_path is not None:
-            if _resolve_path(callable_path) is not fn:
+            if import_callable(callable_path) is not fn:
                 raise ConfigError(f"CallableMetric {name!r}: callable_path {callable_path!r} names a different object than fn")
         else:
-            callable_path = _derived_path(fn)
+            callable_path = derive_callable_path(fn)
         self.callable_path = callable_path
 
     @classmethod
     def from_path(cls, path: str, name: str | None = None, *, cache_identity: Any = None) -> CallableMetric:
         """The metric of an importable ``module:function``; ``name`` defaults to the function name."""
-        fn = _resolve_path(path)
+        fn = import_callable(path)
         return cls(name if name is not None else path.partition(":")[2].rpartition(".")[2], fn,
                    cache_identity=cache_identity, callable_path=path)
 

@@ -51,15 +51,20 @@ def fit_recipe(identity_key: str, endpoint: str, extractor: Extractor) -> dict[s
     return {"dataset": identity_key, "endpoint": endpoint, "extractor": extractor.recipe()}
 
 
-def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor) -> dict[str, Any]:
+def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor, branch: str | None = None) -> dict[str, Any]:
     recipe = {"dataset": identity_key, "endpoint": endpoint, "extractor": extractor.recipe()}
+    if branch is not None:
+        recipe["branch"] = branch
     if extractor.learns:
         recipe["fit"] = fingerprint("fitted-extractor", fit_recipe(identity_key, endpoint, extractor))
     return recipe
 
 
-def embed_rows(extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str) -> EmbeddingBlock:
-    """Transform ``inputs`` in batches of ``batch_size`` rows; outputs must be finite, one row per input row."""
+def embed_rows(
+    extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str, branch: str | None = None
+) -> EmbeddingBlock:
+    """Transform ``inputs`` (through ``branch``) in batches of ``batch_size`` rows; outputs must be finite, one row per input row."""
+    extractor.check_branch(branch)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}")
     n_rows = inputs.shape[0]
@@ -67,7 +72,10 @@ def embed_rows(extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, bat
         raise ValidationError(f"endpoint {endpoint!r}: {len(row_ids)} row ids for {n_rows} rows")
     parts = []
     for start in range(0, n_rows, batch_size):
-        out = as_matrix(extractor.transform(inputs[start:start + batch_size]), what=f"extractor {extractor.name!r} output")
+        batch = inputs[start:start + batch_size]
+        # branch-less extractors may implement transform(rows) without the branch keyword
+        raw = extractor.transform(batch) if branch is None else extractor.transform(batch, branch=branch)
+        out = as_matrix(raw, what=f"extractor {extractor.name!r} output")
         expected = min(batch_size, n_rows - start)
         if out.shape[0] != expected:
             raise ValidationError(
@@ -116,13 +124,17 @@ def merge_blocks(blocks: Sequence[EmbeddingBlock], expected_row_ids: Sequence[st
 
 
 def embed_endpoint(
-    extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, shards: int, batch_size: int, endpoint: str
+    extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, shards: int, batch_size: int, endpoint: str,
+    branch: str | None = None, fit: bool = True,
 ) -> EmbeddingBlock:
-    """In-process twin of fit -> embed-shard x N -> merge, with the same shard and batch boundaries."""
-    if extractor.learns:
+    """In-process twin of fit -> embed-shard x N -> merge, with the same shard and batch boundaries.
+
+    ``fit=False`` embeds with an extractor already fitted (e.g. on the gallery, the retrieval fit endpoint).
+    """
+    if extractor.learns and fit:
         extractor.fit(inputs)
     blocks = [
-        embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint)
+        embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch)
         for a, b in shard_bounds(inputs.shape[0], shards)
     ]
     return merge_blocks(blocks, row_ids, endpoint=endpoint)
