@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python bench/retrieval.py
 
 lint: setup
 	$(BIN)/snakemake --lint

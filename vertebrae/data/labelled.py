@@ -52,11 +52,11 @@ def nonfinite_rows(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray:
     return np.flatnonzero(~np.isfinite(matrix).all(axis=1))
 
 
-def check_finite(matrix: np.ndarray | sp.csr_matrix, row_ids: Sequence[str], *, what: str) -> None:
-    """Raise naming up to 10 row ids whose values are NaN or infinite."""
+def check_finite(matrix: np.ndarray | sp.csr_matrix, row_ids: Sequence[str], *, what: str, offset: int = 0) -> None:
+    """Raise naming up to 10 row ids whose values are NaN or infinite (indices counted from ``offset``)."""
     bad = nonfinite_rows(matrix)
     if bad.size:
-        shown = ", ".join(f"{describe_key(row_ids[i])} (index {i})" for i in bad[:10])
+        shown = ", ".join(f"{describe_key(row_ids[i])} (index {offset + i})" for i in bad[:10])
         more = ", ..." if bad.size > 10 else ""
         raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}{more}")
 

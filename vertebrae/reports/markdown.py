@@ -92,3 +92,35 @@ def render_markdown(result) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def render_retrieval_markdown(result) -> str:
+    """Human-readable retrieval report: ranking table, quality cohort, similarity diagnostics, worst queries."""
+    meta, summary = result.metadata, result.dataset_summary
+    lines = [
+        f"# vertebrae retrieval report: {meta.get('benchmark', 'benchmark')}",
+        "",
+        f"Exact {meta.get('similarity')} ranking of {summary.get('n_queries')} queries against {summary.get('n_gallery')} "
+        f"gallery items (dataset `{summary.get('identity')}`). Primary metric: {meta.get('primary_metric')}"
+        f"{' (mean of both directions)' if meta.get('bidirectional') else ''}. NDCG uses gain 2^grade - 1; MRR has no "
+        "cutoff; mAP averages over all relevant items; ties are broken by gallery row order.",
+        "",
+        "## Ranking",
+        "",
+    ]
+    rows = result.table_rows()
+    header = list(rows[0]) if rows else ["rank", "extractor"]
+    lines += _table(header, [list(row.values()) for row in rows])
+    lines += ["", f"Quality cohort (within 0.01 of the best): {', '.join(result.quality_cohort()) or '–'}", ""]
+    lines += ["## Similarity diagnostics (forward)", ""]
+    diag_rows = []
+    for r in result.ranked_results():
+        d = r.score.forward.diagnostics
+        diag_rows.append([r.name] + [(d.get(k) or {}).get("mean") for k in ("positive_similarity", "nearest_negative_similarity", "margin")])
+    lines += _table(["extractor", "positive similarity (mean)", "nearest negative (mean)", "margin (mean)"], diag_rows)
+    warned = [(r.name, w) for r in result.ranked_results() for w in r.score.forward.warnings
+              + (r.score.reverse.warnings if r.score.reverse is not None else [])]
+    lines += ["", "## Warnings", ""]
+    lines += [f"- **{_cell(n)}**: {_cell(w)}" for n, w in warned] or ["None."]
+    lines.append("")
+    return "\n".join(lines)

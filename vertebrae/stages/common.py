@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.labels import describe_key
+from vertebrae.core.memory import EmbeddingAccumulator, MemoryConfig
 from vertebrae.data.labelled import as_matrix, check_finite
 from vertebrae.extractors.base import Extractor
 
@@ -61,16 +62,19 @@ def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor, bra
 
 
 def embed_rows(
-    extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str, branch: str | None = None
+    extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str, branch: str | None = None,
+    memory: MemoryConfig | None = None,
 ) -> EmbeddingBlock:
-    """Transform ``inputs`` (through ``branch``) in batches of ``batch_size`` rows; outputs must be finite, one row per input row."""
+    """Transform ``inputs`` (through ``branch``) in batches of ``batch_size`` rows; outputs must be finite, one row per
+    input row. Batches accumulate under ``memory`` (see ``vertebrae.core.memory``)."""
     extractor.check_branch(branch)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}")
     n_rows = inputs.shape[0]
     if len(row_ids) != n_rows:
         raise ValidationError(f"endpoint {endpoint!r}: {len(row_ids)} row ids for {n_rows} rows")
-    parts = []
+    accumulator = EmbeddingAccumulator(n_rows, memory, endpoint=endpoint)
+    widths = set()
     for start in range(0, n_rows, batch_size):
         batch = inputs[start:start + batch_size]
         # branch-less extractors may implement transform(rows) without the branch keyword
@@ -82,13 +86,19 @@ def embed_rows(
                 f"extractor {extractor.name!r} returned {out.shape[0]} rows for a batch of {expected} "
                 f"(endpoint {endpoint!r}, rows {start}..{start + expected - 1})"
             )
-        parts.append(out)
-    matrix = _stack(parts, extractor.name)
-    check_finite(matrix, row_ids, what=f"endpoint {endpoint!r} embeddings from extractor {extractor.name!r}")
-    return EmbeddingBlock(matrix, tuple(row_ids))
+        check_finite(out, row_ids[start:start + expected], offset=start,
+                     what=f"endpoint {endpoint!r} embeddings from extractor {extractor.name!r}")
+        widths.add(out.shape[1])
+        if len(widths) > 1:
+            raise ValidationError(f"extractor {extractor.name!r} returned batches of different widths: {sorted(widths)}")
+        accumulator.add(out)
+    if n_rows == 0:
+        raise ValidationError(f"endpoint {endpoint!r}: no rows to embed")
+    return EmbeddingBlock(accumulator.result(), tuple(row_ids))
 
 
-def _stack(parts: list[Any], name: str) -> np.ndarray | sp.csr_matrix:
+def stack_blocks(parts: list[Any], name: str) -> np.ndarray | sp.csr_matrix:
+    """Row-wise concatenation (CSR if any part is sparse); widths must agree."""
     if not parts:
         raise ValidationError(f"{name!r}: no rows to embed")
     if len({p.shape[1] for p in parts}) > 1:
@@ -116,7 +126,7 @@ def merge_blocks(blocks: Sequence[EmbeddingBlock], expected_row_ids: Sequence[st
             f"endpoint {endpoint!r}: row {i} of the merged shards is {describe_key(row_ids[i])}, "
             f"expected {describe_key(expected_row_ids[i])}"
         )
-    matrix = _stack([block.matrix for block in blocks], endpoint)
+    matrix = stack_blocks([block.matrix for block in blocks], endpoint)
     dtypes = {str(block.matrix.dtype) for block in blocks}
     if len(dtypes) > 1:
         raise ValidationError(f"endpoint {endpoint!r}: shards have different dtypes {sorted(dtypes)}")

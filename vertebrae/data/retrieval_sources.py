@@ -1,0 +1,128 @@
+"""Retrieval datasets declared in a workflow config.
+
+Two declarations:
+
+- ``{"type": "label_split", "source": <labelled source>, "query_every": 6, "grade": "label" | "label_and_mean"}``:
+  rows ``i % query_every == 0`` of a labelled source (see ``sources.py``) are the queries, the other rows the
+  gallery; a gallery row is relevant to a query with the same label (grade 1), and with ``label_and_mean``
+  grade 2 when it also falls in the same tercile of the row mean (a second, independent signal).
+- ``{"type": "npz_pair", "path": ..., "queries_key": "queries", "gallery_key": "gallery",
+  "query_ids_key": "query_ids", "gallery_ids_key": "gallery_ids", "relevance_path": qrels.tsv}``: embeddings
+  or features of both sides in one ``.npz`` and tab-separated ``query_id  gallery_id  grade`` records.
+
+Ids are kept as given (ints for row positions of a label split, strings from files).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.data.sources import load_source, source_row_count
+
+GRADES = ("label", "label_and_mean")
+
+
+@dataclass(frozen=True)
+class RetrievalSourceData:
+    queries: Any
+    gallery: Any
+    query_ids: list
+    gallery_ids: list
+    records: list[tuple[Any, Any, float]]
+
+
+def _split(decl: Mapping[str, Any], where: str) -> int:
+    every = decl.get("query_every", 6)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 2:
+        raise ConfigError(f"{where}.query_every: must be an integer >= 2, got {every!r}")
+    if decl.get("grade", "label") not in GRADES:
+        raise ConfigError(f"{where}.grade: must be one of {GRADES}, got {decl.get('grade')!r}")
+    return every
+
+
+def _label_split(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
+    every = _split(decl, where)
+    data = load_source(decl["source"], base_dir=base_dir, where=f"{where}.source")
+    features = data.features
+    n = features.shape[0]
+    ids = list(range(n)) if data.row_ids is None else list(data.row_ids)
+    is_query = np.arange(n) % every == 0
+    q_rows, g_rows = np.flatnonzero(is_query), np.flatnonzero(~is_query)
+    labels = np.asarray([repr(v) for v in data.labels], dtype=object)
+    means = np.asarray(features.mean(axis=1)).ravel()
+    terciles = np.searchsorted(np.quantile(means, [1 / 3, 2 / 3]), means, side="right")
+    records = []
+    for q in q_rows:
+        same = g_rows[labels[g_rows] == labels[q]]
+        for g in same:
+            grade = 2.0 if decl.get("grade", "label") == "label_and_mean" and terciles[g] == terciles[q] else 1.0
+            records.append((ids[q], ids[g], grade))
+    return RetrievalSourceData(features[q_rows], features[g_rows], [ids[i] for i in q_rows], [ids[i] for i in g_rows], records)
+
+
+def _resolve(base_dir: Path, value: Any, where: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: a path is required")
+    path = (base_dir / value).resolve()
+    if not path.is_file():
+        raise ConfigError(f"{where}: file not found: {path}")
+    return path
+
+
+def _records(path: Path) -> list[tuple[str, str, float]]:
+    records = []
+    with path.open(newline="", encoding="utf-8") as handle:
+        for line_no, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
+            if not row or row[0].startswith("#"):
+                continue
+            if len(row) not in (2, 3):
+                raise ValidationError(f"{path}: line {line_no}: expected 'query_id<TAB>gallery_id[<TAB>grade]', got {row!r}")
+            try:
+                grade = float(row[2]) if len(row) == 3 else 1.0
+            except ValueError:
+                raise ValidationError(f"{path}: line {line_no}: grade {row[2]!r} is not a number") from None
+            records.append((row[0], row[1], grade))
+    return records
+
+
+def _npz_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
+    path = _resolve(base_dir, decl.get("path"), f"{where}.path")
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {}
+        for key, default in (("queries_key", "queries"), ("gallery_key", "gallery"),
+                             ("query_ids_key", "query_ids"), ("gallery_ids_key", "gallery_ids")):
+            name = decl.get(key, default)
+            if name not in archive.files:
+                raise ConfigError(f"{where}.{key}: {path} has no array {name!r}; it has {sorted(archive.files)}")
+            arrays[default] = archive[name]
+    records = _records(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"))
+    return RetrievalSourceData(arrays["queries"], arrays["gallery"], arrays["query_ids"].tolist(),
+                               arrays["gallery_ids"].tolist(), records)
+
+
+LOADERS = {"label_split": _label_split, "npz_pair": _npz_pair}
+
+
+def load_retrieval_source(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> RetrievalSourceData:
+    kind = decl.get("type")
+    if kind not in LOADERS:
+        raise ConfigError(f"{where}.type: unknown retrieval source {kind!r}; known: {sorted(LOADERS)}")
+    return LOADERS[kind](decl, base_dir, where)
+
+
+def retrieval_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[int, int]:
+    """(queries, gallery) row counts, cheaply where the format allows."""
+    if decl.get("type") == "label_split":
+        every = _split(decl, where)
+        n = source_row_count(decl["source"], base_dir=base_dir, where=f"{where}.source")
+        n_queries = (n + every - 1) // every
+        return n_queries, n - n_queries
+    data = load_retrieval_source(decl, base_dir=base_dir, where=where)
+    return len(data.query_ids), len(data.gallery_ids)
