@@ -100,6 +100,17 @@ class Targets:
         if kind == "multilabel":
             catalog = LabelCatalog.from_dict(payload["catalog"])
             indptr, indices = np.asarray(payload["indptr"], np.int64), np.asarray(payload["indices"], np.int64)
+            n_labels = len(catalog)
+            if (indptr.ndim != 1 or len(indptr) < 1 or indptr[0] != 0 or indptr[-1] != len(indices)
+                    or np.any(np.diff(indptr) < 1)):
+                raise ValidationError("multi-label indicator: malformed indptr or a row without labels")
+            if len(indices) and (indices.min() < 0 or indices.max() >= n_labels):
+                raise ValidationError(f"multi-label indicator: label column outside the catalog of {n_labels} labels")
+            within_row = np.diff(indices) > 0
+            row_starts = np.zeros(len(indices), dtype=bool)
+            row_starts[indptr[:-1]] = True
+            if not np.all(within_row | row_starts[1:]):
+                raise ValidationError("multi-label indicator: a row lists a label twice or out of order")
             data = np.ones(len(indices), dtype=np.int8)
             return cls(kind, sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, len(catalog))), catalog)
         if kind == "regression":
@@ -121,7 +132,7 @@ def classification_targets(labels: Any) -> Targets:
 def multilabel_targets(y: Any, label_names: Sequence[Any] | None = None) -> Targets:
     """From a 0/1 indicator (dense or sparse) with ``label_names``, or from one label collection per row."""
     if sp.issparse(y) or (isinstance(y, np.ndarray) and y.ndim == 2):
-        indicator = sp.csr_matrix(y)
+        indicator = sp.csr_matrix(y, copy=True)
         if label_names is None or len(label_names) != indicator.shape[1]:
             raise ValidationError(f"a multi-label indicator with {indicator.shape[1]} columns needs label_names, one per column")
         indicator.sum_duplicates()
@@ -176,7 +187,8 @@ def regression_targets(y: Any, target_names: Sequence[str] | None = None) -> Tar
     names = tuple(str(n) for n in target_names) if target_names is not None else tuple(f"target_{j}" for j in range(width))
     if len(names) != width or len(set(names)) != width:
         raise ValidationError(f"target_names must be {width} distinct names, got {list(names)}")
-    if len(values) >= 2 and np.all(values.reshape(len(values), -1).std(axis=0) == 0):
+    flat = values.reshape(len(values), -1)
+    if len(values) >= 2 and np.all((flat == flat[0]).all(axis=0)):
         raise ValidationError("regression target is constant; there is nothing to separate")
     return Targets("regression", values, None, names)
 

@@ -362,6 +362,11 @@ class OverlapIndexScorer:
         return _score_categorical(scored, targets, config, seed, metadata)
 
 
+def _finite_or_none(value: Any) -> float | None:
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
 def _fit_capturing_warnings(index: Any, X: Any, Y: Any) -> list[str]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -397,8 +402,9 @@ def _score_categorical(scored, targets, config: OverlapScoringConfig, seed: int,
     backend_classes = list(index.singleton_index)
     classes = [from_backend[str(c)] for c in backend_classes]
     per_class = {from_backend[str(c)]: float(index.singleton_index[c]) for c in backend_classes}
+    # a pair without evidence rows (a multi-label label nested in another) is undefined: None, not NaN
     pairwise = {
-        from_backend[str(a)]: {from_backend[str(b)]: float(index.pairwise_index[(a, b)]) for b in backend_classes if b != a}
+        from_backend[str(a)]: {from_backend[str(b)]: _finite_or_none(index.pairwise_index[(a, b)]) for b in backend_classes if b != a}
         for a in backend_classes
     }
     adjacency: dict[str, dict[str, int]] = {}
