@@ -29,6 +29,9 @@ _EXPORTS = {
     "vertebrae.scoring.separatix": ("SeparatixConfig", "SeparatixResult", "SeparatixScorer"),
     "vertebrae.compression": ("EmbeddingCompressionConfig", "fit_paired_compression"),
     "vertebrae.data.targets": ("Targets",),
+    "vertebrae.data.retrieval": ("RetrievalDataset",),
+    "vertebrae.core.memory": ("MemoryConfig",),
+    "vertebrae.extractors.callable": ("CallableExtractor", "CallableRetrievalExtractor"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

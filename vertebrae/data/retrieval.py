@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ from vertebrae.data.labelled import as_matrix, check_finite, encode_row_ids
 PROTOCOL_SCHEMA = "vertebrae.retrieval-protocol/v1"
 _PAYLOAD_KEYS = ("schema", "query_ids", "gallery_ids", "relevance", "exclusions", "exclude_same_id")
 _SHOWN = 10
+_INT_KEY = re.compile(r"@int:(0|-?[1-9][0-9]*)")
 _MATRIX_HINT = "use RetrievalDataset.from_relevance_matrix(...) for a nested-list query x gallery grade matrix"
 
 
@@ -65,6 +67,14 @@ def _empty_bool(shape: tuple[int, int]) -> sp.csr_matrix:
     return sp.csr_matrix(shape, dtype=bool)
 
 
+def _from_pairs(rows: Sequence[int], cols: Sequence[int], values: Any, shape: tuple[int, int], dtype: Any
+                ) -> sp.csr_matrix:
+    """Canonical CSR from coordinate lists (``values`` None: all True)."""
+    data = np.ones(len(rows), dtype=bool) if values is None else np.asarray(values, dtype=dtype)
+    coords = (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))
+    return _canonical(sp.csr_matrix((data, coords), shape=shape, dtype=dtype))
+
+
 def _canonical(matrix: sp.csr_matrix) -> sp.csr_matrix:
     matrix.sum_duplicates()
     matrix.eliminate_zeros()
@@ -85,9 +95,7 @@ def _same_id_pairs(query_ids: Sequence[str], gallery_ids: Sequence[str]) -> sp.c
         if gi is not None:
             rows.append(qi)
             cols.append(gi)
-    shape = (len(query_ids), len(gallery_ids))
-    data = np.ones(len(rows), dtype=bool)
-    return _canonical(sp.csr_matrix((data, (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))), shape=shape))
+    return _from_pairs(rows, cols, None, (len(query_ids), len(gallery_ids)), bool)
 
 
 def _union(a: sp.csr_matrix, b: sp.csr_matrix) -> sp.csr_matrix:
@@ -152,11 +160,14 @@ def _looks_like_matrix(records: Any, n_queries: int, n_gallery: int) -> bool:
 def _parse_records(records: Any, query_ids, gallery_ids) -> sp.csr_matrix:
     """Relevance records ``(query_id, gallery_id[, grade])`` -> canonical CSR of the grades > 0."""
     if isinstance(records, (str, bytes)):
-        raise ValidationError(f"relevance must be a grade matrix or an iterable of records, got {type(records).__name__}")
+        raise ValidationError(
+            f"relevance must be a grade matrix or an iterable of records, got {type(records).__name__}"
+        )
     if isinstance(records, Mapping):
         raise ValidationError(
             "relevance must be a grade matrix or records (query_id, gallery_id, grade), not a mapping; for "
-            "{query_id: {gallery_id: grade}} pass [(q, g, grade) for q, row in mapping.items() for g, grade in row.items()]"
+            "{query_id: {gallery_id: grade}} pass "
+            "[(q, g, grade) for q, row in mapping.items() for g, grade in row.items()]"
         )
     if not isinstance(records, Iterable):
         raise ValidationError(
@@ -195,9 +206,7 @@ def _parse_records(records: Any, query_ids, gallery_ids) -> sp.csr_matrix:
             rows.append(qi)
             cols.append(gi)
             grades.append(grade)
-    shape = (len(query_ids), len(gallery_ids))
-    coo = (np.asarray(grades, dtype=np.float64), (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)))
-    return _canonical(sp.csr_matrix(coo, shape=shape, dtype=np.float64))
+    return _from_pairs(rows, cols, grades, (len(query_ids), len(gallery_ids)), np.float64)
 
 
 def _check_shape(shape: tuple[int, ...], query_ids, gallery_ids, what: str, extra: str = "") -> None:
@@ -211,9 +220,8 @@ def _check_shape(shape: tuple[int, ...], query_ids, gallery_ids, what: str, extr
 
 def _parse_matrix(matrix: Any, query_ids, gallery_ids, *, from_records_api: bool) -> sp.csr_matrix:
     """A query x gallery grade matrix (NumPy, nested list or scipy sparse) -> canonical CSR float64."""
-    extra = "; records (query_id, gallery_id, grade) must be a list of tuples, not an array" if from_records_api else ""
     if sp.issparse(matrix):
-        _check_shape(matrix.shape, query_ids, gallery_ids, "relevance matrix", extra)
+        _check_shape(matrix.shape, query_ids, gallery_ids, "relevance matrix")
         if matrix.dtype.kind not in "fiub":
             raise ValidationError(f"relevance matrix must be numeric, got dtype {matrix.dtype}")
         csr = sp.csr_matrix(matrix, dtype=np.float64, copy=True)  # from the stored entries only, never dense
@@ -237,6 +245,9 @@ def _parse_matrix(matrix: Any, query_ids, gallery_ids, *, from_records_api: bool
             f"relevance matrix must hold numbers, got dtype {dense.dtype}; for (query_id, gallery_id, grade) "
             "records use RetrievalDataset.from_embeddings / from_arrays"
         )
+    extra = ""
+    if from_records_api and dense.shape[1] in (2, 3):
+        extra = "; records (query_id, gallery_id, grade) must be a list of tuples, not an array"
     _check_shape(dense.shape, query_ids, gallery_ids, "relevance matrix", extra)
     dense = dense.astype(np.float64, copy=False)
     bad_rows, bad_cols = np.nonzero(~np.isfinite(dense) | (dense < 0))
@@ -269,7 +280,8 @@ def _parse_exclusions(exclusions: Any, query_ids, gallery_ids) -> sp.csr_matrix:
         csr.sum_duplicates()
         csr.eliminate_zeros()
         if csr.dtype.kind != "b" and not np.all(csr.data == 1):
-            raise ValidationError(f"exclusion matrix must hold only 0/1 (or booleans), got values {np.unique(csr.data)[:5]}")
+            values = np.unique(csr.data)[:5]
+            raise ValidationError(f"exclusion matrix must hold only 0/1 (or booleans), got values {values}")
         return _canonical(sp.csr_matrix(csr, dtype=bool))
     if isinstance(exclusions, (str, bytes, Mapping)) or not isinstance(exclusions, Iterable):
         raise ValidationError(
@@ -282,9 +294,7 @@ def _parse_exclusions(exclusions: Any, query_ids, gallery_ids) -> sp.csr_matrix:
             raise ValidationError(f"exclusion record {n} must be a (query_id, gallery_id) pair, got {record!r}")
         rows.append(_resolve_id(record[0], q_index, "query", n, "exclusion"))
         cols.append(_resolve_id(record[1], g_index, "gallery", n, "exclusion"))
-    data = np.ones(len(rows), dtype=bool)
-    coo = (data, (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)))
-    return _canonical(sp.csr_matrix(coo, shape=shape, dtype=bool))
+    return _from_pairs(rows, cols, None, shape, bool)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -298,6 +308,8 @@ def _check_keys(keys: Any, what: str) -> tuple[str, ...]:
     if not keys:
         raise ValidationError(f"{what}: retrieval needs at least one row")
     for i, key in enumerate(keys):
+        if isinstance(key, str) and (not key.startswith("@") or _INT_KEY.fullmatch(key) or key.startswith("@str:@")):
+            continue  # fast path for the canonical str and int keys
         try:
             kind, _ = _parse_key(key)
         except LabelError as exc:
@@ -347,8 +359,8 @@ class RetrievalProtocol:
             raise ValidationError("exclusions must not store False entries")
         if self.exclude_same_id:
             same = _same_id_pairs(self.query_ids, self.gallery_ids)
-            missing = same.nnz and (same.astype(np.int8) - same.multiply(self.exclusions).astype(np.int8)).count_nonzero()
-            if missing:
+            covered = sp.csr_matrix(same.multiply(self.exclusions)).count_nonzero()
+            if covered != same.nnz:
                 raise ValidationError("exclude_same_id is set but exclusions lack some same-id pairs")
         counts = np.diff(_eligible(self.relevance, self.exclusions).indptr)
         lacking = np.flatnonzero(counts == 0)
@@ -408,10 +420,13 @@ class RetrievalProtocol:
         if not isinstance(payload, Mapping):
             raise ValidationError(f"retrieval protocol payload must be a JSON object, got {type(payload).__name__}")
         if set(payload) != set(_PAYLOAD_KEYS):
-            missing, unknown = sorted(set(_PAYLOAD_KEYS) - set(payload)), sorted(map(str, set(payload) - set(_PAYLOAD_KEYS)))
+            missing = sorted(set(_PAYLOAD_KEYS) - set(payload))
+            unknown = sorted(map(str, set(payload) - set(_PAYLOAD_KEYS)))
             raise ValidationError(f"retrieval protocol payload: missing keys {missing}, unknown keys {unknown}")
         if payload["schema"] != PROTOCOL_SCHEMA:
-            raise ValidationError(f"retrieval protocol schema {payload['schema']!r} is not supported; expected {PROTOCOL_SCHEMA!r}")
+            raise ValidationError(
+                f"retrieval protocol schema {payload['schema']!r} is not supported; expected {PROTOCOL_SCHEMA!r}"
+            )
         ids = {}
         for side in ("query_ids", "gallery_ids"):
             value = payload[side]
@@ -447,26 +462,25 @@ class RetrievalProtocol:
                     "must be a finite number > 0"
                 )
             if (qi, gi) in seen:
-                raise ValidationError(f"retrieval protocol payload: relevance[{n}] repeats the pair {_pair(q_ids, g_ids, qi, gi)}")
+                raise ValidationError(
+                    f"retrieval protocol payload: relevance[{n}] repeats the pair {_pair(q_ids, g_ids, qi, gi)}"
+                )
             seen.add((qi, gi))
             rows.append(qi)
             cols.append(gi)
             grades.append(float(grade))
         shape = (len(q_ids), len(g_ids))
-        relevance = _canonical(sp.csr_matrix(
-            (np.asarray(grades, dtype=np.float64), (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
-            shape=shape, dtype=np.float64,
-        ))
+        relevance = _from_pairs(rows, cols, grades, shape, np.float64)
         pairs = [locate(item, n, "exclusions", 2) for n, item in enumerate(payload["exclusions"])]
         if len(set(pairs)) != len(pairs):
             raise ValidationError("retrieval protocol payload: exclusions repeat a pair")
-        e_rows = np.asarray([p[0] for p in pairs], dtype=np.int64)
-        e_cols = np.asarray([p[1] for p in pairs], dtype=np.int64)
-        exclusions = _canonical(sp.csr_matrix((np.ones(len(pairs), dtype=bool), (e_rows, e_cols)), shape=shape, dtype=bool))
+        exclusions = _from_pairs([p[0] for p in pairs], [p[1] for p in pairs], None, shape, bool)
         return cls(q_ids, g_ids, relevance, exclusions, flag)
 
 
-def _build_protocol(relevance, exclusions, exclude_same_id, query_ids, gallery_ids, *, matrix: bool) -> RetrievalProtocol:
+def _build_protocol(
+    relevance: Any, exclusions: Any, exclude_same_id: Any, query_ids, gallery_ids, *, matrix: bool
+) -> RetrievalProtocol:
     if not isinstance(exclude_same_id, bool):
         raise ValidationError(f"exclude_same_id must be a bool, got {exclude_same_id!r}")
     hint = not matrix and _looks_like_matrix(relevance, len(query_ids), len(gallery_ids))
@@ -552,7 +566,9 @@ def _update_rows(digest: Any, rows: Any, keys: Sequence[str], what: str) -> None
         digest.update(text)
 
 
-def retrieval_content_digest(queries, gallery, protocol: RetrievalProtocol, query_modality: str, gallery_modality: str) -> str:
+def retrieval_content_digest(
+    queries: Any, gallery: Any, protocol: RetrievalProtocol, query_modality: str, gallery_modality: str
+) -> str:
     """SHA-256 over queries, gallery, ids, relevance, exclusions, exclude_same_id and the modalities."""
     digest = hashlib.sha256(b"vertebrae.retrieval-content/v1|")
     _update_rows(digest, queries, protocol.query_ids, "queries")
@@ -619,20 +635,27 @@ class RetrievalDataset:
             raise IdentityError("a from_content() identity must be resolved; build the dataset with a constructor")
         _check_modality(self.query_modality, "query_modality")
         _check_modality(self.gallery_modality, "gallery_modality")
-        protocol = RetrievalProtocol(self.query_ids, self.gallery_ids, self.relevance, self.exclusions, self.exclude_same_id)
+        protocol = RetrievalProtocol(
+            self.query_ids, self.gallery_ids, self.relevance, self.exclusions, self.exclude_same_id
+        )
         for rows, ids, what, modality in (
             (self.queries, self.query_ids, "queries", self.query_modality),
             (self.gallery, self.gallery_ids, "gallery", self.gallery_modality),
         ):
-            if _n_raw_rows(rows, what) != len(ids):
-                raise ValidationError(f"{what}: {_n_raw_rows(rows, what)} rows for {len(ids)} ids")
+            n_rows = _n_raw_rows(rows, what)
+            if n_rows != len(ids):
+                raise ValidationError(f"{what}: {n_rows} rows for {len(ids)} ids")
             if modality == "embedding" and not (
                 (isinstance(rows, np.ndarray) and rows.ndim == 2) or isinstance(rows, sp.csr_matrix)
             ):
-                raise ValidationError(f"{what}: embeddings must be a 2-D array or CSR matrix, got {type(rows).__name__}")
-        if "embedding" == self.query_modality == self.gallery_modality and self.queries.shape[1] != self.gallery.shape[1]:
+                raise ValidationError(
+                    f"{what}: embeddings must be a 2-D array or CSR matrix, got {type(rows).__name__}"
+                )
+        both = self.query_modality == self.gallery_modality == "embedding"
+        if both and self.queries.shape[1] != self.gallery.shape[1]:
             raise ValidationError(
-                f"query embeddings have {self.queries.shape[1]} dimensions but gallery embeddings {self.gallery.shape[1]}"
+                f"query embeddings have {self.queries.shape[1]} dimensions but gallery embeddings "
+                f"{self.gallery.shape[1]}"
             )
         object.__setattr__(self, "_protocol", protocol)
         object.__setattr__(self, "metadata", dict(self.metadata))
@@ -700,7 +723,9 @@ class RetrievalDataset:
         for value, what in ((query_modality, "query_modality"), (gallery_modality, "gallery_modality")):
             _check_modality(value, what)
             if value == "embedding":
-                raise ValidationError(f"{what}='embedding' is for precomputed embeddings: use RetrievalDataset.from_embeddings")
+                raise ValidationError(
+                    f"{what}='embedding' is for precomputed embeddings: use RetrievalDataset.from_embeddings"
+                )
         q_keys = encode_row_ids(query_ids, _n_raw_rows(queries, "queries"), what="queries")
         g_keys = encode_row_ids(gallery_ids, _n_raw_rows(gallery, "gallery"), what="gallery")
         protocol = _build_protocol(relevance, exclusions, exclude_same_id, q_keys, g_keys, matrix=False)
@@ -759,10 +784,11 @@ class RetrievalDataset:
     def relevance_dict(self) -> dict[int, dict[int, float]]:
         """``{query_index: {gallery_index: grade}}`` (grades > 0; exclusions not applied)."""
         r = self.relevance
-        return {
-            q: {int(g): float(v) for g, v in zip(r.indices[r.indptr[q]:r.indptr[q + 1]], r.data[r.indptr[q]:r.indptr[q + 1]])}
-            for q in range(r.shape[0])
-        }
+        out = {}
+        for q in range(r.shape[0]):
+            start, stop = r.indptr[q], r.indptr[q + 1]
+            out[q] = {int(g): float(v) for g, v in zip(r.indices[start:stop], r.data[start:stop])}
+        return out
 
     def eligible_relevance(self) -> sp.csr_matrix:
         """Relevance with the excluded pairs removed (what metrics score)."""

@@ -1,0 +1,82 @@
+"""Retrieval-protocol stages: protocol recipe, paired compression (fitted on the gallery), exact scoring, report.
+
+The gallery is the reference endpoint: a learning extractor is fitted on it and paired compression is fitted on
+it, then applied unchanged to the queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib.metadata import version
+from typing import Any
+
+from vertebrae import __version__
+from vertebrae.compression import EmbeddingCompressionConfig, compress_pair
+from vertebrae.core.errors import ValidationError
+from vertebrae.core.fingerprint import SCHEMAS
+from vertebrae.core.labels import describe_key
+from vertebrae.data.retrieval import RetrievalProtocol
+from vertebrae.retrieval_results import RetrievalBenchmarkResult, RetrievalCandidateResult
+from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore, RetrievalScorer
+from vertebrae.stages.common import EmbeddingBlock
+
+QUERY, GALLERY = "query", "gallery"
+FIT_ENDPOINT = GALLERY
+
+
+def retrieval_protocol_recipe(identity_key: str, exclude_same_id: bool) -> dict[str, Any]:
+    """What determines the relevance protocol: the dataset identity (relevance is part of it) and exclusions."""
+    return {"dataset": identity_key, "protocol": "retrieval", "exclude_same_id": bool(exclude_same_id)}
+
+
+def retrieval_compression_recipe(query_fp: str, gallery_fp: str, config: EmbeddingCompressionConfig) -> dict[str, Any]:
+    return {"query": query_fp, "gallery": gallery_fp, "fit_endpoint": FIT_ENDPOINT, "compression": config.to_dict()}
+
+
+def retrieval_score_recipe(query_fp: str, gallery_fp: str, protocol_fp: str, config: RetrievalConfig) -> dict[str, Any]:
+    return {"query": query_fp, "gallery": gallery_fp, "protocol": protocol_fp, "retrieval": config.to_dict(),
+            "backend": {"schema": SCHEMAS["score"]}}
+
+
+def compress_retrieval_pair(queries: EmbeddingBlock, gallery: EmbeddingBlock, config: EmbeddingCompressionConfig):
+    """Fit on the gallery, apply the same transform to the queries; returns (queries, gallery, metadata)."""
+    gallery_c, (queries_c,), metadata = compress_pair(gallery.matrix, [queries.matrix], config)
+    return EmbeddingBlock(queries_c, queries.row_ids), EmbeddingBlock(gallery_c, gallery.row_ids), {**metadata, "fit_side": FIT_ENDPOINT}
+
+
+def _check_ids(block: EmbeddingBlock, expected: Sequence[str], endpoint: str) -> None:
+    if tuple(block.row_ids) == tuple(expected):
+        return
+    if len(block.row_ids) != len(expected):
+        raise ValidationError(f"endpoint {endpoint!r}: embeddings have {len(block.row_ids)} rows, the protocol has {len(expected)}")
+    i = next(i for i, (a, b) in enumerate(zip(block.row_ids, expected)) if a != b)
+    raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {describe_key(block.row_ids[i])}, protocol row is {describe_key(expected[i])}")
+
+
+def score_retrieval(queries: EmbeddingBlock, gallery: EmbeddingBlock, protocol: RetrievalProtocol, config: RetrievalConfig) -> RetrievalScore:
+    """Exact scoring of one candidate's endpoints against the protocol (row ids checked first)."""
+    _check_ids(queries, protocol.query_ids, QUERY)
+    _check_ids(gallery, protocol.gallery_ids, GALLERY)
+    return RetrievalScorer(config).score(queries.matrix, gallery.matrix, protocol.relevance, query_ids=protocol.query_ids,
+                                         gallery_ids=protocol.gallery_ids, exclusions=protocol.exclusions)
+
+
+def endpoint_metadata(queries: EmbeddingBlock, gallery: EmbeddingBlock) -> dict[str, Any]:
+    return {"dim": int(gallery.matrix.shape[1]), "query": queries.metadata(), "gallery": gallery.metadata()}
+
+
+def retrieval_report(
+    candidates: Sequence[RetrievalCandidateResult], protocol: RetrievalProtocol, *, benchmark: str, config: RetrievalConfig,
+    dataset_summary: Mapping[str, Any],
+) -> RetrievalBenchmarkResult:
+    names = [c.name for c in candidates]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValidationError(f"benchmark {benchmark!r}: duplicate candidate names {duplicates}")
+    table_metrics = [f"ndcg@{k}" for k in config.ks] + ["mrr", "map"] + [f"recall@{k}" for k in config.ks]
+    return RetrievalBenchmarkResult(
+        list(candidates), dict(dataset_summary),
+        {"benchmark": benchmark, "protocol": "retrieval", "primary_metric": config.primary_metric,
+         "similarity": config.similarity, "bidirectional": config.bidirectional, "retrieval": config.to_dict(),
+         "table_metrics": table_metrics, "vertebrae_version": __version__, "numpy": version("numpy")},
+    )
