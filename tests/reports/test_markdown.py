@@ -182,3 +182,11 @@ def test_warnings_of_an_unranked_candidate_still_reach_the_report():
     warnings = _section(text, "Warnings")
     assert "**narrow[pca_5]**" in warnings
     assert "**wide[pca_5]**" in warnings, "the unranked variant's no-op warning is missing from the report"
+
+
+def test_ranking_table_has_the_dataframe_columns_in_order():
+    from vertebrae.reports.markdown import HEADERS
+    from vertebrae.results import TABLE_COLUMNS
+
+    assert tuple(HEADERS) == TABLE_COLUMNS
+    assert list(HEADERS.values())[:4] == ["rank", "extractor", "primary metric", "primary score"]

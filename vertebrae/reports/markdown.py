@@ -19,11 +19,12 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines
 
 
-HEADERS = {
+HEADERS = {  # every column of BenchmarkResult.to_dataframe(), in the same order
     "rank": "rank", "extractor": "extractor", "primary_metric": "primary metric", "primary_score": "primary score",
-    "overlap_macro": "overlap macro", "stability_interval": "stability interval", "weakest_class": "weakest class",
-    "best_probe": "best probe", "probe_metric": "probe metric", "probe_score": "probe score", "embedding_dim": "dim",
-    "compression": "compression", "recommendation": "recommendation",
+    "overlap_score": "overlap score", "overlap_macro": "overlap macro", "overlap_weighted": "overlap weighted",
+    "stability_interval": "stability interval", "weakest_class": "weakest class", "best_probe": "best probe",
+    "probe_metric": "probe metric", "probe_score": "probe score", "embedding_dim": "dim", "compression": "compression",
+    "recommendation": "recommendation",
 }
 
 
