@@ -16,6 +16,7 @@ include: "workflow/rules/compress.smk"
 include: "workflow/rules/protocol.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/retrieval.smk"
 
 
 rule all:

@@ -59,13 +59,52 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json-output", required=True)
     p.add_argument("--markdown-output", required=True)
     p.add_argument("scores", nargs="+")
+    p = sub.add_parser("plan-retrieval", help="write one retrieval job spec (same as plan)")
+    p.add_argument("--spec", required=True)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("embed-retrieval-shard", help="embed one shard of the query or gallery endpoint")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--side", required=True, choices=["query", "gallery"])
+    p.add_argument("--shard-index", required=True, type=int)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("merge-retrieval-embeddings", help="merge an endpoint's shards")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("shards", nargs="+")
+
+    p = sub.add_parser("write-retrieval-relevance", help="write the retrieval protocol (ids, relevance, exclusions)")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("compress-retrieval", help="fit compression on the gallery and apply it to both endpoints")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--queries", required=True)
+    p.add_argument("--gallery", required=True)
+    p.add_argument("--query-output", required=True)
+    p.add_argument("--gallery-output", required=True)
+
+    p = sub.add_parser("score-retrieval", help="exact ranking of one candidate against the protocol")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--queries", required=True)
+    p.add_argument("--gallery", required=True)
+    p.add_argument("--protocol", required=True)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("retrieval-from-artifacts", help="a ranked retrieval report from score artifacts")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--protocol", required=True)
+    p.add_argument("--json-output", required=True)
+    p.add_argument("--markdown-output", required=True)
+    p.add_argument("scores", nargs="+")
     return parser
 
 
 def _dispatch(args: argparse.Namespace) -> None:
     from vertebrae.stages import jobs
 
-    if args.command == "plan":
+    if args.command in ("plan", "plan-retrieval"):
         jobs.run_plan(args.spec, args.output)
     elif args.command == "fit-extractor":
         jobs.run_fit(args.plan_json, args.output)
@@ -79,6 +118,18 @@ def _dispatch(args: argparse.Namespace) -> None:
         jobs.run_write_protocol(args.plan_json, args.output)
     elif args.command == "score":
         jobs.run_score(args.plan_json, args.embeddings, args.protocol, args.output, extra_metrics=args.metric)
+    elif args.command == "embed-retrieval-shard":
+        jobs.run_embed_shard(args.plan_json, args.shard_index, args.output, side=args.side)
+    elif args.command == "merge-retrieval-embeddings":
+        jobs.run_merge(args.plan_json, args.shards, args.output)
+    elif args.command == "write-retrieval-relevance":
+        jobs.run_write_retrieval_relevance(args.plan_json, args.output)
+    elif args.command == "compress-retrieval":
+        jobs.run_compress_retrieval(args.plan_json, args.queries, args.gallery, args.query_output, args.gallery_output)
+    elif args.command == "score-retrieval":
+        jobs.run_score_retrieval(args.plan_json, args.queries, args.gallery, args.protocol, args.output)
+    elif args.command == "retrieval-from-artifacts":
+        jobs.run_retrieval_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
     elif args.command == "report":
         jobs.run_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
 

@@ -66,7 +66,7 @@ class RetrievalBenchmarkResult:
         rows = []
         for rank, result in enumerate(self.ranked_results(), start=1):
             forward = result.score.forward
-            margin = (forward.diagnostics.get("margin") or {}).get("mean")
+            margin = (forward.summaries.get("margin") or {}).get("mean")
             rows.append({
                 "rank": rank,
                 "extractor": result.name,

@@ -16,7 +16,7 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import canonical_json, fingerprint
-from vertebrae.data.declared import declared_identity_key, declared_targets, declared_row_count, load_declared_dataset
+from vertebrae.data.declared import declared_identity_key, declared_targets, identity_from_decl, declared_row_count, load_declared_dataset
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
@@ -57,6 +57,26 @@ def protocol_path(fp: str) -> str:
 
 def score_path(fp: str) -> str:
     return f"{RESULTS}/scores/{fp}.json"
+
+
+def retrieval_shard_path(fp: str, index: int, count: int) -> str:
+    return f"{RESULTS}/retrieval/embeddings/{fp}/shard-{index}-of-{count}.h5"
+
+
+def retrieval_embedding_path(fp: str) -> str:
+    return f"{RESULTS}/retrieval/embeddings/{fp}.h5"
+
+
+def retrieval_compressed_paths(fp: str) -> dict[str, str]:
+    return {side: f"{RESULTS}/retrieval/compressed/{fp}/{side}.h5" for side in ("query", "gallery")}
+
+
+def retrieval_protocol_path(fp: str) -> str:
+    return f"{RESULTS}/retrieval/relevance/{fp}.json"
+
+
+def retrieval_score_path(fp: str) -> str:
+    return f"{RESULTS}/retrieval/scores/{fp}.json"
 
 
 def report_paths(benchmark: str) -> dict[str, str]:
@@ -118,6 +138,7 @@ class WorkflowPlan:
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)
     shard_counts: dict[str, int] = field(default_factory=dict)
     reports: dict[str, str] = field(default_factory=dict)
+    retrieval_reports: dict[str, str] = field(default_factory=dict)
 
     def add(self, spec: dict[str, Any]) -> str:
         self.specs.setdefault(spec["fingerprint"], spec)
@@ -131,10 +152,11 @@ class WorkflowPlan:
 
     def shard_paths(self, fp: str) -> list[str]:
         n = self.shard_counts[fp]
-        return [shard_path(fp, i, n) for i in range(n)]
+        path = retrieval_shard_path if self.specs[fp].get("protocol") == "retrieval" else shard_path
+        return [path(fp, i, n) for i in range(n)]
 
     def final_outputs(self) -> list[str]:
-        return [path for name in self.reports for path in report_paths(name).values()]
+        return [path for name in [*self.reports, *self.retrieval_reports] for path in report_paths(name).values()]
 
     def fingerprints(self, stage: str) -> list[str]:
         return [fp for fp, spec in self.specs.items() if spec["stage"] == stage]
@@ -174,7 +196,7 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPl
     config = validate_config(config)
     base_dir = Path(base_dir)
     result = WorkflowPlan()
-    for name, bench in config["benchmarks"].items():
+    for name, bench in config.get("benchmarks", {}).items():
         where = f"benchmarks.{name}"
         dataset = bench["dataset"]
         identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
@@ -227,7 +249,90 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPl
             **r_recipe, "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
             "protocol": protocol_ref, "target_type": dataset["target_type"],
         })
+    for name, bench in config.get("retrieval", {}).items():
+        if name in result.reports:
+            raise ConfigError(f"retrieval.{name}: a labelled benchmark has the same name; report names must be unique")
+        _plan_retrieval(result, name, bench, config, base_dir)
     return result
+
+
+def retrieval_config_from_decl(bench: Mapping[str, Any], *, where: str):
+    from vertebrae.scoring.retrieval import RetrievalConfig
+
+    decl = dict(bench["retrieval"])
+    decl["ks"] = tuple(decl["ks"])
+    try:
+        return RetrievalConfig(**decl)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.retrieval: {exc}") from None
+
+
+def _plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config: Mapping[str, Any], base_dir: Path) -> None:
+    from vertebrae.data.retrieval_sources import retrieval_row_counts
+    from vertebrae.stages.retrieval import (
+        FIT_ENDPOINT, retrieval_compression_recipe, retrieval_protocol_recipe, retrieval_score_recipe,
+    )
+
+    where = f"retrieval.{name}"
+    dataset = bench["dataset"]
+    identity = identity_from_decl(dataset["identity"], where=f"{where}.dataset.identity")
+    if not identity.resolved:
+        raise ConfigError(f"{where}.dataset.identity: retrieval datasets take a declared or manifest identity")
+    identity_key = identity.key()
+    counts = dict(zip(("query", "gallery"), retrieval_row_counts(dataset["source"], base_dir=base_dir, where=f"{where}.dataset.source")))
+    retrieval_config = retrieval_config_from_decl(bench, where=where)
+    compression = None if bench["compression"] is None else compression_from_decl(bench["compression"], where=f"{where}.compression")
+    common = {"protocol": "retrieval", "dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
+    p_recipe = retrieval_protocol_recipe(identity_key, dataset["exclude_same_id"])
+    protocol_fp = result.add({"stage": "retrieval-protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
+    protocol_ref = _ref(protocol_fp, retrieval_protocol_path(protocol_fp))
+    n_shards = bench.get("shards", config["embedding"]["shards"])
+    candidates = []
+    for ext_name, decl in bench["extractors"].items():
+        ext_where = f"{where}.extractors.{ext_name}"
+        extractor = build_extractor(ext_name, decl, where=ext_where)
+        job = {**common, "extractor": {"name": ext_name, "decl": decl, "where": ext_where}}
+        fit_ref = None
+        if extractor.learns:
+            f_recipe = fit_recipe(identity_key, FIT_ENDPOINT, extractor)
+            fit_fp = result.add({"stage": "fit", "fingerprint": fingerprint("fitted-extractor", f_recipe), "recipe": f_recipe,
+                                 **job, "endpoint": FIT_ENDPOINT})
+            fit_ref = _ref(fit_fp, fitted_path(fit_fp))
+        refs = {}
+        for side in ("query", "gallery"):
+            branch = side if extractor.branches else None
+            e_recipe = embedding_recipe(identity_key, side, extractor, branch)
+            bounds = shard_bounds(counts[side], n_shards)
+            fp = result.add({
+                "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
+                "endpoint": side, "side": side, "branch": branch, "n_rows": counts[side],
+                "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"], "fit": fit_ref,
+            })
+            result.shard_counts.setdefault(fp, len(result.specs[fp]["shards"]))
+            refs[side] = _ref(fp, retrieval_embedding_path(fp))
+        variants = [(ext_name, refs["query"], refs["gallery"], None)]
+        if compression is not None:
+            c_recipe = retrieval_compression_recipe(refs["query"]["fingerprint"], refs["gallery"]["fingerprint"], compression)
+            pair_fp = result.add({"stage": "compress-retrieval", "fingerprint": fingerprint("compressed", c_recipe),
+                                  "recipe": c_recipe, "query": refs["query"], "gallery": refs["gallery"],
+                                  "compression": compression.to_dict()})
+            paths = retrieval_compressed_paths(pair_fp)
+            variants.append((variant_name(ext_name, compression), _ref(f"{pair_fp}/query", paths["query"]),
+                             _ref(f"{pair_fp}/gallery", paths["gallery"]), compression.to_dict()))
+        for variant, q_ref, g_ref, compression_decl in variants:
+            s_recipe = retrieval_score_recipe(q_ref["fingerprint"], g_ref["fingerprint"], protocol_fp, retrieval_config)
+            score_fp = result.add({
+                "stage": "score-retrieval", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
+                "query": q_ref, "gallery": g_ref, "protocol": protocol_ref, "retrieval": retrieval_config.to_dict(),
+            })
+            candidates.append({"name": variant, "score": _ref(score_fp, retrieval_score_path(score_fp)),
+                               "query": q_ref["fingerprint"], "gallery": g_ref["fingerprint"],
+                               "extractor": extractor.recipe(), "compression": compression_decl})
+    r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "retrieval": retrieval_config.to_dict()}
+    result.retrieval_reports[name] = result.add({
+        **r_recipe, "stage": "retrieval-report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
+        "protocol": protocol_ref, "identity": identity_key,
+    })
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -245,7 +350,7 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
 
     config = validate_config(config)
     benchmarks = {}
-    for name, bench in config["benchmarks"].items():
+    for name, bench in config.get("benchmarks", {}).items():
         where = f"benchmarks.{name}"
         dataset = load_declared_dataset(bench["dataset"], base_dir=Path(base_dir), where=f"{where}.dataset")
         extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
@@ -258,5 +363,34 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
             compression_configs=[compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])],
             stability_config=scoring_plan.stability, separatix_config=scoring_plan.separatix,
             embedding_config=embedding, seed=config["seed"], name=name,
+        )
+    return benchmarks
+
+
+def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
+    """In-process ``RetrievalBenchmark`` objects for every retrieval benchmark of ``config``."""
+    from vertebrae.data.retrieval import RetrievalDataset
+    from vertebrae.data.retrieval_sources import load_retrieval_source
+    from vertebrae.protocols.labelled import EmbeddingConfig
+    from vertebrae.protocols.retrieval import RetrievalBenchmark
+
+    config = validate_config(config)
+    benchmarks = {}
+    for name, bench in config.get("retrieval", {}).items():
+        where = f"retrieval.{name}"
+        decl = bench["dataset"]
+        data = load_retrieval_source(decl["source"], base_dir=Path(base_dir), where=f"{where}.dataset.source")
+        dataset = RetrievalDataset.from_embeddings(
+            data.queries, data.gallery, data.records, query_ids=data.query_ids, gallery_ids=data.gallery_ids,
+            identity=identity_from_decl(decl["identity"], where=f"{where}.dataset.identity"),
+            exclude_same_id=decl["exclude_same_id"],
+        )
+        extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
+        compression = None if bench["compression"] is None else compression_from_decl(bench["compression"], where=f"{where}.compression")
+        benchmarks[name] = RetrievalBenchmark(
+            dataset, extractors, retrieval_config=retrieval_config_from_decl(bench, where=where), compression_config=compression,
+            embedding_config=EmbeddingConfig(batch_size=config["embedding"]["batch_size"],
+                                             shards=bench.get("shards", config["embedding"]["shards"])),
+            name=name,
         )
     return benchmarks

@@ -547,3 +547,13 @@ def test_dataset_refuses_a_target_length_mismatch_for_every_type():
             target_type="regression")
     _raises(ValidationError, BenchmarkDataset.from_embeddings, _X(4), _INDICATOR, identity=ID,
             target_type="ordinal", label_names=_NAMES)
+
+
+def test_indicator_with_reordered_columns_survives_a_payload_round_trip():
+    """label_names out of catalog order force a column permutation; the payload must still be canonical."""
+    y = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0]])
+    targets = multilabel_targets(y, label_names=["z", "a", 7])
+    assert targets.catalog.keys == ("@int:7", "a", "z")
+    np.testing.assert_array_equal(targets.values.toarray(), [[1, 0, 1], [1, 1, 0], [0, 1, 1]])
+    back = Targets.from_payload(json.loads(json.dumps(targets.to_payload())))
+    np.testing.assert_array_equal(back.values.toarray(), targets.values.toarray())

@@ -9,21 +9,28 @@ import sys
 import yaml
 
 from vertebrae.results import BenchmarkResult
-from vertebrae.workflow import benchmarks_from_config, plan
+from vertebrae.workflow import benchmarks_from_config, plan, retrieval_benchmarks_from_config
 
 from workflow_support import comparable, REPO, job_counts, snakemake, write_config
 
 EXPECTED_JOBS = {
     # digits: 1 protocol + 2 fit + 3 embed + 3 compress + 6 score + 1 report job specs;
     # diabetes: 1 protocol + 2 fit + 3 embed + 3 score + 1 report
-    "plan": 26,
-    "fit_extractor": 4,
+    # digits_search (retrieval): 1 protocol + 1 fit + 4 embed + 2 compress + 4 score + 1 report
+    "plan": 39,
+    "fit_extractor": 5,
     "embed_shard": 18,  # digits: 3 extractors x 4 shards; diabetes: 3 x 2
     "merge_embeddings": 6,
     "compress": 3,
     "write_protocol": 2,
     "score": 9,  # digits: 3 raw + 3 compressed variants; diabetes: 3
     "report": 2,
+    "embed_retrieval_shard": 8,  # 2 extractors x 2 sides x 2 shards
+    "merge_retrieval_embeddings": 4,
+    "write_retrieval_relevance": 1,
+    "compress_retrieval": 2,
+    "score_retrieval": 4,  # 2 raw + 2 compressed variants
+    "retrieval_report": 1,
     "all": 1,
 }
 
@@ -42,6 +49,11 @@ def test_workflow_scores_equal_in_process_benchmark(default_run, default_config)
     assert [r["name"] for r in digits["extractor_results"]][:2] == ["pixels", "pixels[pca_8]"]
     assert all(r["stability"]["repeats"] == 5 for r in digits["extractor_results"])
     assert all(r["separatix"]["ran"] for r in digits["extractor_results"])
+    search = json.loads((default_run / "results/reports/digits_search/report.json").read_text())
+    expected = retrieval_benchmarks_from_config(default_config, base_dir=default_run)["digits_search"].run().to_dict()
+    assert comparable(search) == comparable(expected)
+    assert [c["name"] for c in search["candidate_results"]] == ["pixels", "pixels[pca_8]", "pca16", "pca16[pca_8]"]
+    assert all(0.3 < c["primary_score"] <= 1 for c in search["candidate_results"])
     diabetes = json.loads((default_run / "results/reports/diabetes/report.json").read_text())
     assert diabetes["dataset_summary"]["target_type"] == "regression"
     assert all(0.05 < r["primary_score"] < 1 and r["overlap"]["loss_ratio"] is not None for r in diabetes["extractor_results"])
@@ -73,7 +85,7 @@ def test_shard_files_are_named_by_fingerprint_and_capped(default_run, default_co
         counts.append(n)
         assert workflow_plan.shard_paths(fp) == [f"results/embeddings/{fp}/shard-{i}-of-{n}.h5" for i in range(n)]
         assert all((default_run / p).exists() for p in workflow_plan.shard_paths(fp))
-    assert sorted(counts) == [2, 2, 2, 4, 4, 4]
+    assert sorted(counts) == [2] * 7 + [4] * 3  # diabetes 3 + retrieval 4 endpoints in 2 shards; digits 3 in 4
 
 
 def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_config):

@@ -163,6 +163,7 @@ def multilabel_targets(y: Any, label_names: Sequence[Any] | None = None) -> Targ
             indptr.append(len(indices))
         indicator = sp.csr_matrix((np.ones(len(indices), np.int8), indices, indptr), shape=(len(rows), len(catalog)))
     indicator = sp.csr_matrix(indicator, dtype=np.int8)
+    indicator.sort_indices()  # column reordering may leave them unsorted; payloads require sorted rows
     empty = np.flatnonzero(np.diff(indicator.indptr) == 0)
     if empty.size:
         raise ValidationError(f"multi-label rows need at least one label; row(s) {empty[:10].tolist()} have none")

@@ -28,6 +28,7 @@ from vertebrae.stages.retrieval import (
     endpoint_metadata,
     retrieval_compression_recipe,
     retrieval_protocol_recipe,
+    retrieval_protocol_summary,
     retrieval_report,
     retrieval_score_recipe,
     score_retrieval,
@@ -111,4 +112,5 @@ class RetrievalBenchmark:
                     {"score_fingerprint": fingerprint("score", retrieval_score_recipe(q_fp, g_fp, protocol_fp, self.config)),
                      "timings": {"embed_s": embedded - started, "score_s": time.perf_counter() - embedded}},
                 ))
-        return retrieval_report(candidates, protocol, benchmark=self.name, config=self.config, dataset_summary=dataset.summary())
+        return retrieval_report(candidates, protocol, benchmark=self.name, config=self.config,
+                                dataset_summary=retrieval_protocol_summary(protocol, dataset.identity_key()))

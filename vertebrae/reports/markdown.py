@@ -116,7 +116,7 @@ def render_retrieval_markdown(result) -> str:
     lines += ["## Similarity diagnostics (forward)", ""]
     diag_rows = []
     for r in result.ranked_results():
-        d = r.score.forward.diagnostics
+        d = r.score.forward.summaries
         diag_rows.append([r.name] + [(d.get(k) or {}).get("mean") for k in ("positive_similarity", "nearest_negative_similarity", "margin")])
     lines += _table(["extractor", "positive similarity (mean)", "nearest negative (mean)", "margin (mean)"], diag_rows)
     warned = [(r.name, w) for r in result.ranked_results() for w in r.score.forward.warnings

@@ -18,6 +18,20 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared import declared_row_count, load_declared_dataset, load_declared_rows
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.compression import EmbeddingCompressionConfig
+from vertebrae.data.declared import identity_from_decl
+from vertebrae.data.labelled import encode_row_ids
+from vertebrae.data.retrieval import RetrievalDataset, RetrievalProtocol
+from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_row_counts
+from vertebrae.retrieval_results import RetrievalCandidateResult
+from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
+from vertebrae.stages.retrieval import (
+    compress_retrieval_pair,
+    endpoint_metadata,
+    retrieval_protocol_recipe,
+    retrieval_protocol_summary,
+    retrieval_report,
+    score_retrieval,
+)
 from vertebrae.scoring.metrics import CallableMetric
 from vertebrae.stages.common import EmbeddingBlock, embed_rows, embedding_recipe, fit_recipe, merge_blocks, shard_bounds
 from vertebrae.stages.labelled import (
@@ -33,7 +47,8 @@ from vertebrae.stages.labelled import (
 
 KIND_OF_STAGE = {
     "fit": "fitted-extractor", "embed": "embedding", "compress": "compressed", "protocol": "protocol", "score": "score",
-    "report": "report",
+    "report": "report", "retrieval-protocol": "protocol", "compress-retrieval": "compressed",
+    "score-retrieval": "score", "retrieval-report": "report",
 }
 BASE_DIR = Path(".")
 
@@ -52,13 +67,25 @@ def check_spec(spec: Mapping[str, Any]) -> None:
         raise ValidationError(f"job spec {spec['fingerprint']}: its recipe does not hash to its fingerprint")
     if stage in ("fit", "embed"):
         extractor = _extractor(spec)
-        recipe_of = fit_recipe if stage == "fit" else embedding_recipe
-        if recipe_of(spec["identity"], spec["endpoint"], extractor) != spec["recipe"]:
+        recipe = (fit_recipe(spec["identity"], spec["endpoint"], extractor) if stage == "fit"
+                  else embedding_recipe(spec["identity"], spec["endpoint"], extractor, spec.get("branch")))
+        if recipe != spec["recipe"]:
             raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match its recipe")
     if stage == "embed":
-        n_rows = declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
+        n_rows = _endpoint_rows(spec)
         if n_rows != spec["n_rows"] or [list(b) for b in shard_bounds(n_rows, len(spec["shards"]))] != spec["shards"]:
             raise ValidationError(f"{spec['where']}: the source now has {n_rows} rows, the plan expected {spec['n_rows']}; re-plan")
+
+
+def _endpoint_rows(spec: Mapping[str, Any]) -> int:
+    if spec.get("protocol") == "retrieval":
+        counts = retrieval_row_counts(spec["dataset"]["source"], base_dir=BASE_DIR, where=f"{spec['where']}.source")
+        return counts[0] if spec["side"] == "query" else counts[1]
+    return declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
+
+
+def _retrieval_source(spec: Mapping[str, Any]):
+    return load_retrieval_source(spec["dataset"]["source"], base_dir=BASE_DIR, where=f"{spec['where']}.source")
 
 
 def run_plan(spec_text: str, output: str | Path) -> None:
@@ -81,9 +108,12 @@ def load_plan(path: str | Path, stage: str) -> dict[str, Any]:
 
 def run_fit(plan: str | Path, output: str | Path) -> None:
     spec = load_plan(plan, "fit")
-    dataset = load_declared_dataset(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
+    if spec.get("protocol") == "retrieval":
+        inputs = _retrieval_source(spec).gallery
+    else:
+        inputs = load_declared_dataset(spec["dataset"], base_dir=BASE_DIR, where=spec["where"]).inputs
     extractor = _extractor(spec)
-    extractor.fit(dataset.inputs)
+    extractor.fit(inputs)
     write_json_artifact(output, "fitted-extractor", extractor.fitted_state(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
@@ -91,8 +121,11 @@ def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
     return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
 
 
-def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path) -> None:
+def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path, *, side: str | None = None) -> None:
+    """One shard of an endpoint; ``side`` (query | gallery) must match the plan of a retrieval endpoint."""
     spec = load_plan(plan, "embed")
+    if side is not None and spec.get("side") != side:
+        raise ValidationError(f"{plan}: the plan embeds side {spec.get('side')!r}, not {side!r}")
     if not 0 <= shard_index < len(spec["shards"]):
         raise ValidationError(f"{plan}: shard index {shard_index} is outside 0..{len(spec['shards']) - 1}")
     start, stop = spec["shards"][shard_index]
@@ -100,8 +133,13 @@ def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path) -> N
     if spec["fit"] is not None:
         state = read_json_artifact(spec["fit"]["path"], "fitted-extractor", fingerprint=spec["fit"]["fingerprint"])
         extractor.load_fitted(state, source=spec["fit"]["path"])
-    inputs, row_ids = load_declared_rows(spec["dataset"], base_dir=BASE_DIR, where=spec["where"], start=start, stop=stop)
-    block = embed_rows(extractor, inputs, row_ids, batch_size=spec["batch_size"], endpoint=spec["endpoint"])
+    if spec.get("protocol") == "retrieval":
+        data = _retrieval_source(spec)
+        rows, ids = (data.queries, data.query_ids) if spec["side"] == "query" else (data.gallery, data.gallery_ids)
+        inputs, row_ids = rows[start:stop], encode_row_ids(list(ids[start:stop]), stop - start, what=spec["where"])
+    else:
+        inputs, row_ids = load_declared_rows(spec["dataset"], base_dir=BASE_DIR, where=spec["where"], start=start, stop=stop)
+    block = embed_rows(extractor, inputs, row_ids, batch_size=spec["batch_size"], endpoint=spec["endpoint"], branch=spec.get("branch"))
     write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=shard_fingerprint(spec, shard_index),
                      recipe={"parent": spec["fingerprint"], "rows": [start, stop]})
 
@@ -181,4 +219,80 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
     report.save_markdown(markdown_output)
 
 
-__all__ = ["run_plan", "run_fit", "run_embed_shard", "run_merge", "run_compress", "run_write_protocol", "run_score", "run_report"]
+def _retrieval_dataset(spec: Mapping[str, Any]):
+    data = _retrieval_source(spec)
+    return RetrievalDataset.from_embeddings(
+        data.queries, data.gallery, data.records, query_ids=data.query_ids, gallery_ids=data.gallery_ids,
+        identity=identity_from_decl(spec["dataset"]["identity"], where=f"{spec['where']}.identity"),
+        exclude_same_id=spec["dataset"]["exclude_same_id"],
+    )
+
+
+def run_write_retrieval_relevance(plan: str | Path, output: str | Path) -> None:
+    spec = load_plan(plan, "retrieval-protocol")
+    dataset = _retrieval_dataset(spec)
+    if retrieval_protocol_recipe(dataset.identity_key(), dataset.exclude_same_id) != spec["recipe"]:
+        raise ValidationError(f"{spec['where']}: the retrieval dataset no longer matches the plan; re-plan")
+    write_json_artifact(output, "protocol", dataset.protocol_payload(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+def _read_retrieval_protocol(ref: Mapping[str, str], path: str | Path) -> RetrievalProtocol:
+    payload = read_json_artifact(path, "protocol", fingerprint=ref["fingerprint"])
+    try:
+        return RetrievalProtocol.from_payload(payload)
+    except ValueError as exc:
+        raise ArtifactError(f"{path}: invalid retrieval protocol: {exc}") from None
+
+
+def _read_block(path: str | Path, fp: str) -> EmbeddingBlock:
+    artifact = read_embeddings(path, fingerprint=fp)
+    return EmbeddingBlock(artifact.matrix, artifact.row_ids), artifact.manifest.get("metadata", {})
+
+
+def run_compress_retrieval(plan: str | Path, queries: str | Path, gallery: str | Path, query_output: str | Path,
+                           gallery_output: str | Path) -> None:
+    spec = load_plan(plan, "compress-retrieval")
+    q, _ = _read_block(queries, spec["query"]["fingerprint"])
+    g, _ = _read_block(gallery, spec["gallery"]["fingerprint"])
+    q_c, g_c, metadata = compress_retrieval_pair(q, g, EmbeddingCompressionConfig.from_dict(spec["compression"]))
+    for block, output, side in ((q_c, query_output, "query"), (g_c, gallery_output, "gallery")):
+        write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=f"{spec['fingerprint']}/{side}",
+                         recipe=spec["recipe"], metadata={"compression": metadata})
+
+
+def run_score_retrieval(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path, output: str | Path) -> None:
+    spec = load_plan(plan, "score-retrieval")
+    q, q_meta = _read_block(queries, spec["query"]["fingerprint"])
+    g, _ = _read_block(gallery, spec["gallery"]["fingerprint"])
+    config = RetrievalConfig.from_dict(spec["retrieval"])
+    score = score_retrieval(q, g, _read_retrieval_protocol(spec["protocol"], protocol), config)
+    payload = {"score": score.to_dict(), "endpoints": endpoint_metadata(q, g), "compression_metadata": q_meta.get("compression")}
+    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+def run_retrieval_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
+                         markdown_output: str | Path) -> None:
+    """A ranked retrieval report from score artifacts alone (``vertebrae retrieval-from-artifacts``)."""
+    spec = load_plan(plan, "retrieval-report")
+    config = RetrievalConfig.from_dict(spec["retrieval"])
+    if len(scores) != len(spec["candidates"]):
+        raise ValidationError(f"{plan}: {len(scores)} score files given, the plan has {len(spec['candidates'])} candidates")
+    candidates = []
+    for candidate, path in zip(spec["candidates"], scores):
+        payload = read_json_artifact(path, "score", fingerprint=candidate["score"]["fingerprint"])
+        score = RetrievalScore.from_dict(payload["score"], expected_config=config)
+        candidates.append(RetrievalCandidateResult(
+            candidate["name"], score,
+            {**payload["endpoints"], "query_fingerprint": candidate["query"], "gallery_fingerprint": candidate["gallery"],
+             "extractor": candidate["extractor"]},
+            payload.get("compression_metadata"), {"score_fingerprint": candidate["score"]["fingerprint"]},
+        ))
+    retrieval_protocol = _read_retrieval_protocol(spec["protocol"], protocol)
+    report = retrieval_report(candidates, retrieval_protocol, benchmark=spec["benchmark"], config=config,
+                              dataset_summary=retrieval_protocol_summary(retrieval_protocol, spec["identity"]))
+    report.save_json(json_output)
+    report.save_markdown(markdown_output)
+
+
+__all__ = ["run_plan", "run_fit", "run_embed_shard", "run_merge", "run_compress", "run_write_protocol", "run_score", "run_report",
+           "run_write_retrieval_relevance", "run_compress_retrieval", "run_score_retrieval", "run_retrieval_report"]

@@ -80,3 +80,20 @@ def retrieval_report(
          "similarity": config.similarity, "bidirectional": config.bidirectional, "retrieval": config.to_dict(),
          "table_metrics": table_metrics, "vertebrae_version": __version__, "numpy": version("numpy")},
     )
+
+
+def retrieval_protocol_summary(protocol: RetrievalProtocol, identity_key: str) -> dict[str, Any]:
+    """Dataset summary derivable from the protocol alone (the same in-process and from artifacts)."""
+    grades = protocol.relevance.data
+    eligible = protocol.eligible_relevance()
+    return {
+        "identity": identity_key,
+        "n_queries": protocol.n_queries,
+        "n_gallery": protocol.n_gallery,
+        "n_positives": int(protocol.relevance.nnz),
+        "n_eligible_positives": int(eligible.nnz),
+        "n_exclusions": int(protocol.exclusions.nnz),
+        "exclude_same_id": protocol.exclude_same_id,
+        "grade_min": float(grades.min()) if grades.size else None,
+        "grade_max": float(grades.max()) if grades.size else None,
+    }

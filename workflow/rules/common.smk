@@ -9,6 +9,7 @@ wildcard_constraints:
     i="[0-9]+",
     n="[0-9]+",
     benchmark="|".join(PLAN.reports) or "no-benchmark",
+    retrieval_benchmark="|".join(PLAN.retrieval_reports) or "no-retrieval-benchmark",
 
 
 def get_final_outputs():
@@ -47,4 +48,30 @@ def get_report_protocol(wildcards):
 
 def get_report_scores(wildcards):
     spec = PLAN.spec(PLAN.reports[wildcards.benchmark])
+    return [candidate["score"]["path"] for candidate in spec["candidates"]]
+
+
+def get_side(wildcards):
+    return PLAN.spec(wildcards.fp)["side"]
+
+
+def get_retrieval_pair(wildcards):
+    spec = PLAN.spec(wildcards.fp)
+    return {"queries": spec["query"]["path"], "gallery": spec["gallery"]["path"]}
+
+
+def get_retrieval_protocol(wildcards):
+    return PLAN.spec(wildcards.fp)["protocol"]["path"]
+
+
+def get_retrieval_report_plan(wildcards):
+    return vertebrae.workflow.plan_path(PLAN.retrieval_reports[wildcards.retrieval_benchmark])
+
+
+def get_retrieval_report_protocol(wildcards):
+    return PLAN.spec(PLAN.retrieval_reports[wildcards.retrieval_benchmark])["protocol"]["path"]
+
+
+def get_retrieval_report_scores(wildcards):
+    spec = PLAN.spec(PLAN.retrieval_reports[wildcards.retrieval_benchmark])
     return [candidate["score"]["path"] for candidate in spec["candidates"]]

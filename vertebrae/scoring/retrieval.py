@@ -1,0 +1,1408 @@
+"""Exact, memory-bounded query--gallery retrieval scoring (spec/retrieval.md).
+
+Definitions
+-----------
+* Similarity: ``cosine`` (both sides L2-normalised; a zero row is an error), ``dot`` (inner product) or
+  ``squared_l2`` (similarity ``-|q - g|^2``, larger is better; ranked by the equivalent ``2 q.g - |g|^2``,
+  which drops the per-query constant ``|q|^2``; every similarity *reported* is the true ``-|q - g|^2``).
+* Eligible pairs: every (query, gallery) pair except the excluded ones. Excluded pairs leave both the
+  candidates and the positives. A positive is an eligible pair with grade > 0 (explicit zero grades are
+  non-relevant, like missing pairs). Every query needs at least one eligible positive.
+* Rank of a positive = 1 + the number of eligible gallery items that score strictly higher, or score the same
+  and come earlier in gallery row order (tie rule: gallery row order). Other positives are competitors.
+* Per query with R positives at ranks r_1 < r_2 < ... < r_R and hits h_k = #{i : r_i <= k}:
+  ``mrr = 1 / r_1`` (no cutoff); ``map = mean_i i / r_i`` (denominator R); ``precision@k = h_k / k``;
+  ``recall@k = h_k / R``; ``hit_rate@k = [h_k > 0]``; ``ndcg@k = DCG@k / IDCG@k`` with gain ``2^g - 1``,
+  discount ``log2(rank + 1)``, IDCG from the k largest grades (0 if IDCG is 0), clipped to [0, 1]. Gains are
+  never formed: ``log(2^g - 1)`` is computed stably (x = g ln 2: ``x < 1e-4``: ``log g + log ln 2 +
+  log1p(x/2 + x^2/6)``; ``x <= 50``: ``log(expm1 x)``; else ``x + log1p(-e^-x)``), the query's largest
+  log-gain is subtracted and the exponentiated ratios are used in both DCG and IDCG. Aggregates are plain
+  means over queries.
+* Margin per query = best positive similarity - highest eligible non-positive similarity (no margin, and a
+  warning, for a query without eligible negatives).
+
+Decomposition
+-------------
+Every metric is a function of the ranks, and a rank is a count, so the work splits into units of one
+(query block, gallery shard) pair: ``score_shard`` returns a ``RetrievalPartial`` holding, per (query,
+positive), the number of eligible competitors in the shard that outrank it and the number that tie with it,
+and per query the best eligible non-positive of the shard. ``merge_partials`` adds counts and keeps the best
+negative (max); ``finalize`` turns the merged counts into metrics. ``RetrievalScorer`` runs exactly these
+functions over query blocks x gallery blocks in one process; a workflow can fan the same units out.
+
+Arithmetic
+----------
+The score of a pair is defined by its *direct* computation (``pair_rank_scores``): the float64 inner product
+of the two prepared rows, ``2 q.g - |g|^2`` for squared_l2. Positives' scores are computed that way once
+(``positive_scores``). Block products (BLAS or scipy) only *filter*: a competitor whose block score lies more
+than ``tol`` above (below) a positive's score outranks (does not outrank) it, where ``tol`` rigorously bounds
+the difference between the two computations (``4 (d + 2) 2^-53 |q| max|g|``, more for squared_l2); a
+competitor inside that band is recomputed directly and compared exactly. Ranks, ties and metrics therefore do
+not depend on block sizes, shard boundaries or the BLAS. The nearest negative of a shard is chosen by its block
+score (its similarity is then recomputed directly), so when two negatives agree to within rounding, which one
+is reported can depend on the BLAS; the similarity then agrees to within rounding.
+
+Memory admission
+----------------
+Before any work: ``8 (nq + ng) d + 8 min(qbs, nq) min(gbs, ng)`` bytes (both directions when bidirectional)
+must fit ``max_dense_bytes`` (a sparse endpoint counts ``16 nnz + 8 (rows + 1)`` instead of ``8 rows d``: it
+stays sparse), and ``nq ng`` must not exceed ``max_comparisons`` when set; otherwise ``BudgetError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from vertebrae.core.errors import ArtifactError, BudgetError, ConfigError, LabelError, ValidationError
+from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.labels import describe_key, semantic_key
+from vertebrae.data.labelled import as_matrix, check_finite
+from vertebrae.scoring.metrics import SIMILARITIES, _divide_rows, parse_retrieval_metric
+from vertebrae.scoring.metrics import _row_norms as _sparse_row_norms
+
+__all__ = [
+    "PositivePairs",
+    "admit",
+    "RetrievalConfig",
+    "RetrievalPartial",
+    "RetrievalResult",
+    "RetrievalScore",
+    "RetrievalScorer",
+    "eligible_relevance",
+    "exclusion_matrix",
+    "finalize",
+    "log_gain",
+    "merge_partials",
+    "pair_rank_scores",
+    "positive_scores",
+    "prepare_endpoint",
+    "relevance_matrix",
+    "row_sq_norms",
+    "score_shard",
+]
+
+RETRIEVAL_SCORE_SCHEMA = "vertebrae.retrieval-score/v1"
+RETRIEVAL_RESULT_SCHEMA = "vertebrae.retrieval-result/v1"
+TIE_RULE = "gallery row order (equal scores: the earlier gallery row ranks first)"
+RANK_RULE = "1 + eligible gallery items scoring strictly higher, or equal and earlier in gallery row order"
+
+_U = 2.0 ** -53  # float64 unit roundoff
+_PAIR_CHUNK = 8192  # pairs per direct-computation chunk
+_LN2 = math.log(2.0)
+# cost model of the shard kernel (ns per element): two compare+count passes per positive over a dense row,
+# versus locating an extracted candidate among the row's positives on the sparse path
+_DENSE_PASS_COST = 0.6
+_SPARSE_CANDIDATE_COST = 40.0
+_LIST_LIMIT = 10
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"RetrievalConfig.{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Settings of exact retrieval scoring.
+
+    ``primary_metric`` may be any reported metric: ``map``, ``mrr`` or ``ndcg@K``, ``precision@K``,
+    ``recall@K``, ``hit_rate@K`` with K in ``ks`` (upstream allows only ``ndcg@K``; every such config stays
+    valid here). ``worst_queries`` = how many lowest-scoring queries (by the primary metric) to report.
+    """
+
+    similarity: str = "cosine"
+    ks: tuple[int, ...] = (1, 5, 10)
+    primary_metric: str = "ndcg@10"
+    bidirectional: bool = False
+    query_block_size: int = 128
+    gallery_block_size: int = 10_000
+    max_dense_bytes: int = 2_000_000_000
+    max_comparisons: int | None = None
+    worst_queries: int = 10
+
+    def __post_init__(self) -> None:
+        if self.similarity not in SIMILARITIES:
+            raise ConfigError(f"RetrievalConfig.similarity must be one of {SIMILARITIES}, got {self.similarity!r}")
+        ks = self.ks
+        if isinstance(ks, (str, bytes)) or not isinstance(ks, (Sequence, np.ndarray)) or len(ks) == 0:
+            raise ConfigError(f"RetrievalConfig.ks must be a non-empty sequence of positive integers, got {ks!r}")
+        for k in ks:
+            if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+                raise ConfigError(f"RetrievalConfig.ks must hold positive integers, got {k!r}")
+        if len({int(k) for k in ks}) != len(ks):
+            raise ConfigError(f"RetrievalConfig.ks holds duplicates: {list(ks)}")
+        object.__setattr__(self, "ks", tuple(sorted(int(k) for k in ks)))
+        parse_retrieval_metric(self.primary_metric, self.ks, owner="RetrievalConfig.primary_metric")
+        if not isinstance(self.bidirectional, (bool, np.bool_)):
+            raise ConfigError(f"RetrievalConfig.bidirectional must be a bool, got {self.bidirectional!r}")
+        object.__setattr__(self, "bidirectional", bool(self.bidirectional))
+        for name in ("query_block_size", "gallery_block_size", "max_dense_bytes"):
+            object.__setattr__(self, name, _positive_int(getattr(self, name), name))
+        if self.max_comparisons is not None:
+            object.__setattr__(self, "max_comparisons", _positive_int(self.max_comparisons, "max_comparisons"))
+        w = self.worst_queries
+        if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, np.integer)) or w < 0:
+            raise ConfigError(f"RetrievalConfig.worst_queries must be a non-negative integer, got {w!r}")
+        object.__setattr__(self, "worst_queries", int(w))
+
+    def metric_names(self) -> tuple[str, ...]:
+        """``map``, ``mrr``, then ``ndcg@k``, ``precision@k``, ``recall@k``, ``hit_rate@k`` for each k."""
+        names = ["map", "mrr"]
+        for family in ("ndcg", "precision", "recall", "hit_rate"):
+            names += [f"{family}@{k}" for k in self.ks]
+        return tuple(names)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: to_json_value(getattr(self, name)) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RetrievalConfig:
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"RetrievalConfig must be a mapping, got {type(data).__name__}")
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown RetrievalConfig fields: {sorted(unknown)}")
+        data = dict(data)
+        if isinstance(data.get("ks"), list):
+            data["ks"] = tuple(data["ks"])
+        return cls(**data)
+
+
+# --------------------------------------------------------------------------------------------------
+# Inputs: ids, relevance, exclusions, endpoints
+
+
+def _describe(key: Any) -> str:
+    try:
+        return describe_key(key)
+    except (LabelError, TypeError):
+        return repr(key)
+
+
+def _listing(indices: np.ndarray, keys: Sequence[str] | None, limit: int = _LIST_LIMIT) -> str:
+    """``'a' (index 0), 'b' (index 3), ...`` for at most ``limit`` row indices."""
+    shown = []
+    for i in indices[:limit]:
+        i = int(i)
+        shown.append(f"{_describe(keys[i])} (index {i})" if keys is not None else f"index {i}")
+    return ", ".join(shown) + (", ..." if len(indices) > limit else "")
+
+
+def _pair_listing(rows: np.ndarray, cols: np.ndarray, qkeys, gkeys, limit: int = _LIST_LIMIT) -> str:
+    shown = [f"(query {_describe(qkeys[r]) if qkeys is not None else r}, gallery "
+             f"{_describe(gkeys[c]) if gkeys is not None else c})" for r, c in zip(rows[:limit], cols[:limit])]
+    return ", ".join(shown) + (", ..." if len(rows) > limit else "")
+
+
+def _row_id_keys(ids: Sequence[str] | None, n: int, what: str) -> tuple[str, ...]:
+    """Row ids as given (semantic-key strings); None means the row indices' keys."""
+    if ids is None:
+        return tuple(f"@int:{i}" for i in range(n))  # == semantic_key(i)
+    ids = tuple(ids.tolist() if isinstance(ids, np.ndarray) else ids)
+    if len(ids) != n:
+        raise ValidationError(f"{what}: {len(ids)} row ids for {n} rows")
+    bad = [i for i, key in enumerate(ids) if not isinstance(key, str)]
+    if bad:
+        raise ValidationError(f"{what}: row ids must be semantic-key strings; index {bad[0]} holds {ids[bad[0]]!r}")
+    return tuple(str(key) for key in ids)
+
+
+def _canonical_csr(matrix: Any, dtype: Any) -> sp.csr_matrix:
+    out = sp.csr_matrix(matrix, dtype=dtype, copy=True)
+    out.sum_duplicates()
+    out.sort_indices()
+    return out
+
+
+def relevance_matrix(relevance: Any, shape: tuple[int, int], *, query_ids: Sequence[str] | None = None,
+                     gallery_ids: Sequence[str] | None = None) -> sp.csr_matrix:
+    """Validated grades as canonical float64 CSR (explicit zeros dropped).
+
+    Accepts a scipy sparse matrix, a 2-D array or ``{query_index: {gallery_index: grade}}``. Grades must be
+    finite and >= 0; the message names the offending (query, gallery) ids.
+    """
+    nq, ng = shape
+    if sp.issparse(relevance):
+        matrix = _canonical_csr(relevance, np.float64)
+    elif isinstance(relevance, Mapping):
+        rows, cols, vals = [], [], []
+        for qi, row in relevance.items():
+            if isinstance(qi, (bool, np.bool_)) or not isinstance(qi, (int, np.integer)) or not 0 <= qi < nq:
+                raise ValidationError(f"relevance: query index {qi!r} is not a row index in [0, {nq})")
+            if not isinstance(row, Mapping):
+                raise ValidationError(f"relevance[{qi}] must map gallery indices to grades, got {type(row).__name__}")
+            for gi, grade in row.items():
+                if isinstance(gi, (bool, np.bool_)) or not isinstance(gi, (int, np.integer)) or not 0 <= gi < ng:
+                    raise ValidationError(f"relevance[{qi}]: gallery index {gi!r} is not a row index in [0, {ng})")
+                if isinstance(grade, (bool, np.bool_)) or not isinstance(grade, (int, float, np.integer, np.floating)):
+                    raise ValidationError(f"relevance[{qi}][{gi}]: grade must be a number, got {grade!r}")
+                rows.append(int(qi))
+                cols.append(int(gi))
+                vals.append(float(grade))
+        matrix = _canonical_csr(sp.coo_matrix((np.asarray(vals, dtype=np.float64), (rows, cols)), shape=shape),
+                                np.float64)
+    else:
+        array = np.asarray(relevance)
+        if array.ndim != 2 or array.dtype.kind not in "biuf":
+            raise ValidationError("relevance must be a scipy sparse matrix, a 2-D numeric array or a "
+                                  f"{{query_index: {{gallery_index: grade}}}} mapping; got {type(relevance).__name__}"
+                                  + (f" of shape {array.shape}, dtype {array.dtype}" if array.ndim else ""))
+        matrix = _canonical_csr(array.astype(np.float64), np.float64)
+    if matrix.shape != (nq, ng):
+        raise ValidationError(f"relevance has shape {matrix.shape}, expected (n_queries, n_gallery) = {(nq, ng)}")
+    data_rows = np.repeat(np.arange(nq), np.diff(matrix.indptr))
+    for bad, what in ((~np.isfinite(matrix.data), "non-finite"), (matrix.data < 0, "negative")):
+        bad = np.flatnonzero(bad)
+        if bad.size:
+            raise ValidationError(f"relevance: {bad.size} {what} grade(s); grades must be finite and >= 0: "
+                                  + _pair_listing(data_rows[bad], matrix.indices[bad], query_ids, gallery_ids))
+    matrix.eliminate_zeros()
+    return matrix
+
+
+def exclusion_matrix(exclusions: Any, shape: tuple[int, int]) -> sp.csr_matrix | None:
+    """Excluded pairs as canonical bool CSR (every nonzero entry excludes its pair); None stays None."""
+    if exclusions is None:
+        return None
+    if sp.issparse(exclusions):
+        matrix = sp.csr_matrix(exclusions, copy=True)
+    else:
+        array = np.asarray(exclusions)
+        if array.ndim != 2 or array.dtype.kind not in "biuf":
+            raise ValidationError(f"exclusions must be a scipy sparse or 2-D boolean matrix, got {type(exclusions).__name__}")
+        matrix = sp.csr_matrix(array)
+    if matrix.shape != tuple(shape):
+        raise ValidationError(f"exclusions has shape {matrix.shape}, expected (n_queries, n_gallery) = {tuple(shape)}")
+    matrix.sum_duplicates()
+    matrix.eliminate_zeros()
+    matrix = sp.csr_matrix(matrix, dtype=bool)
+    matrix.sort_indices()
+    return matrix
+
+
+def eligible_relevance(relevance: sp.csr_matrix, exclusions: sp.csr_matrix | None, *,
+                       query_ids: Sequence[str] | None = None, what: str = "query") -> sp.csr_matrix:
+    """Grades of the eligible positives (relevance minus excluded pairs); every row needs one.
+
+    ``what`` names the rows in the error (``"query"``, or ``"gallery item"`` for the reverse direction).
+    """
+    eligible = relevance.copy()
+    if exclusions is not None and eligible.nnz:
+        rows = np.repeat(np.arange(eligible.shape[0]), np.diff(eligible.indptr))
+        excluded = np.asarray(exclusions[rows, eligible.indices]).ravel().astype(bool)
+        eligible.data[excluded] = 0.0
+        eligible.eliminate_zeros()
+    eligible.sort_indices()
+    empty = np.flatnonzero(np.diff(eligible.indptr) == 0)
+    if empty.size:
+        extra = " (bidirectional retrieval needs a reverse positive for every gallery item)" if what != "query" else ""
+        raise ValidationError(f"{empty.size} {what}(s) have no eligible positive after exclusions{extra}: "
+                              + _listing(empty, query_ids))
+    return eligible
+
+
+_SCAN_DTYPES = ("float32", "float64")
+_FLOAT32_SAFE_NORM = 1e18  # rows up to this norm keep every float32 scan product, sum and |g|^2 finite
+
+
+@dataclass(frozen=True, eq=False)
+class Endpoint:
+    """Prepared rows of one endpoint.
+
+    ``values``: float64 rows as scored (L2-normalised for cosine), a C-contiguous array or canonical CSR;
+    ``sq``: their squared norms |row|^2 (the defining arithmetic, ``row_sq_norms``); ``scan``: what block
+    products use, a float32 copy of ``values`` (half the bytes, twice the BLAS speed; exactness is kept by
+    the kernel's error bands) or ``values`` itself. Slicing (``endpoint[a:b]``) takes rows, sharing memory.
+    """
+
+    values: Any
+    sq: np.ndarray
+    scan: Any
+
+    def __post_init__(self) -> None:
+        if self.values.shape[0] != self.sq.shape[0] or self.scan.shape != self.values.shape:
+            raise ValidationError("Endpoint values, sq and scan must describe the same rows")
+        if self.values.dtype != np.float64 or self.scan.dtype not in (np.float32, np.float64):
+            raise ValidationError("Endpoint values must be float64 and scan float32 or float64")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.values.shape
+
+    @property
+    def is_sparse(self) -> bool:
+        return sp.issparse(self.values)
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    def __getitem__(self, rows: slice) -> Endpoint:
+        if not isinstance(rows, slice) or rows.step not in (None, 1):
+            raise ValidationError("Endpoint rows are taken with a contiguous slice")
+        scan = self.values[rows] if self.scan is self.values else self.scan[rows]
+        return Endpoint(self.values[rows], self.sq[rows], scan)
+
+
+def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequence[str] | None = None,
+                     scan: str = "float32") -> Endpoint:
+    """Endpoint rows as scored: float64 (C-contiguous array or canonical CSR), L2-normalised for cosine.
+
+    Refuses NaN/infinite rows and, for cosine, zero-norm rows, naming ``what`` ("Query embeddings" /
+    "Gallery embeddings"), the count, and up to 10 indices with their row ids. ``scan="float32"`` adds a
+    float32 copy for block products (kept float64 when a row norm exceeds 1e18); ``"float64"`` scans the
+    float64 rows themselves. Results do not depend on the choice.
+    """
+    if similarity not in SIMILARITIES:
+        raise ConfigError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
+    if scan not in _SCAN_DTYPES:
+        raise ConfigError(f"scan must be one of {_SCAN_DTYPES}, got {scan!r}")
+    values = as_matrix(matrix, what=what)
+    keys = _row_id_keys(row_ids, values.shape[0], what)
+    if sp.issparse(values):
+        check_finite(values, keys, what=what)
+        values = _canonical_csr(values, np.float64)
+        norms = _sparse_row_norms(values) if similarity == "cosine" else None
+    else:
+        copy = similarity == "cosine" or values.dtype != np.float64 or not values.flags.c_contiguous
+        values = np.array(values, dtype=np.float64, order="C", copy=True) if copy else values
+        norms = _checked_norms(values, keys, what)
+    if similarity == "cosine":
+        zero = np.flatnonzero(norms == 0)
+        if zero.size:
+            shown = ", ".join(f"index {int(i)} (row id {_describe(keys[i])})" for i in zero[:_LIST_LIMIT])
+            raise ValidationError(f"{what}: cosine similarity needs nonzero rows; {zero.size} zero-norm row(s): "
+                                  f"{shown}{', ...' if zero.size > _LIST_LIMIT else ''}")
+        if sp.issparse(values):
+            values = _divide_rows(values, norms)
+        else:
+            values /= norms[:, None]
+    with np.errstate(over="ignore"):
+        sq = _row_sq(values)
+    narrow = scan == "float32" and (sq.size == 0 or bool(np.sqrt(sq.max()) <= _FLOAT32_SAFE_NORM))
+    scan_values = values.astype(np.float32) if narrow else values
+    return Endpoint(values, sq, scan_values)
+
+
+def _checked_norms(values: np.ndarray, keys: Sequence[str], what: str) -> np.ndarray:
+    """Row L2 norms of a dense float64 matrix; rows holding NaN or infinities are refused (naming them).
+
+    Fast path: sqrt of the row sums of squares; rows where that is not finite or could have under/overflowed
+    are redone with the overflow-safe scaled formula (after checking their values are finite).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        sq = _row_sq(values)
+    suspicious = np.flatnonzero(~np.isfinite(sq) | (sq < 1e-280) | (sq > 1e280))
+    norms = np.sqrt(sq)
+    if suspicious.size:
+        rows = values[suspicious]
+        bad = suspicious[~np.isfinite(rows).all(axis=1)]
+        if bad.size:
+            shown = ", ".join(f"{_describe(keys[i])} (index {int(i)})" for i in bad[:_LIST_LIMIT])
+            raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}"
+                                  f"{', ...' if bad.size > _LIST_LIMIT else ''}")
+        norms[suspicious] = _row_norms(rows)
+    return norms
+
+
+# --------------------------------------------------------------------------------------------------
+# Direct (defining) pair arithmetic and block products
+
+
+def _row_norms(M: Any) -> np.ndarray:
+    """Overflow-safe L2 norms of rows (scaled by each row's largest magnitude), in chunks of rows."""
+    if sp.issparse(M):
+        return _sparse_row_norms(M)
+    out = np.empty(M.shape[0], dtype=np.float64)
+    for start in range(0, M.shape[0], _PAIR_CHUNK):
+        block = M[start:start + _PAIR_CHUNK]
+        scale = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(block.shape[0])
+        safe = np.where(scale > 0, scale, 1.0)
+        scaled = block / safe[:, None]
+        out[start:start + block.shape[0]] = scale * np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
+    return out
+
+
+def _rowwise_dot(X: Any, Y: Any) -> np.ndarray:
+    """Row-wise inner products of two equally shaped row sets (dense rows: einsum; sparse: stored order)."""
+    n = X.shape[0]
+    if not sp.issparse(X) and not sp.issparse(Y):
+        return np.einsum("ij,ij->i", X, Y)
+    if sp.issparse(X) and sp.issparse(Y):
+        product = sp.csr_matrix(X.multiply(Y))
+        product.sort_indices()
+        rows = np.repeat(np.arange(n), np.diff(product.indptr))
+        return np.bincount(rows, weights=product.data, minlength=n)
+    if sp.issparse(Y):
+        X, Y = Y, X
+    rows = np.repeat(np.arange(n), np.diff(X.indptr))
+    return np.bincount(rows, weights=X.data * Y[rows, X.indices], minlength=n)
+
+
+def _rowwise_sqdist(X: Any, Y: Any) -> np.ndarray:
+    """Row-wise squared Euclidean distances, summed from the differences (no cancellation)."""
+    n = X.shape[0]
+    if sp.issparse(X) != sp.issparse(Y):
+        X, Y = (X.toarray(), Y) if sp.issparse(X) else (X, Y.toarray())
+    diff = X - Y
+    if sp.issparse(diff):
+        diff = sp.csr_matrix(diff)
+        diff.sort_indices()
+        rows = np.repeat(np.arange(n), np.diff(diff.indptr))
+        return np.bincount(rows, weights=diff.data * diff.data, minlength=n)
+    diff = np.asarray(diff)
+    return np.einsum("ij,ij->i", diff, diff)
+
+
+def _take_rows(M: Any, index: np.ndarray | None, sl: slice) -> Any:
+    return M[sl] if index is None else M[index[sl]]
+
+
+def _pairwise(fn, A: Any, ia: np.ndarray | None, B: Any, ib: np.ndarray | None) -> np.ndarray:
+    n = A.shape[0] if ia is None else len(ia)
+    out = np.empty(n, dtype=np.float64)
+    for start in range(0, n, _PAIR_CHUNK):
+        sl = slice(start, min(start + _PAIR_CHUNK, n))
+        out[sl] = fn(_take_rows(A, ia, sl), _take_rows(B, ib, sl))
+    return out
+
+
+def _row_sq(M: Any, index: np.ndarray | None = None) -> np.ndarray:
+    """Squared norms |m|^2 of (the selected) rows, computed the same way for every row."""
+    return _pairwise(_rowwise_dot, M, index, M, index)
+
+
+def pair_rank_scores(Q: Any, rows: np.ndarray, G: Any, cols: np.ndarray, similarity: str,
+                     gallery_sq: np.ndarray | None = None) -> np.ndarray:
+    """The defining rank score of pairs (Q[rows], G[cols]) of prepared rows: q.g, or 2 q.g - |g|^2 for
+    squared_l2 (``gallery_sq`` = |g|^2 of the rows ``cols``, computed by ``_row_sq`` when None)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    dots = _pairwise(_rowwise_dot, Q, rows, G, cols)
+    if similarity != "squared_l2":
+        return dots
+    if gallery_sq is None:
+        gallery_sq = _row_sq(G, cols)
+    return 2.0 * dots - gallery_sq
+
+
+def _pair_similarities(Q: Any, rows: np.ndarray, G: Any, cols: np.ndarray, similarity: str,
+                       rank_scores: np.ndarray) -> np.ndarray:
+    """Reported similarities: the rank scores, or the true -|q - g|^2 for squared_l2."""
+    if similarity != "squared_l2":
+        return rank_scores.copy()
+    return -_pairwise(_rowwise_sqdist, Q, np.asarray(rows, dtype=np.int64), G, np.asarray(cols, dtype=np.int64))
+
+
+def _product(A: Any, B: Any) -> np.ndarray:
+    """Dense float64 C-contiguous block A @ B.T, never densifying a sparse operand."""
+    a_sparse, b_sparse = sp.issparse(A), sp.issparse(B)
+    if not a_sparse and not b_sparse:
+        return A @ B.T
+    if a_sparse and b_sparse:
+        return np.ascontiguousarray((A @ B.T).toarray(), dtype=np.float64)
+    if a_sparse:
+        return np.ascontiguousarray(A @ np.ascontiguousarray(B.T), dtype=np.float64)
+    return np.ascontiguousarray((B @ np.ascontiguousarray(A.T)).T, dtype=np.float64)
+
+
+def _tolerance(similarity: str, d: int, q_norms: np.ndarray, g_max: float, unit: float) -> np.ndarray:
+    """Per query row, a rigorous bound on |block score - direct score| for every gallery row of the shard.
+
+    The direct score is a float64 sum of d products, within gamma_d(2^-53) |q||g| of the exact inner product
+    of the prepared rows (gamma_d(u) = d u / (1 - d u) bounds any summation order; sum|q_k g_k| <= |q||g|).
+    The block score rounds the rows to the scan precision u (relative error <= u each) and sums in that
+    precision: within ((d + 2.1) u / (1 - d u)) |q||g|. squared_l2 doubles that and adds the rounding of |g|^2 and of the
+    subtraction. A 25% margin is added, and an absolute term covers subnormal products.
+    """
+    u64 = _U
+    dot = ((d + 2.1) * unit / (1.0 - d * unit) + d * u64 / (1.0 - d * u64)) * q_norms * g_max
+    tiny = (2.0 ** -140 if unit > u64 else 2.0 ** -1000) * (d + 2) * (1.0 + q_norms + g_max) ** 2
+    if similarity == "squared_l2":
+        dot = 2.0 * dot + 2.1 * (unit + u64) * (2.0 * q_norms * g_max + 2.0 * g_max * g_max)
+    return 1.25 * dot + tiny
+
+
+# --------------------------------------------------------------------------------------------------
+# Positives
+
+
+@dataclass(frozen=True, eq=False)
+class PositivePairs:
+    """The eligible positives of a run of queries, in CSR layout (``indptr`` rebased to the first query).
+
+    ``indices`` are global gallery rows (ascending within a query); ``rank_scores`` the defining scores that
+    ranks compare against; ``similarities`` the reported values (true -|q - g|^2 for squared_l2).
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    grades: np.ndarray
+    rank_scores: np.ndarray
+    similarities: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name, dtype in (("indptr", np.int64), ("indices", np.int64), ("grades", np.float64),
+                            ("rank_scores", np.float64), ("similarities", np.float64)):
+            object.__setattr__(self, name, np.ascontiguousarray(getattr(self, name), dtype=dtype))
+        n = int(self.indptr[-1]) if self.indptr.size else -1
+        if self.indptr.ndim != 1 or self.indptr.size < 1 or self.indptr[0] != 0 or np.any(np.diff(self.indptr) < 0):
+            raise ValidationError("PositivePairs.indptr must start at 0 and be non-decreasing")
+        for name in ("indices", "grades", "rank_scores", "similarities"):
+            if getattr(self, name).shape != (n,):
+                raise ValidationError(f"PositivePairs.{name} must hold {n} values (one per positive pair)")
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.indptr.size - 1)
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.indptr[-1])
+
+    def rows(self, start: int, stop: int) -> PositivePairs:
+        """The positives of queries [start, stop) (indptr rebased)."""
+        if not 0 <= start <= stop <= self.n_queries:
+            raise ValidationError(f"PositivePairs.rows: [{start}, {stop}) is outside [0, {self.n_queries})")
+        a, b = int(self.indptr[start]), int(self.indptr[stop])
+        return PositivePairs(self.indptr[start:stop + 1] - a, self.indices[a:b], self.grades[a:b],
+                             self.rank_scores[a:b], self.similarities[a:b])
+
+
+def positive_scores(Q: Endpoint, G: Endpoint, relevance: sp.csr_matrix, *, config: RetrievalConfig) -> PositivePairs:
+    """Score every eligible (query, positive) pair directly (``pair_rank_scores``).
+
+    ``Q`` and ``G`` are prepared endpoints (``prepare_endpoint``); ``relevance`` the eligible grades
+    (``eligible_relevance``), one row per row of ``Q``.
+    """
+    relevance = sp.csr_matrix(relevance)
+    if relevance.shape != (len(Q), len(G)):
+        raise ValidationError(f"relevance has shape {relevance.shape}, expected {(len(Q), len(G))}")
+    relevance.sort_indices()
+    rows = np.repeat(np.arange(len(Q), dtype=np.int64), np.diff(relevance.indptr))
+    cols = relevance.indices.astype(np.int64)
+    rank = pair_rank_scores(Q.values, rows, G.values, cols, config.similarity, G.sq[cols])
+    similarity = _pair_similarities(Q.values, rows, G.values, cols, config.similarity, rank)
+    return PositivePairs(relevance.indptr.astype(np.int64), cols, relevance.data, rank, similarity)
+
+
+# --------------------------------------------------------------------------------------------------
+# Partial counts
+
+
+def _normalize_ranges(ranges: Iterable[Any]) -> tuple[tuple[int, int], ...]:
+    """Sorted, adjacent-merged gallery ranges; an overlap (double counting) is refused."""
+    pairs = sorted((int(a), int(b)) for a, b in ranges)
+    out: list[list[int]] = []
+    for a, b in pairs:
+        if b < a:
+            raise ValidationError(f"gallery range [{a}, {b}) is reversed")
+        if out and a < out[-1][1]:
+            raise ValidationError(f"gallery rows [{a}, {min(b, out[-1][1])}) are covered by more than one partial")
+        if out and a == out[-1][1]:
+            out[-1][1] = b
+        elif b > a:
+            out.append([a, b])
+    return tuple((a, b) for a, b in out)
+
+
+@dataclass(frozen=True, eq=False)
+class RetrievalPartial:
+    """Partial counts of queries [query_start, query_stop) over the gallery rows in ``gallery_ranges``.
+
+    Per (query, positive) pair, aligned with the positives' CSR layout (``positive_indptr`` rebased,
+    ``positive_indices`` global gallery rows): ``outranked`` = eligible competitors that outrank it, ``tied`` =
+    eligible competitors with exactly its score. Per query: the best eligible non-positive by rank score
+    (``negative_score``, -inf if none; ``negative_index``, -1; ``negative_similarity``, NaN). Counts add
+    across gallery shards; the best negative merges by max (ties: lower gallery row).
+    """
+
+    query_start: int
+    query_stop: int
+    gallery_ranges: tuple[tuple[int, int], ...]
+    positive_indptr: np.ndarray
+    positive_indices: np.ndarray
+    outranked: np.ndarray
+    tied: np.ndarray
+    negative_score: np.ndarray
+    negative_index: np.ndarray
+    negative_similarity: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "query_start", int(self.query_start))
+        object.__setattr__(self, "query_stop", int(self.query_stop))
+        object.__setattr__(self, "gallery_ranges", _normalize_ranges(self.gallery_ranges))
+        for name, dtype in (("positive_indptr", np.int64), ("positive_indices", np.int64), ("outranked", np.int64),
+                            ("tied", np.int64), ("negative_score", np.float64), ("negative_index", np.int64),
+                            ("negative_similarity", np.float64)):
+            object.__setattr__(self, name, np.ascontiguousarray(getattr(self, name), dtype=dtype))
+        n = self.query_stop - self.query_start
+        if n < 0 or self.query_start < 0:
+            raise ValidationError(f"RetrievalPartial query range [{self.query_start}, {self.query_stop}) is invalid")
+        if self.positive_indptr.shape != (n + 1,) or self.positive_indptr[0] != 0:
+            raise ValidationError(f"RetrievalPartial.positive_indptr must hold {n + 1} offsets starting at 0")
+        pairs = int(self.positive_indptr[-1])
+        for name in ("positive_indices", "outranked", "tied"):
+            if getattr(self, name).shape != (pairs,):
+                raise ValidationError(f"RetrievalPartial.{name} must hold {pairs} values (one per positive pair)")
+        for name in ("negative_score", "negative_index", "negative_similarity"):
+            if getattr(self, name).shape != (n,):
+                raise ValidationError(f"RetrievalPartial.{name} must hold {n} values (one per query)")
+
+    @property
+    def n_queries(self) -> int:
+        return self.query_stop - self.query_start
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form; missing negatives are null."""
+        has = self.negative_index >= 0
+        return {
+            "query_start": self.query_start,
+            "query_stop": self.query_stop,
+            "gallery_ranges": [list(r) for r in self.gallery_ranges],
+            "positive_indptr": self.positive_indptr.tolist(),
+            "positive_indices": self.positive_indices.tolist(),
+            "outranked": self.outranked.tolist(),
+            "tied": self.tied.tolist(),
+            "negative_score": [float(v) if h else None for v, h in zip(self.negative_score, has)],
+            "negative_index": self.negative_index.tolist(),
+            "negative_similarity": [float(v) if h else None for v, h in zip(self.negative_similarity, has)],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RetrievalPartial:
+        try:
+            score = [-np.inf if v is None else v for v in data["negative_score"]]
+            similarity = [np.nan if v is None else v for v in data["negative_similarity"]]
+            return cls(data["query_start"], data["query_stop"], tuple(tuple(r) for r in data["gallery_ranges"]),
+                       np.asarray(data["positive_indptr"], dtype=np.int64),
+                       np.asarray(data["positive_indices"], dtype=np.int64),
+                       np.asarray(data["outranked"], dtype=np.int64), np.asarray(data["tied"], dtype=np.int64),
+                       np.asarray(score, dtype=np.float64), np.asarray(data["negative_index"], dtype=np.int64),
+                       np.asarray(similarity, dtype=np.float64))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(f"malformed retrieval partial: {exc}") from None
+
+
+def _block_entries(matrix: Any, b: int, s: int, query_offset: int, gallery_offset: int, what: str
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of the block's nonzero entries in block coordinates; a matrix of the block's shape is
+    block-local, otherwise its rows/columns are global and are sliced at the offsets."""
+    if matrix is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    matrix = matrix if sp.isspmatrix_csr(matrix) or isinstance(matrix, sp.csr_array) else sp.csr_matrix(matrix)
+    if matrix.shape[0] != b:
+        if matrix.shape[0] < query_offset + b:
+            raise ValidationError(f"{what} has {matrix.shape[0]} rows; the block needs rows "
+                                  f"[{query_offset}, {query_offset + b})")
+        matrix = matrix[query_offset:query_offset + b]
+    mask = np.asarray(matrix.data != 0)
+    rows = np.repeat(np.arange(b, dtype=np.int64), np.diff(matrix.indptr))[mask]
+    cols = matrix.indices.astype(np.int64)[mask]
+    if matrix.shape[1] != s:
+        if matrix.shape[1] < gallery_offset + s:
+            raise ValidationError(f"{what} has {matrix.shape[1]} columns; the shard needs columns "
+                                  f"[{gallery_offset}, {gallery_offset + s})")
+        keep = (cols >= gallery_offset) & (cols < gallery_offset + s)
+        rows, cols = rows[keep], cols[keep] - gallery_offset
+    return rows, cols
+
+
+def _count_true_rows(mask: np.ndarray) -> np.ndarray:
+    """Per-row count of True in a C-contiguous bool matrix whose row length is a multiple of 8."""
+    return np.bitwise_count(mask.view(np.uint64)).sum(axis=1, dtype=np.int64)
+
+
+def row_sq_norms(M: Any) -> np.ndarray:
+    """|m|^2 of every row of a float64 matrix, computed as the kernel computes them."""
+    return _row_sq(M)
+
+
+def _round_up(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """The smallest ``dtype`` values >= x (x itself for float64)."""
+    if dtype == np.float64:
+        return x
+    y = x.astype(dtype)
+    return np.where(y.astype(np.float64) < x, np.nextafter(y, dtype(np.inf)), y)
+
+
+def _round_down(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """The largest ``dtype`` values <= x (x itself for float64)."""
+    if dtype == np.float64:
+        return x
+    y = x.astype(dtype)
+    return np.where(y.astype(np.float64) > x, np.nextafter(y, dtype(-np.inf)), y)
+
+
+def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gallery_offset: int,
+                positives: PositivePairs, exclusions: Any = None, config: RetrievalConfig) -> RetrievalPartial:
+    """Partial counts of one (query block, gallery shard) unit.
+
+    ``Q_block`` = rows [query_offset, query_offset + b) of the prepared queries, ``G_shard`` = rows
+    [gallery_offset, gallery_offset + s) of the prepared gallery (``prepare_endpoint(...)[a:b]``).
+    ``positives`` covers the block's queries (or all queries; then it is sliced). ``exclusions`` is None, a
+    (b x s) block, or a matrix in global coordinates.
+
+    Kernel: S = Q.scan @ G.scan.T (squared_l2: (2 Q.scan) @ G.scan.T - |g|^2), one BLAS call; excluded pairs
+    and the shard's positives are set to -inf. Every score is within ``tol`` (``_tolerance``) of its direct
+    value. One vectorised pass extracts, per row, the items within 2 tol of the row maximum (the best
+    negative is among them: they are recomputed directly and the best kept) and, for *sparse* rows (few items
+    reach the row's lowest positive), every item at or above ``min t - tol``, each then located among the
+    row's sorted positive thresholds. *Dense* rows instead count, per positive, the items above ``t + tol``
+    and those at or above ``t - tol`` in two vectorised passes (thresholds rounded outwards to the scan
+    precision). Items within a band [t - tol, t + tol] are recomputed directly and compared exactly.
+    Positives compare among themselves by their direct scores. Cost beyond the product: a few passes over S
+    plus two per positive of each dense row.
+    """
+    if not isinstance(Q_block, Endpoint) or not isinstance(G_shard, Endpoint):
+        raise ValidationError("score_shard takes prepared endpoints (prepare_endpoint(...)[rows])")
+    b, s = len(Q_block), len(G_shard)
+    if Q_block.shape[1] != G_shard.shape[1]:
+        raise ValidationError(f"score_shard: query block {Q_block.shape} and gallery shard {G_shard.shape} must have "
+                              "the same number of columns")
+    query_offset, gallery_offset = int(query_offset), int(gallery_offset)
+    if positives.n_queries != b:
+        if positives.n_queries < query_offset + b:
+            raise ValidationError(f"score_shard: positives cover {positives.n_queries} queries; the block needs "
+                                  f"[{query_offset}, {query_offset + b})")
+        positives = positives.rows(query_offset, query_offset + b)
+    similarity = config.similarity
+    indptr = positives.indptr
+    R = np.diff(indptr)
+    P = int(indptr[-1])
+    prow = np.repeat(np.arange(b, dtype=np.int64), R)
+    pcol = positives.indices
+    t = positives.rank_scores
+    local = pcol - gallery_offset
+    inshard = (local >= 0) & (local < s)
+
+    outranked = np.zeros(P, dtype=np.int64)
+    tied = np.zeros(P, dtype=np.int64)
+    negative_score = np.full(b, -np.inf)
+    negative_index = np.full(b, -1, dtype=np.int64)
+    negative_similarity = np.full(b, np.nan)
+
+    def partial() -> RetrievalPartial:
+        return RetrievalPartial(query_offset, query_offset + b, ((gallery_offset, gallery_offset + s),), indptr,
+                                pcol, outranked, tied, negative_score, negative_index, negative_similarity)
+
+    _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied)
+    if b == 0 or s == 0:
+        return partial()
+
+    Qv, Gv, g_sq = Q_block.values, G_shard.values, G_shard.sq
+    q_norms = np.sqrt(Q_block.sq)
+    g_max = float(np.sqrt(g_sq.max()))
+    narrow = Q_block.scan.dtype == np.float32 or G_shard.scan.dtype == np.float32
+    unit = 2.0 ** -24 if narrow else _U
+    tol = _tolerance(similarity, Q_block.shape[1], q_norms, g_max, unit)
+    if similarity == "squared_l2":
+        S = _product(2 * Q_block.scan, G_shard.scan)  # doubling is exact
+        S -= g_sq.astype(S.dtype)
+    else:
+        S = _product(Q_block.scan, G_shard.scan)
+    dtype = S.dtype.type
+    er, ec = _block_entries(exclusions, b, s, query_offset, gallery_offset, "exclusions")
+    S[er, ec] = -np.inf
+    S[prow[inshard], local[inshard]] = -np.inf
+
+    def direct(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        return pair_rank_scores(Qv, rows, Gv, cols, similarity, g_sq[cols])
+
+    # thresholds of the positives, sorted by (row, score), with their bands [lo, hi]
+    order = np.lexsort((t, prow))
+    ts, rs, gs = t[order], prow[order], pcol[order]
+    lo = ts - tol[rs]
+    hi = ts + tol[rs]
+    has_pos = np.flatnonzero(R > 0)
+    row_min_lo = np.full(b, np.inf)
+    row_min_lo[has_pos] = lo[indptr[has_pos]]
+
+    row_max = S.max(axis=1).astype(np.float64)
+    has_neg = row_max > -np.inf
+    near_max = np.where(has_neg, row_max - 2.0 * tol, np.inf)
+    step = max(1, s // 256)
+    fraction = (S[:, ::step] >= row_min_lo[:, None]).mean(axis=1)
+    dense = (R > 0) & (fraction * _SPARSE_CANDIDATE_COST > R * _DENSE_PASS_COST)
+    threshold = np.where(dense, near_max, np.minimum(near_max, row_min_lo))
+    idx = np.flatnonzero(S >= _round_down(threshold, dtype)[:, None])
+    r = idx // s
+    c = idx - r * s
+    v = S.ravel()[idx].astype(np.float64)
+
+    # best eligible non-positive: the items within 2 tol of the row maximum, recomputed directly
+    pick = np.flatnonzero(v >= near_max[r])
+    if pick.size:
+        pr, pc = r[pick], c[pick]
+        x = direct(pr, pc)
+        first = np.lexsort((pc, -x, pr))
+        keep = first[np.r_[True, pr[first][1:] != pr[first][:-1]]]
+        rows, cols = pr[keep], pc[keep]
+        negative_score[rows] = x[keep]
+        negative_index[rows] = gallery_offset + cols
+        negative_similarity[rows] = _pair_similarities(Qv, rows, Gv, cols, similarity, x[keep])
+    if P == 0:
+        return partial()
+
+    counts = np.zeros(P, dtype=np.int64)
+    ties = np.zeros(P, dtype=np.int64)
+
+    def settle(rows: np.ndarray, cols: np.ndarray, positions: np.ndarray) -> None:
+        """Recompute band items directly and compare them exactly with positives at sorted ``positions``."""
+        x = direct(rows, cols)
+        equal = x == ts[positions]
+        wins = (x > ts[positions]) | (equal & (gallery_offset + cols < gs[positions]))
+        np.add.at(counts, positions, wins.astype(np.int64))
+        np.add.at(ties, positions, equal.astype(np.int64))
+
+    # sparse rows: locate each candidate among the row's positive thresholds
+    sparse_candidates = np.flatnonzero(~dense[r] & (v >= row_min_lo[r]))
+    if sparse_candidates.size:
+        r, c, v = r[sparse_candidates], c[sparse_candidates], v[sparse_candidates]
+        keys = r + 1j * v
+        above = np.searchsorted(rs + 1j * hi, keys, side="left")  # positives [start, above) have hi < v
+        start = indptr[r]
+        counts += np.cumsum(np.bincount(start, minlength=P + 1) - np.bincount(above, minlength=P + 1))[:P]
+        end = indptr[r + 1]
+        maybe = np.flatnonzero((above < end) & (lo[np.minimum(above, P - 1)] <= v))
+        if maybe.size:
+            upto = np.searchsorted(rs + 1j * lo, keys[maybe], side="right")
+            m = upto - above[maybe]
+            positions = np.repeat(above[maybe], m) + np.arange(m.sum()) - np.repeat(np.cumsum(m) - m, m)
+            settle(np.repeat(r[maybe], m), np.repeat(c[maybe], m), positions)
+
+    # dense rows: per positive, count items above hi and at or above lo (two vectorised passes)
+    rows_dense = np.flatnonzero(dense)
+    if rows_dense.size:
+        rows_dense = rows_dense[np.argsort(-R[rows_dense], kind="stable")]
+        Rd = R[rows_dense]
+        scan = S if (rows_dense.size == b and np.all(rows_dense == np.arange(b))) else S[rows_dense]
+        hi_scan, lo_scan = _round_up(hi, dtype), _round_down(lo, dtype)
+        width = -(-s // 8) * 8
+        above_mask = np.zeros((rows_dense.size, width), dtype=bool)
+        band_mask = np.zeros((rows_dense.size, width), dtype=bool)
+        for j in range(int(Rd[0])):
+            n = int(np.count_nonzero(Rd > j))
+            positions = indptr[rows_dense[:n]] + j
+            np.greater(scan[:n], hi_scan[positions][:, None], out=above_mask[:n, :s])
+            np.greater_equal(scan[:n], lo_scan[positions][:, None], out=band_mask[:n, :s])
+            counts[positions] += _count_true_rows(above_mask[:n])
+            np.not_equal(band_mask[:n], above_mask[:n], out=band_mask[:n])  # lo <= item <= hi
+            band = np.flatnonzero(band_mask[:n])
+            if band.size:
+                i, col = np.divmod(band, width)
+                settle(rows_dense[i], col, positions[i])
+
+    outranked[order] += counts
+    tied[order] += ties
+    return partial()
+
+
+def _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied) -> None:
+    """Add, per positive, the shard's positives of its query that outrank / tie it (direct scores).
+
+    In ranking order (score descending, then gallery row ascending) the in-shard positives ahead of a positive
+    outrank it; those with exactly its score tie with it.
+    """
+    P = prow.size
+    if P == 0 or not inshard.any():
+        return
+    order = np.lexsort((pcol, -t, prow))
+    rs, ts = prow[order], t[order]
+    flag = inshard[order].astype(np.int64)
+    before = np.cumsum(flag) - flag
+    ahead = before - before[indptr[rs]]
+    new_run = np.ones(P, dtype=bool)
+    new_run[1:] = (rs[1:] != rs[:-1]) | (ts[1:] != ts[:-1])
+    run = np.cumsum(new_run) - 1
+    in_run = np.bincount(run, weights=flag).astype(np.int64)
+    outranked[order] += ahead
+    tied[order] += in_run[run] - flag
+
+
+def _merge_same_queries(group: list[RetrievalPartial]) -> RetrievalPartial:
+    first = group[0]
+    outranked = first.outranked.copy()
+    tied = first.tied.copy()
+    score = first.negative_score.copy()
+    index = first.negative_index.copy()
+    similarity = first.negative_similarity.copy()
+    ranges = list(first.gallery_ranges)
+    for other in group[1:]:
+        if not (np.array_equal(other.positive_indptr, first.positive_indptr)
+                and np.array_equal(other.positive_indices, first.positive_indices)):
+            raise ValidationError(f"partials of queries [{first.query_start}, {first.query_stop}) disagree on the "
+                                  "positive pairs; they were computed from different relevance or exclusions")
+        outranked += other.outranked
+        tied += other.tied
+        better = (other.negative_score > score) | (
+            (other.negative_score == score) & (other.negative_index >= 0) & ((index < 0) | (other.negative_index < index)))
+        score[better] = other.negative_score[better]
+        index[better] = other.negative_index[better]
+        similarity[better] = other.negative_similarity[better]
+        ranges += list(other.gallery_ranges)
+    return RetrievalPartial(first.query_start, first.query_stop, tuple(ranges), first.positive_indptr,
+                            first.positive_indices, outranked, tied, score, index, similarity)
+
+
+def merge_partials(partials: Iterable[RetrievalPartial]) -> RetrievalPartial:
+    """Merge partials: same query range -> counts add, best negative by max (gallery shards must not overlap);
+    different query ranges -> concatenated (they must be contiguous and cover the same gallery rows)."""
+    partials = list(partials)
+    if not partials:
+        raise ValidationError("merge_partials needs at least one partial")
+    for p in partials:
+        if not isinstance(p, RetrievalPartial):
+            raise ValidationError(f"merge_partials takes RetrievalPartial objects, got {type(p).__name__}")
+    groups: dict[tuple[int, int], list[RetrievalPartial]] = {}
+    for p in partials:
+        groups.setdefault((p.query_start, p.query_stop), []).append(p)
+    merged = [_merge_same_queries(groups[key]) for key in sorted(groups)]
+    if len(merged) == 1:
+        return merged[0]
+    for a, b in zip(merged, merged[1:]):
+        if b.query_start != a.query_stop:
+            raise ValidationError(f"partials of queries [{a.query_start}, {a.query_stop}) and "
+                                  f"[{b.query_start}, {b.query_stop}) overlap or leave a gap")
+        if b.gallery_ranges != a.gallery_ranges:
+            raise ValidationError(f"queries [{a.query_start}, {a.query_stop}) cover gallery rows {a.gallery_ranges} "
+                                  f"but queries [{b.query_start}, {b.query_stop}) cover {b.gallery_ranges}")
+    offsets = np.cumsum([0] + [int(p.positive_indptr[-1]) for p in merged])
+    indptr = np.concatenate([[0]] + [p.positive_indptr[1:] + off for p, off in zip(merged, offsets)])
+    cat = lambda name: np.concatenate([getattr(p, name) for p in merged])  # noqa: E731
+    return RetrievalPartial(merged[0].query_start, merged[-1].query_stop, merged[0].gallery_ranges, indptr,
+                            cat("positive_indices"), cat("outranked"), cat("tied"), cat("negative_score"),
+                            cat("negative_index"), cat("negative_similarity"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Metrics
+
+
+def log_gain(grades: Any) -> np.ndarray:
+    """log(2^g - 1) for grades g > 0, without forming 2^g (see the module docstring)."""
+    g = np.asarray(grades, dtype=np.float64)
+    x = g * _LN2
+    out = np.empty_like(x)
+    small = x < 1e-4
+    mid = ~small & (x <= 50.0)
+    big = x > 50.0
+    out[small] = np.log(g[small]) + math.log(_LN2) + np.log1p(x[small] / 2.0 + x[small] ** 2 / 6.0)
+    out[mid] = np.log(np.expm1(x[mid]))
+    out[big] = x[big] + np.log1p(-np.exp(-x[big]))
+    return out
+
+
+def _summary(values: np.ndarray) -> dict[str, float] | None:
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return None
+    return {"mean": float(values.mean()), "median": float(np.median(values)), "min": float(values.min()),
+            "max": float(values.max()), "count": int(values.size)}
+
+
+def _optional(values: np.ndarray, present: np.ndarray) -> list[float | None]:
+    return [float(v) if p else None for v, p in zip(values, present)]
+
+
+def finalize(partial: RetrievalPartial, positives: PositivePairs, config: RetrievalConfig, *, n_gallery: int,
+             query_ids: Sequence[str] | None = None, gallery_ids: Sequence[str] | None = None,
+             direction: str = "forward", metadata: Mapping[str, Any] | None = None) -> RetrievalResult:
+    """Metrics from merged partial counts covering every query and gallery rows [0, n_gallery)."""
+    nq = positives.n_queries
+    if partial.query_start != 0 or partial.query_stop != nq:
+        raise ValidationError(f"finalize: the partial covers queries [{partial.query_start}, {partial.query_stop}); "
+                              f"all {nq} queries are needed")
+    if partial.gallery_ranges != ((0, int(n_gallery)),):
+        raise ValidationError(f"finalize: the partial covers gallery rows {list(partial.gallery_ranges)}; "
+                              f"rows [0, {n_gallery}) are needed")
+    if not (np.array_equal(partial.positive_indptr, positives.indptr)
+            and np.array_equal(partial.positive_indices, positives.indices)):
+        raise ValidationError("finalize: the partial was computed for different positive pairs")
+    qkeys = _row_id_keys(query_ids, nq, "query ids" if direction == "forward" else "gallery ids")
+    gkeys = None if gallery_ids is None else _row_id_keys(gallery_ids, int(n_gallery), "gallery ids")
+    R = np.diff(positives.indptr)
+    if np.any(R == 0):
+        empty = np.flatnonzero(R == 0)
+        raise ValidationError(f"{empty.size} query(ies) have no eligible positive: {_listing(empty, qkeys)}")
+    indptr = positives.indptr
+    P = positives.n_pairs
+    row = np.repeat(np.arange(nq), R)
+    rank = partial.outranked + 1
+
+    order = np.lexsort((rank, row))
+    rank_sorted = rank[order].astype(np.float64)
+    position = np.arange(P) - indptr[row]  # 0-based position within the query (rows stay grouped)
+    values: dict[str, np.ndarray] = {
+        "map": np.bincount(row, weights=(position + 1) / rank_sorted, minlength=nq) / R,
+        "mrr": 1.0 / rank_sorted[indptr[:-1]],
+    }
+    lg = log_gain(positives.grades)
+    ratio = np.exp(lg - np.maximum.reduceat(lg, indptr[:-1])[row])
+    gain_sorted = ratio[order] / np.log2(rank_sorted + 1.0)
+    ideal = ratio[np.lexsort((-ratio, row))] / np.log2(position + 2.0)
+    for k in config.ks:
+        within = rank_sorted <= k
+        hits = np.bincount(row, weights=within, minlength=nq)
+        dcg = np.bincount(row, weights=np.where(within, gain_sorted, 0.0), minlength=nq)
+        idcg = np.bincount(row, weights=np.where(position < k, ideal, 0.0), minlength=nq)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values[f"ndcg@{k}"] = np.clip(np.where(idcg > 0, dcg / idcg, 0.0), 0.0, 1.0)
+        values[f"precision@{k}"] = hits / k
+        values[f"recall@{k}"] = hits / R
+        values[f"hit_rate@{k}"] = (hits > 0).astype(np.float64)
+    names = config.metric_names()
+    metrics = {name: float(values[name].mean()) for name in names}
+
+    first_rank = rank_sorted[indptr[:-1]].astype(np.int64)
+    best_positive = np.maximum.reduceat(positives.similarities, indptr[:-1])
+    has_negative = partial.negative_index >= 0
+    margin = best_positive - partial.negative_similarity
+    tie_queries = np.bincount(row, weights=partial.tied > 0, minlength=nq) > 0
+
+    warnings: list[str] = []
+    where = "retrieval" if direction == "forward" else "reverse retrieval"
+    if tie_queries.any():
+        warnings.append(f"{where}: {int(tie_queries.sum())} query(ies) had a positive whose rank was decided by an "
+                        f"exactly equal score; ties are broken by {TIE_RULE}")
+    no_negative = np.flatnonzero(~has_negative)
+    if no_negative.size:
+        warnings.append(f"{where}: {no_negative.size} query(ies) have no eligible negative and no margin: "
+                        + _listing(no_negative, qkeys))
+    large = [k for k in config.ks if k > n_gallery]
+    if large:
+        warnings.append(f"{where}: ks {large} exceed the {n_gallery} gallery items; precision@k still divides by k")
+
+    per_query: dict[str, list[Any]] = {name: values[name].tolist() for name in names}
+    per_query.update({
+        "n_positives": R.tolist(),
+        "first_rank": first_rank.tolist(),
+        "best_positive_similarity": best_positive.tolist(),
+        "nearest_negative_similarity": _optional(partial.negative_similarity, has_negative),
+        "margin": _optional(margin, has_negative),
+        "tie": tie_queries.tolist(),
+    })
+    primary = values[config.primary_metric]
+    worst = []
+    for i in np.lexsort((np.arange(nq), primary))[:config.worst_queries]:
+        neg = int(partial.negative_index[i])
+        worst.append({
+            "query_index": int(i),
+            "query_id": qkeys[i],
+            "query": _describe(qkeys[i]),
+            **{name: float(values[name][i]) for name in names},
+            "n_positives": int(R[i]),
+            "first_rank": int(first_rank[i]),
+            "best_positive_similarity": float(best_positive[i]),
+            "nearest_negative_similarity": float(partial.negative_similarity[i]) if neg >= 0 else None,
+            "nearest_negative_id": (gkeys[neg] if gkeys is not None else semantic_key(neg)) if neg >= 0 else None,
+            "margin": float(margin[i]) if neg >= 0 else None,
+        })
+    meta = {
+        "similarity": config.similarity,
+        "rank": RANK_RULE,
+        "tie_rule": TIE_RULE,
+        "ndcg_gain": "2^grade - 1 (stable log-domain ratios)",
+        "map_denominator": "all eligible positives R",
+        "mrr_cutoff": None,
+        **dict(metadata or {}),
+    }
+    return RetrievalResult(
+        direction=direction, config=config, score=metrics[config.primary_metric], metrics=metrics,
+        per_query=per_query, query_ids=list(qkeys), n_queries=nq, n_gallery=int(n_gallery), n_positive_pairs=P,
+        n_queries_with_ties=int(tie_queries.sum()), n_queries_without_negatives=int(no_negative.size),
+        summaries={
+            "positive_similarity": _summary(positives.similarities),
+            "nearest_negative_similarity": _summary(partial.negative_similarity[has_negative]),
+            "margin": _summary(margin[has_negative]),
+        },
+        worst_queries=worst, warnings=warnings, metadata=meta,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Results
+
+
+def _artifact_config(data: Any, expected: RetrievalConfig | None, where: str) -> RetrievalConfig:
+    if not isinstance(data, Mapping):
+        raise ArtifactError(f"{where}: config must be a mapping, got {type(data).__name__}")
+    try:
+        config = RetrievalConfig.from_dict(data)
+    except ValidationError as exc:
+        raise ArtifactError(f"{where}: invalid recorded config: {exc}") from None
+    if expected is not None:
+        if not isinstance(expected, RetrievalConfig):
+            raise ValidationError(f"expected_config must be a RetrievalConfig, got {type(expected).__name__}")
+        recorded, wanted = config.to_dict(), expected.to_dict()
+        diffs = [f"{key}: recorded {recorded[key]!r}, expected {wanted[key]!r}"
+                 for key in wanted if recorded[key] != wanted[key]]
+        if diffs:
+            raise ArtifactError(f"{where}: retrieval config mismatch ({'; '.join(diffs)})")
+    return config
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """One direction's metrics (``metrics``: plain means of ``per_query`` over queries) and diagnostics.
+
+    ``per_query`` holds every metric plus n_positives, first_rank, best_positive_similarity,
+    nearest_negative_similarity and margin (null without eligible negatives) and tie (a rank was decided by an
+    exactly equal score). ``summaries``: mean/median/min/max/count of positive similarity (all positive pairs),
+    nearest-negative similarity and margin.
+    """
+
+    direction: str
+    config: RetrievalConfig
+    score: float
+    metrics: dict[str, float]
+    per_query: dict[str, list[Any]]
+    query_ids: list[str]
+    n_queries: int
+    n_gallery: int
+    n_positive_pairs: int
+    n_queries_with_ties: int
+    n_queries_without_negatives: int
+    summaries: dict[str, Any]
+    worst_queries: list[dict[str, Any]]
+    warnings: list[str]
+    metadata: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("forward", "reverse"):
+            raise ValidationError(f"RetrievalResult.direction must be 'forward' or 'reverse', got {self.direction!r}")
+        if not isinstance(self.config, RetrievalConfig):
+            raise ValidationError(f"RetrievalResult.config must be a RetrievalConfig, got {type(self.config).__name__}")
+        names = set(self.config.metric_names())
+        if set(self.metrics) != names:
+            raise ValidationError(f"RetrievalResult.metrics must hold exactly {sorted(names)}, got {sorted(self.metrics)}")
+        if not math.isclose(float(self.score), float(self.metrics[self.config.primary_metric]), rel_tol=0, abs_tol=0):
+            raise ValidationError("RetrievalResult.score must equal metrics[config.primary_metric]")
+        for name, column in self.per_query.items():
+            if len(column) != self.n_queries:
+                raise ValidationError(f"RetrievalResult.per_query[{name!r}] holds {len(column)} values for "
+                                      f"{self.n_queries} queries")
+        if len(self.query_ids) != self.n_queries:
+            raise ValidationError(f"RetrievalResult.query_ids holds {len(self.query_ids)} ids for {self.n_queries} queries")
+
+    @property
+    def primary_metric(self) -> str:
+        return self.config.primary_metric
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "config"}
+        return {"schema": RETRIEVAL_RESULT_SCHEMA, "config": self.config.to_dict(), **to_json_value(doc)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, expected_config: RetrievalConfig | None = None) -> RetrievalResult:
+        if not isinstance(data, Mapping):
+            raise ArtifactError(f"retrieval result must be a mapping, got {type(data).__name__}")
+        if data.get("schema") != RETRIEVAL_RESULT_SCHEMA:
+            raise ArtifactError(f"retrieval result has schema {data.get('schema')!r}, expected {RETRIEVAL_RESULT_SCHEMA!r}")
+        missing = [name for name in cls.__dataclass_fields__ if name not in data]
+        if missing:
+            raise ArtifactError(f"retrieval result lacks fields {missing}")
+        config = _artifact_config(data["config"], expected_config, f"{data.get('direction', '?')} retrieval result")
+        try:
+            return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name != "config"}, config=config)
+        except (ValidationError, TypeError, KeyError) as exc:
+            raise ArtifactError(f"malformed retrieval result: {exc}") from None
+
+
+@dataclass(frozen=True)
+class RetrievalScore:
+    """Forward result, the reverse one (bidirectional) and ``primary_score`` = their primary scores' mean
+    (forward alone when not bidirectional)."""
+
+    forward: RetrievalResult
+    reverse: RetrievalResult | None
+    primary_score: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.forward, RetrievalResult) or self.forward.direction != "forward":
+            raise ValidationError("RetrievalScore.forward must be a forward RetrievalResult")
+        if self.forward.config.bidirectional != (self.reverse is not None):
+            raise ValidationError("RetrievalScore.reverse must be present exactly when the config is bidirectional")
+        if self.reverse is not None:
+            if not isinstance(self.reverse, RetrievalResult) or self.reverse.direction != "reverse":
+                raise ValidationError("RetrievalScore.reverse must be a reverse RetrievalResult")
+            if self.reverse.config != self.forward.config:
+                raise ValidationError("RetrievalScore.forward and reverse were scored under different configs")
+        expected = self.forward.score if self.reverse is None else (self.forward.score + self.reverse.score) / 2.0
+        if float(self.primary_score) != expected:
+            raise ValidationError(f"RetrievalScore.primary_score {self.primary_score!r} is not the mean of the "
+                                  f"directions' primary scores ({expected!r})")
+        object.__setattr__(self, "primary_score", float(self.primary_score))
+
+    @property
+    def config(self) -> RetrievalConfig:
+        return self.forward.config
+
+    @property
+    def score(self) -> float:
+        return self.primary_score
+
+    @property
+    def primary_metric(self) -> str:
+        return self.config.primary_metric
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The forward metrics."""
+        return self.forward.metrics
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.forward.warnings) + (list(self.reverse.warnings) if self.reverse is not None else [])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": RETRIEVAL_SCORE_SCHEMA,
+            "config": self.config.to_dict(),
+            "primary_metric": self.primary_metric,
+            "primary_score": self.primary_score,
+            "forward": self.forward.to_dict(),
+            "reverse": None if self.reverse is None else self.reverse.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, expected_config: RetrievalConfig | None = None) -> RetrievalScore:
+        """Rebuild a score document; with ``expected_config``, a document scored under another config is
+        refused (ArtifactError naming every differing field)."""
+        if not isinstance(data, Mapping):
+            raise ArtifactError(f"retrieval score must be a mapping, got {type(data).__name__}")
+        if data.get("schema") != RETRIEVAL_SCORE_SCHEMA:
+            raise ArtifactError(f"retrieval score has schema {data.get('schema')!r}, expected {RETRIEVAL_SCORE_SCHEMA!r}")
+        for key in ("config", "primary_score", "forward", "reverse"):
+            if key not in data:
+                raise ArtifactError(f"retrieval score lacks {key!r}")
+        config = _artifact_config(data["config"], expected_config, "retrieval score")
+        forward = RetrievalResult.from_dict(data["forward"], expected_config=config)
+        reverse = None if data["reverse"] is None else RetrievalResult.from_dict(data["reverse"], expected_config=config)
+        try:
+            return cls(forward, reverse, data["primary_score"])
+        except (ValidationError, TypeError) as exc:
+            raise ArtifactError(f"malformed retrieval score: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Scorer
+
+
+def _endpoint_bytes(matrix: Any) -> int:
+    if sp.issparse(matrix):
+        return 16 * int(matrix.nnz) + 8 * (matrix.shape[0] + 1)
+    return 8 * int(matrix.shape[0]) * int(matrix.shape[1])
+
+
+def admit(config: RetrievalConfig, queries: Any, gallery: Any) -> None:
+    """Memory admission (module docstring): BudgetError saying what to lower."""
+    nq, ng = int(queries.shape[0]), int(gallery.shape[0])
+    endpoints = _endpoint_bytes(queries) + _endpoint_bytes(gallery)
+    directions = [(nq, ng)] + ([(ng, nq)] if config.bidirectional else [])
+    block = max(8 * min(config.query_block_size, a) * min(config.gallery_block_size, b) for a, b in directions)
+    total = endpoints + block
+    if total > config.max_dense_bytes:
+        if endpoints > config.max_dense_bytes:
+            hint = ("the float64 endpoints alone exceed it: shard the gallery (scoring decomposes over gallery "
+                    "shards) or raise RetrievalConfig.max_dense_bytes")
+        else:
+            hint = ("lower RetrievalConfig.query_block_size or RetrievalConfig.gallery_block_size, or raise "
+                    "RetrievalConfig.max_dense_bytes")
+        raise BudgetError(f"retrieval needs {total:,} bytes (float64 endpoints {endpoints:,} + score block {block:,} "
+                          f"= {min(config.query_block_size, nq)} x {min(config.gallery_block_size, ng)} x 8), more "
+                          f"than RetrievalConfig.max_dense_bytes={config.max_dense_bytes:,}; {hint}")
+    if config.max_comparisons is not None and nq * ng > config.max_comparisons:
+        raise BudgetError(f"retrieval compares {nq:,} queries x {ng:,} gallery items = {nq * ng:,} pairs, more than "
+                          f"RetrievalConfig.max_comparisons={config.max_comparisons:,}; raise it or score fewer rows")
+
+
+def scan_admitted(config: RetrievalConfig, queries: Any, gallery: Any) -> bool:
+    """Whether float32 scan copies (4 bytes per stored value) also fit ``max_dense_bytes`` beside the
+    admitted working set; otherwise block products run on the float64 rows (same results, slower)."""
+    nq, ng = int(queries.shape[0]), int(gallery.shape[0])
+    copies = (_endpoint_bytes(queries) + _endpoint_bytes(gallery)) // 2
+    directions = [(nq, ng)] + ([(ng, nq)] if config.bidirectional else [])
+    block = max(8 * min(config.query_block_size, a) * min(config.gallery_block_size, b) for a, b in directions)
+    return _endpoint_bytes(queries) + _endpoint_bytes(gallery) + copies + block <= config.max_dense_bytes
+
+
+class RetrievalScorer:
+    """Exact retrieval of every query against the whole gallery, in (query block x gallery block) units."""
+
+    def __init__(self, config: RetrievalConfig | None = None) -> None:
+        if config is not None and not isinstance(config, RetrievalConfig):
+            raise ValidationError(f"RetrievalScorer config must be a RetrievalConfig, got {type(config).__name__}")
+        self.config = config if config is not None else RetrievalConfig()
+
+    def score(self, queries: Any, gallery: Any, relevance: Any, *, query_ids: Sequence[str] | None = None,
+              gallery_ids: Sequence[str] | None = None, exclusions: Any = None) -> RetrievalScore:
+        """Score queries against the gallery. ``relevance``: grades (CSR, array or {qi: {gi: grade}});
+        ``exclusions``: excluded pairs; ids: semantic-key strings used in messages and worst queries."""
+        config = self.config
+        Q = as_matrix(queries, what="Query embeddings")
+        G = as_matrix(gallery, what="Gallery embeddings")
+        nq, d = Q.shape
+        ng = G.shape[0]
+        if nq == 0 or ng == 0:
+            raise ValidationError(f"retrieval needs at least one query and one gallery item, got {nq} and {ng}")
+        if G.shape[1] != d:
+            raise ValidationError(f"Query embeddings have {d} dimensions but Gallery embeddings have {G.shape[1]}")
+        qkeys = _row_id_keys(query_ids, nq, "Query embeddings")
+        gkeys = _row_id_keys(gallery_ids, ng, "Gallery embeddings")
+        admit(config, Q, G)
+        grades = relevance_matrix(relevance, (nq, ng), query_ids=qkeys, gallery_ids=gkeys)
+        excluded = exclusion_matrix(exclusions, (nq, ng))
+        forward_relevance = eligible_relevance(grades, excluded, query_ids=qkeys, what="query")
+        reverse_relevance = None
+        if config.bidirectional:
+            reverse_relevance = eligible_relevance(forward_relevance.T.tocsr(), None, query_ids=gkeys,
+                                                   what="gallery item")
+        scan = "float32" if scan_admitted(config, Q, G) else "float64"
+        Qp = prepare_endpoint(Q, config.similarity, what="Query embeddings", row_ids=qkeys, scan=scan)
+        Gp = prepare_endpoint(G, config.similarity, what="Gallery embeddings", row_ids=gkeys, scan=scan)
+        q_max, g_max = float(np.sqrt(Qp.sq.max())), float(np.sqrt(Gp.sq.max()))
+        if not (q_max + g_max) ** 2 < 1e300:
+            raise ValidationError(f"{config.similarity} similarity would overflow float64 (largest row norms: Query "
+                                  f"embeddings {q_max:.3g}, Gallery embeddings {g_max:.3g}); rescale the embeddings")
+        meta = {"n_dimensions": int(d), "query_sparse": bool(sp.issparse(Q)), "gallery_sparse": bool(sp.issparse(G)),
+                "scan_dtype": str(Gp.scan.dtype)}
+        forward = _score_direction(Qp, Gp, forward_relevance, excluded, config, qkeys, gkeys, "forward", meta)
+        reverse = None
+        if config.bidirectional:
+            reverse_excluded = None if excluded is None else excluded.T.tocsr()
+            reverse = _score_direction(Gp, Qp, reverse_relevance, reverse_excluded, config, gkeys, qkeys, "reverse",
+                                       {**meta, "query_sparse": meta["gallery_sparse"],
+                                        "gallery_sparse": meta["query_sparse"]})
+        primary = forward.score if reverse is None else (forward.score + reverse.score) / 2.0
+        return RetrievalScore(forward, reverse, primary)
+
+
+def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, direction, metadata) -> RetrievalResult:
+    """One direction with exactly the public unit functions: positives, shards, merge, finalize."""
+    positives = positive_scores(Q, G, relevance, config=config)
+    nq, ng = len(Q), len(G)
+    blocks = []
+    for qs in range(0, nq, config.query_block_size):
+        qe = min(qs + config.query_block_size, nq)
+        block_positives = positives.rows(qs, qe)
+        block_exclusions = None if exclusions is None else exclusions[qs:qe]
+        shards = [
+            score_shard(Q[qs:qe], G[gs:min(gs + config.gallery_block_size, ng)], query_offset=qs, gallery_offset=gs,
+                        positives=block_positives, exclusions=block_exclusions, config=config)
+            for gs in range(0, ng, config.gallery_block_size)
+        ]
+        blocks.append(merge_partials(shards))
+    merged = merge_partials(blocks)
+    return finalize(merged, positives, config, n_gallery=ng, query_ids=qkeys, gallery_ids=gkeys,
+                    direction=direction, metadata=metadata)
