@@ -83,7 +83,8 @@ def test_shard_files_are_named_by_fingerprint_and_capped(default_run, default_co
     for fp in workflow_plan.fingerprints("embed"):
         n = len(workflow_plan.spec(fp)["shards"])
         counts.append(n)
-        assert workflow_plan.shard_paths(fp) == [f"results/embeddings/{fp}/shard-{i}-of-{n}.h5" for i in range(n)]
+        folder = "results/retrieval/embeddings" if workflow_plan.spec(fp).get("protocol") == "retrieval" else "results/embeddings"
+        assert workflow_plan.shard_paths(fp) == [f"{folder}/{fp}/shard-{i}-of-{n}.h5" for i in range(n)]
         assert all((default_run / p).exists() for p in workflow_plan.shard_paths(fp))
     assert sorted(counts) == [2] * 7 + [4] * 3  # diabetes 3 + retrieval 4 endpoints in 2 shards; digits 3 in 4
 

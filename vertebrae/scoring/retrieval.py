@@ -33,20 +33,22 @@ functions over query blocks x gallery blocks in one process; a workflow can fan 
 Arithmetic
 ----------
 The score of a pair is defined by its *direct* computation (``pair_rank_scores``): the float64 inner product
-of the two prepared rows, ``2 q.g - |g|^2`` for squared_l2. Positives' scores are computed that way once
-(``positive_scores``). Block products (BLAS or scipy) only *filter*: a competitor whose block score lies more
-than ``tol`` above (below) a positive's score outranks (does not outrank) it, where ``tol`` rigorously bounds
-the difference between the two computations (``4 (d + 2) 2^-53 |q| max|g|``, more for squared_l2); a
-competitor inside that band is recomputed directly and compared exactly. Ranks, ties and metrics therefore do
-not depend on block sizes, shard boundaries or the BLAS. The nearest negative of a shard is chosen by its block
-score (its similarity is then recomputed directly), so when two negatives agree to within rounding, which one
-is reported can depend on the BLAS; the similarity then agrees to within rounding.
+of the two prepared float64 rows (cosine: L2-normalised), ``2 q.g - |g|^2`` for squared_l2. Positives' scores
+are computed that way once (``positive_scores``). Block products (one BLAS call per unit, on float32 copies
+of the rows when admitted) only *filter*: every block score is within ``tol`` of its direct value, a rigorous
+bound (``_tolerance``: about ``(d + 2) u |q| max|g|`` for scan precision u), so a competitor more than ``tol``
+above (below) a positive's score outranks (does not outrank) it, and one inside that band is recomputed
+directly and compared exactly. Likewise the nearest negative is chosen among the items within ``2 tol`` of the
+row maximum by their direct scores. Ranks, ties, nearest negatives and metrics therefore do not depend on
+block sizes, shard boundaries, the BLAS or the scan precision.
 
 Memory admission
 ----------------
 Before any work: ``8 (nq + ng) d + 8 min(qbs, nq) min(gbs, ng)`` bytes (both directions when bidirectional)
 must fit ``max_dense_bytes`` (a sparse endpoint counts ``16 nnz + 8 (rows + 1)`` instead of ``8 rows d``: it
-stays sparse), and ``nq ng`` must not exceed ``max_comparisons`` when set; otherwise ``BudgetError``.
+stays sparse), and ``nq ng`` must not exceed ``max_comparisons`` when set; otherwise ``BudgetError``. The
+float32 scan copies (half the endpoint bytes again) are made only when they fit too; otherwise the block
+products run on the float64 rows, with the same results.
 """
 
 from __future__ import annotations
@@ -67,13 +69,14 @@ from vertebrae.scoring.metrics import SIMILARITIES, _divide_rows, parse_retrieva
 from vertebrae.scoring.metrics import _row_norms as _sparse_row_norms
 
 __all__ = [
+    "Endpoint",
     "PositivePairs",
-    "admit",
     "RetrievalConfig",
     "RetrievalPartial",
     "RetrievalResult",
     "RetrievalScore",
     "RetrievalScorer",
+    "admit",
     "eligible_relevance",
     "exclusion_matrix",
     "finalize",
@@ -84,6 +87,7 @@ __all__ = [
     "prepare_endpoint",
     "relevance_matrix",
     "row_sq_norms",
+    "scan_admitted",
     "score_shard",
 ]
 
@@ -93,7 +97,7 @@ TIE_RULE = "gallery row order (equal scores: the earlier gallery row ranks first
 RANK_RULE = "1 + eligible gallery items scoring strictly higher, or equal and earlier in gallery row order"
 
 _U = 2.0 ** -53  # float64 unit roundoff
-_PAIR_CHUNK = 8192  # pairs per direct-computation chunk
+_PAIR_CHUNK = 8192  # at most this many pairs per direct-computation chunk
 _LN2 = math.log(2.0)
 # cost model of the shard kernel (ns per element): two compare+count passes per positive over a dense row,
 # versus locating an extracted candidate among the row's positives on the sparse path
@@ -321,7 +325,7 @@ class Endpoint:
     """Prepared rows of one endpoint.
 
     ``values``: float64 rows as scored (L2-normalised for cosine), a C-contiguous array or canonical CSR;
-    ``sq``: their squared norms |row|^2 (the defining arithmetic, ``row_sq_norms``); ``scan``: what block
+    ``sq``: their squared norms |row|^2 (the defining arithmetic, ``row_sq_norms``; 1 for cosine); ``scan``: what block
     products use, a float32 copy of ``values`` (half the bytes, twice the BLAS speed; exactness is kept by
     the kernel's error bands) or ``values`` itself. Slicing (``endpoint[a:b]``) takes rows, sharing memory.
     """
@@ -373,10 +377,11 @@ def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequen
         check_finite(values, keys, what=what)
         values = _canonical_csr(values, np.float64)
         norms = _sparse_row_norms(values) if similarity == "cosine" else None
+        sq = None
     else:
         copy = similarity == "cosine" or values.dtype != np.float64 or not values.flags.c_contiguous
         values = np.array(values, dtype=np.float64, order="C", copy=True) if copy else values
-        norms = _checked_norms(values, keys, what)
+        norms, sq = _checked_norms(values, keys, what)
     if similarity == "cosine":
         zero = np.flatnonzero(norms == 0)
         if zero.size:
@@ -387,15 +392,17 @@ def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequen
             values = _divide_rows(values, norms)
         else:
             values /= norms[:, None]
-    with np.errstate(over="ignore"):
-        sq = _row_sq(values)
+        sq = np.ones(values.shape[0])  # unit rows (to rounding; the kernel's tolerance has the margin)
+    elif sq is None:
+        with np.errstate(over="ignore"):
+            sq = _row_sq(values)
     narrow = scan == "float32" and (sq.size == 0 or bool(np.sqrt(sq.max()) <= _FLOAT32_SAFE_NORM))
     scan_values = values.astype(np.float32) if narrow else values
     return Endpoint(values, sq, scan_values)
 
 
-def _checked_norms(values: np.ndarray, keys: Sequence[str], what: str) -> np.ndarray:
-    """Row L2 norms of a dense float64 matrix; rows holding NaN or infinities are refused (naming them).
+def _checked_norms(values: np.ndarray, keys: Sequence[str], what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Row L2 norms and ``_row_sq`` of a dense float64 matrix; rows holding NaN or infinities are refused.
 
     Fast path: sqrt of the row sums of squares; rows where that is not finite or could have under/overflowed
     are redone with the overflow-safe scaled formula (after checking their values are finite).
@@ -412,7 +419,7 @@ def _checked_norms(values: np.ndarray, keys: Sequence[str], what: str) -> np.nda
             raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}"
                                   f"{', ...' if bad.size > _LIST_LIMIT else ''}")
         norms[suspicious] = _row_norms(rows)
-    return norms
+    return norms, sq
 
 
 # --------------------------------------------------------------------------------------------------
@@ -434,10 +441,11 @@ def _row_norms(M: Any) -> np.ndarray:
 
 
 def _rowwise_dot(X: Any, Y: Any) -> np.ndarray:
-    """Row-wise inner products of two equally shaped row sets (dense rows: einsum; sparse: stored order)."""
+    """Row-wise inner products of two equally shaped row sets (dense: pairwise sum; sparse: stored order)."""
     n = X.shape[0]
     if not sp.issparse(X) and not sp.issparse(Y):
-        return np.einsum("ij,ij->i", X, Y)
+        # numpy's pairwise row sum: the same bits for a row whatever the batch (einsum is not, beyond 8192)
+        return np.multiply(X, Y).sum(axis=1)
     if sp.issparse(X) and sp.issparse(Y):
         product = sp.csr_matrix(X.multiply(Y))
         product.sort_indices()
@@ -461,7 +469,7 @@ def _rowwise_sqdist(X: Any, Y: Any) -> np.ndarray:
         rows = np.repeat(np.arange(n), np.diff(diff.indptr))
         return np.bincount(rows, weights=diff.data * diff.data, minlength=n)
     diff = np.asarray(diff)
-    return np.einsum("ij,ij->i", diff, diff)
+    return np.multiply(diff, diff).sum(axis=1)
 
 
 def _take_rows(M: Any, index: np.ndarray | None, sl: slice) -> Any:
@@ -469,10 +477,12 @@ def _take_rows(M: Any, index: np.ndarray | None, sl: slice) -> Any:
 
 
 def _pairwise(fn, A: Any, ia: np.ndarray | None, B: Any, ib: np.ndarray | None) -> np.ndarray:
+    """``fn`` over row pairs in chunks of ~256K values (results do not depend on the chunking)."""
     n = A.shape[0] if ia is None else len(ia)
     out = np.empty(n, dtype=np.float64)
-    for start in range(0, n, _PAIR_CHUNK):
-        sl = slice(start, min(start + _PAIR_CHUNK, n))
+    chunk = max(1, min(_PAIR_CHUNK, (1 << 18) // max(1, A.shape[1])))
+    for start in range(0, n, chunk):
+        sl = slice(start, min(start + chunk, n))
         out[sl] = fn(_take_rows(A, ia, sl), _take_rows(B, ib, sl))
     return out
 
@@ -831,8 +841,8 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     row_max = S.max(axis=1).astype(np.float64)
     has_neg = row_max > -np.inf
     near_max = np.where(has_neg, row_max - 2.0 * tol, np.inf)
-    step = max(1, s // 256)
-    fraction = (S[:, ::step] >= row_min_lo[:, None]).mean(axis=1)
+    sample = S[:, ::max(1, s // 256)]  # a strided sample estimates each row's share of candidates
+    fraction = np.count_nonzero(sample >= row_min_lo.astype(dtype)[:, None], axis=1) / sample.shape[1]
     dense = (R > 0) & (fraction * _SPARSE_CANDIDATE_COST > R * _DENSE_PASS_COST)
     threshold = np.where(dense, near_max, np.minimum(near_max, row_min_lo))
     idx = np.flatnonzero(S >= _round_down(threshold, dtype)[:, None])
@@ -891,17 +901,23 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
         width = -(-s // 8) * 8
         above_mask = np.zeros((rows_dense.size, width), dtype=bool)
         band_mask = np.zeros((rows_dense.size, width), dtype=bool)
+        band_items: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for j in range(int(Rd[0])):
             n = int(np.count_nonzero(Rd > j))
             positions = indptr[rows_dense[:n]] + j
             np.greater(scan[:n], hi_scan[positions][:, None], out=above_mask[:n, :s])
             np.greater_equal(scan[:n], lo_scan[positions][:, None], out=band_mask[:n, :s])
             counts[positions] += _count_true_rows(above_mask[:n])
-            np.not_equal(band_mask[:n], above_mask[:n], out=band_mask[:n])  # lo <= item <= hi
-            band = np.flatnonzero(band_mask[:n])
-            if band.size:
-                i, col = np.divmod(band, width)
-                settle(rows_dense[i], col, positions[i])
+            words = band_mask[:n].view(np.uint64)
+            np.bitwise_xor(words, above_mask[:n].view(np.uint64), out=words)  # lo <= item <= hi
+            hit = np.flatnonzero(words != 0)  # 8-byte words holding band items (few)
+            if hit.size:
+                flat = (hit[:, None] * 8 + np.arange(8)).ravel()
+                flat = flat[band_mask[:n].ravel()[flat]]
+                i, col = np.divmod(flat, width)
+                band_items.append((rows_dense[i], col, positions[i]))
+        if band_items:
+            settle(*(np.concatenate(parts) for parts in zip(*band_items)))
 
     outranked[order] += counts
     tied[order] += ties
