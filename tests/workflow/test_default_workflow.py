@@ -19,13 +19,13 @@ EXPECTED_JOBS = {
     # digits_search (retrieval): 1 protocol + 1 fit + 4 embed + 2 compress + 4 score + 1 report
     "plan": 39,
     "fit_extractor": 5,
-    "embed_shard": 18,  # digits: 3 extractors x 4 shards; diabetes: 3 x 2
+    "embed_shard": 15,  # digits: 3 extractors x 4 shards; diabetes: 3 x 1
     "merge_embeddings": 6,
     "compress": 3,
     "write_protocol": 2,
     "score": 9,  # digits: 3 raw + 3 compressed variants; diabetes: 3
     "report": 2,
-    "embed_retrieval_shard": 8,  # 2 extractors x 2 sides x 2 shards
+    "embed_retrieval_shard": 4,  # 2 extractors x 2 sides x 1 shard
     "merge_retrieval_embeddings": 4,
     "write_retrieval_relevance": 1,
     "compress_retrieval": 2,
@@ -47,7 +47,7 @@ def test_workflow_scores_equal_in_process_benchmark(default_run, default_config)
     scores = [r["primary_score"] for r in digits["extractor_results"]]
     assert len(scores) == 6 and len(set(scores)) == 6 and all(0.5 < s <= 1.0 for s in scores)
     assert [r["name"] for r in digits["extractor_results"]][:2] == ["pixels", "pixels[pca_8]"]
-    assert all(r["stability"]["repeats"] == 5 for r in digits["extractor_results"])
+    assert all(r["stability"]["repeats"] == 3 for r in digits["extractor_results"])
     assert all(r["separatix"]["ran"] for r in digits["extractor_results"])
     search = json.loads((default_run / "results/reports/digits_search/report.json").read_text())
     expected = retrieval_benchmarks_from_config(default_config, base_dir=default_run)["digits_search"].run().to_dict()
@@ -86,7 +86,7 @@ def test_shard_files_are_named_by_fingerprint_and_capped(default_run, default_co
         folder = "results/retrieval/embeddings" if workflow_plan.spec(fp).get("protocol") == "retrieval" else "results/embeddings"
         assert workflow_plan.shard_paths(fp) == [f"{folder}/{fp}/shard-{i}-of-{n}.h5" for i in range(n)]
         assert all((default_run / p).exists() for p in workflow_plan.shard_paths(fp))
-    assert sorted(counts) == [2] * 7 + [4] * 3  # diabetes 3 + retrieval 4 endpoints in 2 shards; digits 3 in 4
+    assert sorted(counts) == [1] * 7 + [4] * 3  # diabetes 3 + retrieval 4 endpoints in 1 shard; digits 3 in 4
 
 
 def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_config):

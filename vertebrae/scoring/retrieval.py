@@ -87,7 +87,6 @@ __all__ = [
     "prepare_endpoint",
     "relevance_matrix",
     "row_sq_norms",
-    "scan_admitted",
     "score_shard",
 ]
 
@@ -262,7 +261,7 @@ def relevance_matrix(relevance: Any, shape: tuple[int, int], *, query_ids: Seque
             raise ValidationError("relevance must be a scipy sparse matrix, a 2-D numeric array or a "
                                   f"{{query_index: {{gallery_index: grade}}}} mapping; got {type(relevance).__name__}"
                                   + (f" of shape {array.shape}, dtype {array.dtype}" if array.ndim else ""))
-        matrix = _canonical_csr(array.astype(np.float64), np.float64)
+        matrix = _canonical_csr(sp.csr_matrix(array), np.float64)  # stores only the nonzero grades
     if matrix.shape != (nq, ng):
         raise ValidationError(f"relevance has shape {matrix.shape}, expected (n_queries, n_gallery) = {(nq, ng)}")
     data_rows = np.repeat(np.arange(nq), np.diff(matrix.indptr))
@@ -317,28 +316,38 @@ def eligible_relevance(relevance: sp.csr_matrix, exclusions: sp.csr_matrix | Non
 
 
 _SCAN_DTYPES = ("float32", "float64")
+_SCAN = "float32"  # the scan precision the scorer asks for (float64 only for rows beyond _FLOAT32_SAFE_NORM)
 _FLOAT32_SAFE_NORM = 1e18  # rows up to this norm keep every float32 scan product, sum and |g|^2 finite
+_ROW_CHUNK = 4096
 
 
 @dataclass(frozen=True, eq=False)
 class Endpoint:
-    """Prepared rows of one endpoint.
+    """Prepared rows of one endpoint, as the kernel reads them.
 
-    ``values``: float64 rows as scored (L2-normalised for cosine), a C-contiguous array or canonical CSR;
-    ``sq``: their squared norms |row|^2 (the defining arithmetic, ``row_sq_norms``; 1 for cosine); ``scan``: what block
-    products use, a float32 copy of ``values`` (half the bytes, twice the BLAS speed; exactness is kept by
-    the kernel's error bands) or ``values`` itself. Slicing (``endpoint[a:b]``) takes rows, sharing memory.
+    ``values``: the rows as given when they are floats (float32/float64 C-contiguous array, or canonical CSR):
+    they are not copied. ``inv_norms``: 1 / |row| (float64) for cosine, else None; cosine scores are
+    ``(q.g) / |q| / |g|``. ``sq``: |row|^2 of the scored rows in float64 (1 for cosine), computed by the
+    defining arithmetic. ``scan``: what block products read: a float32 copy (L2-normalised for cosine), or the
+    float32 values themselves (dot / squared_l2), or float64 rows when a row norm exceeds 1e18 or
+    ``scan="float64"``; results never depend on it. ``endpoint[a:b]`` takes rows, sharing memory.
     """
 
     values: Any
+    inv_norms: np.ndarray | None
     sq: np.ndarray
     scan: Any
+    similarity: str
 
     def __post_init__(self) -> None:
-        if self.values.shape[0] != self.sq.shape[0] or self.scan.shape != self.values.shape:
-            raise ValidationError("Endpoint values, sq and scan must describe the same rows")
-        if self.values.dtype != np.float64 or self.scan.dtype not in (np.float32, np.float64):
-            raise ValidationError("Endpoint values must be float64 and scan float32 or float64")
+        if self.similarity not in SIMILARITIES:
+            raise ValidationError(f"Endpoint.similarity must be one of {SIMILARITIES}, got {self.similarity!r}")
+        if (self.values.shape[0] != self.sq.shape[0] or self.scan.shape != self.values.shape
+                or (self.inv_norms is None) != (self.similarity != "cosine")
+                or (self.inv_norms is not None and self.inv_norms.shape != self.sq.shape)):
+            raise ValidationError("Endpoint values, inv_norms, sq and scan must describe the same rows")
+        if self.values.dtype not in (np.float32, np.float64) or self.scan.dtype not in (np.float32, np.float64):
+            raise ValidationError("Endpoint values and scan must be float32 or float64")
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -354,18 +363,20 @@ class Endpoint:
     def __getitem__(self, rows: slice) -> Endpoint:
         if not isinstance(rows, slice) or rows.step not in (None, 1):
             raise ValidationError("Endpoint rows are taken with a contiguous slice")
-        scan = self.values[rows] if self.scan is self.values else self.scan[rows]
-        return Endpoint(self.values[rows], self.sq[rows], scan)
+        values = self.values[rows]
+        scan = values if self.scan is self.values else self.scan[rows]
+        inv = None if self.inv_norms is None else self.inv_norms[rows]
+        return Endpoint(values, inv, self.sq[rows], scan, self.similarity)
 
 
 def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequence[str] | None = None,
                      scan: str = "float32") -> Endpoint:
-    """Endpoint rows as scored: float64 (C-contiguous array or canonical CSR), L2-normalised for cosine.
+    """Validate one endpoint and prepare it for scoring (``Endpoint``), copying only what must change.
 
     Refuses NaN/infinite rows and, for cosine, zero-norm rows, naming ``what`` ("Query embeddings" /
-    "Gallery embeddings"), the count, and up to 10 indices with their row ids. ``scan="float32"`` adds a
-    float32 copy for block products (kept float64 when a row norm exceeds 1e18); ``"float64"`` scans the
-    float64 rows themselves. Results do not depend on the choice.
+    "Gallery embeddings"), the count, and up to 10 indices with their row ids. Dense float rows are used in
+    place (other dtypes become float64); sparse rows become canonical CSR. ``scan="float32"`` block products
+    read float32 rows (a normalised copy for cosine, a copy of float64 rows); ``"float64"`` read float64 rows.
     """
     if similarity not in SIMILARITIES:
         raise ConfigError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
@@ -375,34 +386,49 @@ def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequen
     keys = _row_id_keys(row_ids, values.shape[0], what)
     if sp.issparse(values):
         check_finite(values, keys, what=what)
-        values = _canonical_csr(values, np.float64)
-        norms = _sparse_row_norms(values) if similarity == "cosine" else None
-        sq = None
+        values = _canonical_csr(values, values.dtype if values.dtype in (np.float32, np.float64) else np.float64)
+        with np.errstate(over="ignore"):
+            sq = _row_sq(values)
+        norms = _sparse_row_norms(values.astype(np.float64)) if similarity == "cosine" else None
     else:
-        copy = similarity == "cosine" or values.dtype != np.float64 or not values.flags.c_contiguous
-        values = np.array(values, dtype=np.float64, order="C", copy=True) if copy else values
+        if values.dtype not in (np.float32, np.float64) or not values.flags.c_contiguous:
+            values = np.ascontiguousarray(values, dtype=np.float64 if values.dtype != np.float32 else np.float32)
         norms, sq = _checked_norms(values, keys, what)
+    inv_norms = None
     if similarity == "cosine":
         zero = np.flatnonzero(norms == 0)
         if zero.size:
             shown = ", ".join(f"index {int(i)} (row id {_describe(keys[i])})" for i in zero[:_LIST_LIMIT])
             raise ValidationError(f"{what}: cosine similarity needs nonzero rows; {zero.size} zero-norm row(s): "
                                   f"{shown}{', ...' if zero.size > _LIST_LIMIT else ''}")
-        if sp.issparse(values):
-            values = _divide_rows(values, norms)
-        else:
-            values /= norms[:, None]
+        inv_norms = 1.0 / norms
         sq = np.ones(values.shape[0])  # unit rows (to rounding; the kernel's tolerance has the margin)
-    elif sq is None:
-        with np.errstate(over="ignore"):
-            sq = _row_sq(values)
     narrow = scan == "float32" and (sq.size == 0 or bool(np.sqrt(sq.max()) <= _FLOAT32_SAFE_NORM))
-    scan_values = values.astype(np.float32) if narrow else values
-    return Endpoint(values, sq, scan_values)
+    dtype = np.float32 if narrow else np.float64
+    if inv_norms is not None:
+        scan_values = _normalised(values, inv_norms, dtype)
+    elif values.dtype == dtype:
+        scan_values = values
+    else:
+        scan_values = values.astype(dtype)
+    return Endpoint(values, inv_norms, sq, scan_values, similarity)
+
+
+def _normalised(values: Any, inv_norms: np.ndarray, dtype: Any) -> Any:
+    """Rows scaled by ``inv_norms`` (computed in float64), stored as ``dtype``, in chunks of rows."""
+    if sp.issparse(values):
+        out = values.astype(np.float64)
+        out.data *= np.repeat(inv_norms, np.diff(out.indptr))
+        return out.astype(dtype)
+    out = np.empty(values.shape, dtype=dtype)
+    for start in range(0, values.shape[0], _ROW_CHUNK):
+        stop = min(start + _ROW_CHUNK, values.shape[0])
+        out[start:stop] = values[start:stop].astype(np.float64) * inv_norms[start:stop, None]
+    return out
 
 
 def _checked_norms(values: np.ndarray, keys: Sequence[str], what: str) -> tuple[np.ndarray, np.ndarray]:
-    """Row L2 norms and ``_row_sq`` of a dense float64 matrix; rows holding NaN or infinities are refused.
+    """Row L2 norms and ``_row_sq`` of a dense float matrix; rows holding NaN or infinities are refused.
 
     Fast path: sqrt of the row sums of squares; rows where that is not finite or could have under/overflowed
     are redone with the overflow-safe scaled formula (after checking their values are finite).
@@ -412,7 +438,7 @@ def _checked_norms(values: np.ndarray, keys: Sequence[str], what: str) -> tuple[
     suspicious = np.flatnonzero(~np.isfinite(sq) | (sq < 1e-280) | (sq > 1e280))
     norms = np.sqrt(sq)
     if suspicious.size:
-        rows = values[suspicious]
+        rows = values[suspicious].astype(np.float64)
         bad = suspicious[~np.isfinite(rows).all(axis=1)]
         if bad.size:
             shown = ", ".join(f"{_describe(keys[i])} (index {int(i)})" for i in bad[:_LIST_LIMIT])
@@ -427,24 +453,29 @@ def _checked_norms(values: np.ndarray, keys: Sequence[str], what: str) -> tuple[
 
 
 def _row_norms(M: Any) -> np.ndarray:
-    """Overflow-safe L2 norms of rows (scaled by each row's largest magnitude), in chunks of rows."""
+    """Overflow-safe L2 norms of float64 rows (scaled by each row's largest magnitude), in chunks of rows."""
     if sp.issparse(M):
         return _sparse_row_norms(M)
     out = np.empty(M.shape[0], dtype=np.float64)
-    for start in range(0, M.shape[0], _PAIR_CHUNK):
-        block = M[start:start + _PAIR_CHUNK]
+    for start in range(0, M.shape[0], _ROW_CHUNK):
+        block = M[start:start + _ROW_CHUNK]
         scale = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(block.shape[0])
         safe = np.where(scale > 0, scale, 1.0)
         scaled = block / safe[:, None]
-        out[start:start + block.shape[0]] = scale * np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
+        out[start:start + block.shape[0]] = scale * np.sqrt(np.multiply(scaled, scaled).sum(axis=1))
     return out
 
 
+def _as64(X: Any) -> Any:
+    return X.astype(np.float64) if X.dtype != np.float64 else X
+
+
 def _rowwise_dot(X: Any, Y: Any) -> np.ndarray:
-    """Row-wise inner products of two equally shaped row sets (dense: pairwise sum; sparse: stored order)."""
+    """Row-wise float64 inner products of two equally shaped row sets (dense: numpy's pairwise row sum, the
+    same bits for a row whatever the batch, unlike einsum beyond 8192 columns; sparse: stored order)."""
+    X, Y = _as64(X), _as64(Y)
     n = X.shape[0]
     if not sp.issparse(X) and not sp.issparse(Y):
-        # numpy's pairwise row sum: the same bits for a row whatever the batch (einsum is not, beyond 8192)
         return np.multiply(X, Y).sum(axis=1)
     if sp.issparse(X) and sp.issparse(Y):
         product = sp.csr_matrix(X.multiply(Y))
@@ -458,7 +489,8 @@ def _rowwise_dot(X: Any, Y: Any) -> np.ndarray:
 
 
 def _rowwise_sqdist(X: Any, Y: Any) -> np.ndarray:
-    """Row-wise squared Euclidean distances, summed from the differences (no cancellation)."""
+    """Row-wise squared Euclidean distances in float64, summed from the differences (no cancellation)."""
+    X, Y = _as64(X), _as64(Y)
     n = X.shape[0]
     if sp.issparse(X) != sp.issparse(Y):
         X, Y = (X.toarray(), Y) if sp.issparse(X) else (X, Y.toarray())
@@ -488,55 +520,61 @@ def _pairwise(fn, A: Any, ia: np.ndarray | None, B: Any, ib: np.ndarray | None) 
 
 
 def _row_sq(M: Any, index: np.ndarray | None = None) -> np.ndarray:
-    """Squared norms |m|^2 of (the selected) rows, computed the same way for every row."""
+    """Squared norms |m|^2 (float64) of (the selected) raw rows, computed the same way for every row."""
     return _pairwise(_rowwise_dot, M, index, M, index)
 
 
-def pair_rank_scores(Q: Any, rows: np.ndarray, G: Any, cols: np.ndarray, similarity: str,
-                     gallery_sq: np.ndarray | None = None) -> np.ndarray:
-    """The defining rank score of pairs (Q[rows], G[cols]) of prepared rows: q.g, or 2 q.g - |g|^2 for
-    squared_l2 (``gallery_sq`` = |g|^2 of the rows ``cols``, computed by ``_row_sq`` when None)."""
+def row_sq_norms(M: Any) -> np.ndarray:
+    """|m|^2 of every row of a float matrix, computed as the kernel computes them."""
+    return _row_sq(M)
+
+
+def pair_rank_scores(Q: Endpoint, rows: np.ndarray, G: Endpoint, cols: np.ndarray) -> np.ndarray:
+    """The defining rank score of the pairs (Q row ``rows[i]``, G row ``cols[i]``): the float64 q.g of the raw
+    rows, scaled ``(q.g) / |q| / |g|`` for cosine, ``2 q.g - |g|^2`` for squared_l2."""
     rows = np.asarray(rows, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)
-    dots = _pairwise(_rowwise_dot, Q, rows, G, cols)
-    if similarity != "squared_l2":
-        return dots
-    if gallery_sq is None:
-        gallery_sq = _row_sq(G, cols)
-    return 2.0 * dots - gallery_sq
+    dots = _pairwise(_rowwise_dot, Q.values, rows, G.values, cols)
+    if Q.similarity == "cosine":
+        return dots * Q.inv_norms[rows] * G.inv_norms[cols]
+    if Q.similarity == "squared_l2":
+        return 2.0 * dots - G.sq[cols]
+    return dots
 
 
-def _pair_similarities(Q: Any, rows: np.ndarray, G: Any, cols: np.ndarray, similarity: str,
+def _pair_similarities(Q: Endpoint, rows: np.ndarray, G: Endpoint, cols: np.ndarray,
                        rank_scores: np.ndarray) -> np.ndarray:
     """Reported similarities: the rank scores, or the true -|q - g|^2 for squared_l2."""
-    if similarity != "squared_l2":
+    if Q.similarity != "squared_l2":
         return rank_scores.copy()
-    return -_pairwise(_rowwise_sqdist, Q, np.asarray(rows, dtype=np.int64), G, np.asarray(cols, dtype=np.int64))
+    return -_pairwise(_rowwise_sqdist, Q.values, np.asarray(rows, dtype=np.int64), G.values,
+                      np.asarray(cols, dtype=np.int64))
 
 
 def _product(A: Any, B: Any) -> np.ndarray:
-    """Dense float64 C-contiguous block A @ B.T, never densifying a sparse operand."""
+    """Dense C-contiguous block A @ B.T in the operands' precision, never densifying a sparse operand."""
     a_sparse, b_sparse = sp.issparse(A), sp.issparse(B)
     if not a_sparse and not b_sparse:
         return A @ B.T
     if a_sparse and b_sparse:
-        return np.ascontiguousarray((A @ B.T).toarray(), dtype=np.float64)
+        return np.ascontiguousarray((A @ B.T).toarray())
     if a_sparse:
-        return np.ascontiguousarray(A @ np.ascontiguousarray(B.T), dtype=np.float64)
-    return np.ascontiguousarray((B @ np.ascontiguousarray(A.T)).T, dtype=np.float64)
+        return np.ascontiguousarray(A @ np.ascontiguousarray(B.T))
+    return np.ascontiguousarray((B @ np.ascontiguousarray(A.T)).T)
 
 
 def _tolerance(similarity: str, d: int, q_norms: np.ndarray, g_max: float, unit: float) -> np.ndarray:
     """Per query row, a rigorous bound on |block score - direct score| for every gallery row of the shard.
 
     The direct score is a float64 sum of d products, within gamma_d(2^-53) |q||g| of the exact inner product
-    of the prepared rows (gamma_d(u) = d u / (1 - d u) bounds any summation order; sum|q_k g_k| <= |q||g|).
+    (gamma_d(u) = d u / (1 - d u) bounds any summation order; sum|q_k g_k| <= |q||g|), plus a few roundings
+    for the cosine scaling (8 u64 allowed).
     The block score rounds the rows to the scan precision u (relative error <= u each) and sums in that
     precision: within ((d + 2.1) u / (1 - d u)) |q||g|. squared_l2 doubles that and adds the rounding of |g|^2 and of the
     subtraction. A 25% margin is added, and an absolute term covers subnormal products.
     """
     u64 = _U
-    dot = ((d + 2.1) * unit / (1.0 - d * unit) + d * u64 / (1.0 - d * u64)) * q_norms * g_max
+    dot = ((d + 2.1) * unit / (1.0 - d * unit) + (d + 8) * u64 / (1.0 - d * u64)) * q_norms * g_max
     tiny = (2.0 ** -140 if unit > u64 else 2.0 ** -1000) * (d + 2) * (1.0 + q_norms + g_max) ** 2
     if similarity == "squared_l2":
         dot = 2.0 * dot + 2.1 * (unit + u64) * (2.0 * q_norms * g_max + 2.0 * g_max * g_max)
@@ -589,20 +627,30 @@ class PositivePairs:
                              self.rank_scores[a:b], self.similarities[a:b])
 
 
+def _check_endpoints(Q: Any, G: Any, config: RetrievalConfig, where: str) -> None:
+    if not isinstance(Q, Endpoint) or not isinstance(G, Endpoint):
+        raise ValidationError(f"{where} takes prepared endpoints (prepare_endpoint(...), sliced by rows)")
+    for name, endpoint in (("queries", Q), ("gallery", G)):
+        if endpoint.similarity != config.similarity:
+            raise ValidationError(f"{where}: the {name} were prepared for {endpoint.similarity!r} similarity, "
+                                  f"the config scores {config.similarity!r}")
+
+
 def positive_scores(Q: Endpoint, G: Endpoint, relevance: sp.csr_matrix, *, config: RetrievalConfig) -> PositivePairs:
     """Score every eligible (query, positive) pair directly (``pair_rank_scores``).
 
     ``Q`` and ``G`` are prepared endpoints (``prepare_endpoint``); ``relevance`` the eligible grades
     (``eligible_relevance``), one row per row of ``Q``.
     """
+    _check_endpoints(Q, G, config, "positive_scores")
     relevance = sp.csr_matrix(relevance)
     if relevance.shape != (len(Q), len(G)):
         raise ValidationError(f"relevance has shape {relevance.shape}, expected {(len(Q), len(G))}")
     relevance.sort_indices()
     rows = np.repeat(np.arange(len(Q), dtype=np.int64), np.diff(relevance.indptr))
     cols = relevance.indices.astype(np.int64)
-    rank = pair_rank_scores(Q.values, rows, G.values, cols, config.similarity, G.sq[cols])
-    similarity = _pair_similarities(Q.values, rows, G.values, cols, config.similarity, rank)
+    rank = pair_rank_scores(Q, rows, G, cols)
+    similarity = _pair_similarities(Q, rows, G, cols, rank)
     return PositivePairs(relevance.indptr.astype(np.int64), cols, relevance.data, rank, similarity)
 
 
@@ -774,8 +822,7 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     Positives compare among themselves by their direct scores. Cost beyond the product: a few passes over S
     plus two per positive of each dense row.
     """
-    if not isinstance(Q_block, Endpoint) or not isinstance(G_shard, Endpoint):
-        raise ValidationError("score_shard takes prepared endpoints (prepare_endpoint(...)[rows])")
+    _check_endpoints(Q_block, G_shard, config, "score_shard")
     b, s = len(Q_block), len(G_shard)
     if Q_block.shape[1] != G_shard.shape[1]:
         raise ValidationError(f"score_shard: query block {Q_block.shape} and gallery shard {G_shard.shape} must have "
@@ -809,8 +856,50 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied)
     if b == 0 or s == 0:
         return partial()
+    er, ec = _block_entries(exclusions, b, s, query_offset, gallery_offset, "exclusions")
+    narrow = Q_block.scan.dtype == np.float32 or G_shard.scan.dtype == np.float32
+    if narrow or s < 2:
+        _score_unit(Q_block, G_shard, gallery_offset, positives, er, ec, config, outranked, tied,
+                    negative_score, negative_index, negative_similarity)
+        return partial()
+    # a float64 scan block takes twice the bytes: score the shard in two column halves (counts add)
+    half = s // 2
+    for lo_col, hi_col in ((0, half), (half, s)):
+        keep = (ec >= lo_col) & (ec < hi_col)
+        o, t_ = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
+        ns, ni, nsim = np.full(b, -np.inf), np.full(b, -1, dtype=np.int64), np.full(b, np.nan)
+        _score_unit(Q_block, G_shard[lo_col:hi_col], gallery_offset + lo_col, positives, er[keep],
+                    ec[keep] - lo_col, config, o, t_, ns, ni, nsim)
+        outranked += o
+        tied += t_
+        _keep_best_negative(negative_score, negative_index, negative_similarity, ns, ni, nsim)
+    return partial()
 
-    Qv, Gv, g_sq = Q_block.values, G_shard.values, G_shard.sq
+
+def _keep_best_negative(score, index, similarity, other_score, other_index, other_similarity) -> None:
+    """In place: per query, the better of two best negatives (higher score; equal scores: lower gallery row)."""
+    better = (other_score > score) | (
+        (other_score == score) & (other_index >= 0) & ((index < 0) | (other_index < index)))
+    score[better] = other_score[better]
+    index[better] = other_index[better]
+    similarity[better] = other_similarity[better]
+
+
+def _score_unit(Q_block: Endpoint, G_shard: Endpoint, gallery_offset: int, positives: PositivePairs,
+                er: np.ndarray, ec: np.ndarray, config: RetrievalConfig, outranked: np.ndarray, tied: np.ndarray,
+                negative_score: np.ndarray, negative_index: np.ndarray, negative_similarity: np.ndarray) -> None:
+    """The shard kernel (``score_shard``): adds into ``outranked`` / ``tied`` and fills the best negatives."""
+    b, s = len(Q_block), len(G_shard)
+    similarity = config.similarity
+    indptr = positives.indptr
+    R = np.diff(indptr)
+    P = int(indptr[-1])
+    prow = np.repeat(np.arange(b, dtype=np.int64), R)
+    pcol = positives.indices
+    t = positives.rank_scores
+    local = pcol - gallery_offset
+    inshard = (local >= 0) & (local < s)
+    g_sq = G_shard.sq
     q_norms = np.sqrt(Q_block.sq)
     g_max = float(np.sqrt(g_sq.max()))
     narrow = Q_block.scan.dtype == np.float32 or G_shard.scan.dtype == np.float32
@@ -822,12 +911,11 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     else:
         S = _product(Q_block.scan, G_shard.scan)
     dtype = S.dtype.type
-    er, ec = _block_entries(exclusions, b, s, query_offset, gallery_offset, "exclusions")
     S[er, ec] = -np.inf
     S[prow[inshard], local[inshard]] = -np.inf
 
     def direct(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        return pair_rank_scores(Qv, rows, Gv, cols, similarity, g_sq[cols])
+        return pair_rank_scores(Q_block, rows, G_shard, cols)
 
     # thresholds of the positives, sorted by (row, score), with their bands [lo, hi]
     order = np.lexsort((t, prow))
@@ -844,6 +932,11 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     sample = S[:, ::max(1, s // 256)]  # a strided sample estimates each row's share of candidates
     fraction = np.count_nonzero(sample >= row_min_lo.astype(dtype)[:, None], axis=1) / sample.shape[1]
     dense = (R > 0) & (fraction * _SPARSE_CANDIDATE_COST > R * _DENSE_PASS_COST)
+    # the sparse path holds ~80 bytes per candidate: keep them under ~1 byte per block element
+    sparse_rows = np.flatnonzero((R > 0) & ~dense)
+    by_share = sparse_rows[np.argsort(-fraction[sparse_rows], kind="stable")]
+    over = np.cumsum(fraction[by_share] * s) > max(s, b * s // 80)
+    dense[by_share[over]] = True
     threshold = np.where(dense, near_max, np.minimum(near_max, row_min_lo))
     idx = np.flatnonzero(S >= _round_down(threshold, dtype)[:, None])
     r = idx // s
@@ -860,9 +953,9 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
         rows, cols = pr[keep], pc[keep]
         negative_score[rows] = x[keep]
         negative_index[rows] = gallery_offset + cols
-        negative_similarity[rows] = _pair_similarities(Qv, rows, Gv, cols, similarity, x[keep])
+        negative_similarity[rows] = _pair_similarities(Q_block, rows, G_shard, cols, x[keep])
     if P == 0:
-        return partial()
+        return
 
     counts = np.zeros(P, dtype=np.int64)
     ties = np.zeros(P, dtype=np.int64)
@@ -894,20 +987,26 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     # dense rows: per positive, count items above hi and at or above lo (two vectorised passes)
     rows_dense = np.flatnonzero(dense)
     if rows_dense.size:
-        rows_dense = rows_dense[np.argsort(-R[rows_dense], kind="stable")]
-        Rd = R[rows_dense]
-        scan = S if (rows_dense.size == b and np.all(rows_dense == np.arange(b))) else S[rows_dense]
-        hi_scan, lo_scan = _round_up(hi, dtype), _round_down(lo, dtype)
+        hi_scan = np.append(_round_up(hi, dtype), dtype(np.inf))  # index P: "no positive" (never counts)
+        lo_scan = np.append(_round_down(lo, dtype), dtype(np.inf))
+        if 2 * rows_dense.size >= b:  # scan S in place; rows without a j-th dense positive get +inf
+            srows, scan = np.arange(b), S
+            active = lambda j: np.where(dense & (R > j), indptr[:-1] + j, P)  # noqa: E731
+        else:  # copy the dense rows (under half of S), most positives first, and scan a prefix per j
+            srows = rows_dense[np.argsort(-R[rows_dense], kind="stable")]
+            scan = S[srows]
+            active = lambda j: indptr[srows[:np.count_nonzero(R[srows] > j)]] + j  # noqa: E731
         width = -(-s // 8) * 8
-        above_mask = np.zeros((rows_dense.size, width), dtype=bool)
-        band_mask = np.zeros((rows_dense.size, width), dtype=bool)
+        above_mask = np.zeros((srows.size, width), dtype=bool)
+        band_mask = np.zeros((srows.size, width), dtype=bool)
         band_items: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        for j in range(int(Rd[0])):
-            n = int(np.count_nonzero(Rd > j))
-            positions = indptr[rows_dense[:n]] + j
+        for j in range(int(R[rows_dense].max())):
+            positions = active(j)
+            n = positions.size
             np.greater(scan[:n], hi_scan[positions][:, None], out=above_mask[:n, :s])
             np.greater_equal(scan[:n], lo_scan[positions][:, None], out=band_mask[:n, :s])
-            counts[positions] += _count_true_rows(above_mask[:n])
+            counted = positions < P
+            counts[positions[counted]] += _count_true_rows(above_mask[:n])[counted]
             words = band_mask[:n].view(np.uint64)
             np.bitwise_xor(words, above_mask[:n].view(np.uint64), out=words)  # lo <= item <= hi
             hit = np.flatnonzero(words != 0)  # 8-byte words holding band items (few)
@@ -915,13 +1014,12 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
                 flat = (hit[:, None] * 8 + np.arange(8)).ravel()
                 flat = flat[band_mask[:n].ravel()[flat]]
                 i, col = np.divmod(flat, width)
-                band_items.append((rows_dense[i], col, positions[i]))
+                band_items.append((srows[i], col, positions[i]))
         if band_items:
             settle(*(np.concatenate(parts) for parts in zip(*band_items)))
 
     outranked[order] += counts
     tied[order] += ties
-    return partial()
 
 
 def _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied) -> None:
@@ -961,11 +1059,8 @@ def _merge_same_queries(group: list[RetrievalPartial]) -> RetrievalPartial:
                                   "positive pairs; they were computed from different relevance or exclusions")
         outranked += other.outranked
         tied += other.tied
-        better = (other.negative_score > score) | (
-            (other.negative_score == score) & (other.negative_index >= 0) & ((index < 0) | (other.negative_index < index)))
-        score[better] = other.negative_score[better]
-        index[better] = other.negative_index[better]
-        similarity[better] = other.negative_similarity[better]
+        _keep_best_negative(score, index, similarity, other.negative_score, other.negative_index,
+                            other.negative_similarity)
         ranges += list(other.gallery_ranges)
     return RetrievalPartial(first.query_start, first.query_stop, tuple(ranges), first.positive_indptr,
                             first.positive_indices, outranked, tied, score, index, similarity)
@@ -1027,10 +1122,6 @@ def _summary(values: np.ndarray) -> dict[str, float] | None:
             "max": float(values.max()), "count": int(values.size)}
 
 
-def _optional(values: np.ndarray, present: np.ndarray) -> list[float | None]:
-    return [float(v) if p else None for v, p in zip(values, present)]
-
-
 def finalize(partial: RetrievalPartial, positives: PositivePairs, config: RetrievalConfig, *, n_gallery: int,
              query_ids: Sequence[str] | None = None, gallery_ids: Sequence[str] | None = None,
              direction: str = "forward", metadata: Mapping[str, Any] | None = None) -> RetrievalResult:
@@ -1058,6 +1149,10 @@ def finalize(partial: RetrievalPartial, positives: PositivePairs, config: Retrie
 
     order = np.lexsort((rank, row))
     rank_sorted = rank[order].astype(np.float64)
+    same_query = row[1:] == row[:-1]
+    if np.any(rank_sorted > n_gallery) or np.any(same_query & (rank_sorted[1:] <= rank_sorted[:-1])):
+        raise ValidationError("finalize: the partial counts are inconsistent (ranks beyond the gallery or shared "
+                              "by two positives of a query); were all partials computed with the same inputs?")
     position = np.arange(P) - indptr[row]  # 0-based position within the query (rows stay grouped)
     values: dict[str, np.ndarray] = {
         "map": np.bincount(row, weights=(position + 1) / rank_sorted, minlength=nq) / R,
@@ -1099,14 +1194,14 @@ def finalize(partial: RetrievalPartial, positives: PositivePairs, config: Retrie
     if large:
         warnings.append(f"{where}: ks {large} exceed the {n_gallery} gallery items; precision@k still divides by k")
 
-    per_query: dict[str, list[Any]] = {name: values[name].tolist() for name in names}
+    per_query: dict[str, np.ndarray] = {name: values[name] for name in names}
     per_query.update({
-        "n_positives": R.tolist(),
-        "first_rank": first_rank.tolist(),
-        "best_positive_similarity": best_positive.tolist(),
-        "nearest_negative_similarity": _optional(partial.negative_similarity, has_negative),
-        "margin": _optional(margin, has_negative),
-        "tie": tie_queries.tolist(),
+        "n_positives": R.astype(np.int64),
+        "first_rank": first_rank,
+        "best_positive_similarity": best_positive,
+        "nearest_negative_similarity": np.where(has_negative, partial.negative_similarity, np.nan),
+        "margin": np.where(has_negative, margin, np.nan),
+        "tie": tie_queries,
     })
     primary = values[config.primary_metric]
     worst = []
@@ -1168,21 +1263,37 @@ def _artifact_config(data: Any, expected: RetrievalConfig | None, where: str) ->
     return config
 
 
-@dataclass(frozen=True)
+_INT_COLUMNS = ("n_positives", "first_rank")
+_BOOL_COLUMNS = ("tie",)
+
+
+def _column(name: str, values: Any) -> np.ndarray:
+    """A per-query column as an array: int64, bool, or float64 with NaN for null."""
+    if name in _INT_COLUMNS:
+        return np.asarray(values, dtype=np.int64)
+    if name in _BOOL_COLUMNS:
+        return np.asarray(values, dtype=bool)
+    if isinstance(values, np.ndarray):
+        return values.astype(np.float64, copy=False)
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
 class RetrievalResult:
     """One direction's metrics (``metrics``: plain means of ``per_query`` over queries) and diagnostics.
 
-    ``per_query`` holds every metric plus n_positives, first_rank, best_positive_similarity,
-    nearest_negative_similarity and margin (null without eligible negatives) and tie (a rank was decided by an
-    exactly equal score). ``summaries``: mean/median/min/max/count of positive similarity (all positive pairs),
-    nearest-negative similarity and margin.
+    ``per_query`` maps every metric, and n_positives, first_rank, best_positive_similarity,
+    nearest_negative_similarity and margin (NaN, null in JSON, without eligible negatives) and tie (a rank
+    was decided by an exactly equal score), to one numpy array over the queries. ``summaries``:
+    mean/median/min/max/count of positive similarity (all positive pairs), nearest-negative similarity and
+    margin. Equality compares the ``to_dict`` documents.
     """
 
     direction: str
     config: RetrievalConfig
     score: float
     metrics: dict[str, float]
-    per_query: dict[str, list[Any]]
+    per_query: dict[str, np.ndarray]
     query_ids: list[str]
     n_queries: int
     n_gallery: int
@@ -1202,12 +1313,17 @@ class RetrievalResult:
         names = set(self.config.metric_names())
         if set(self.metrics) != names:
             raise ValidationError(f"RetrievalResult.metrics must hold exactly {sorted(names)}, got {sorted(self.metrics)}")
-        if not math.isclose(float(self.score), float(self.metrics[self.config.primary_metric]), rel_tol=0, abs_tol=0):
+        if float(self.score) != float(self.metrics[self.config.primary_metric]):
             raise ValidationError("RetrievalResult.score must equal metrics[config.primary_metric]")
-        for name, column in self.per_query.items():
-            if len(column) != self.n_queries:
-                raise ValidationError(f"RetrievalResult.per_query[{name!r}] holds {len(column)} values for "
+        missing = names - set(self.per_query)
+        if missing:
+            raise ValidationError(f"RetrievalResult.per_query lacks {sorted(missing)}")
+        columns = {name: _column(name, values) for name, values in self.per_query.items()}
+        for name, column in columns.items():
+            if column.shape != (self.n_queries,):
+                raise ValidationError(f"RetrievalResult.per_query[{name!r}] holds {column.shape} values for "
                                       f"{self.n_queries} queries")
+        object.__setattr__(self, "per_query", columns)
         if len(self.query_ids) != self.n_queries:
             raise ValidationError(f"RetrievalResult.query_ids holds {len(self.query_ids)} ids for {self.n_queries} queries")
 
@@ -1216,8 +1332,16 @@ class RetrievalResult:
         return self.config.primary_metric
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "config"}
-        return {"schema": RETRIEVAL_RESULT_SCHEMA, "config": self.config.to_dict(), **to_json_value(doc)}
+        doc = {name: getattr(self, name) for name in self.__dataclass_fields__ if name not in ("config", "per_query")}
+        per_query = {name: [None if v != v else v for v in column.tolist()]  # NaN -> null
+                     for name, column in self.per_query.items()}
+        return {"schema": RETRIEVAL_RESULT_SCHEMA, "config": self.config.to_dict(), **to_json_value(doc),
+                "per_query": to_json_value(per_query, "$.per_query")}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RetrievalResult) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, expected_config: RetrievalConfig | None = None) -> RetrievalResult:
@@ -1231,11 +1355,11 @@ class RetrievalResult:
         config = _artifact_config(data["config"], expected_config, f"{data.get('direction', '?')} retrieval result")
         try:
             return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name != "config"}, config=config)
-        except (ValidationError, TypeError, KeyError) as exc:
+        except (ValidationError, TypeError, KeyError, ValueError, AttributeError) as exc:
             raise ArtifactError(f"malformed retrieval result: {exc}") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RetrievalScore:
     """Forward result, the reverse one (bidirectional) and ``primary_score`` = their primary scores' mean
     (forward alone when not bidirectional)."""
@@ -1263,6 +1387,11 @@ class RetrievalScore:
     @property
     def config(self) -> RetrievalConfig:
         return self.forward.config
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RetrievalScore) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def score(self) -> float:
@@ -1343,16 +1472,6 @@ def admit(config: RetrievalConfig, queries: Any, gallery: Any) -> None:
                           f"RetrievalConfig.max_comparisons={config.max_comparisons:,}; raise it or score fewer rows")
 
 
-def scan_admitted(config: RetrievalConfig, queries: Any, gallery: Any) -> bool:
-    """Whether float32 scan copies (4 bytes per stored value) also fit ``max_dense_bytes`` beside the
-    admitted working set; otherwise block products run on the float64 rows (same results, slower)."""
-    nq, ng = int(queries.shape[0]), int(gallery.shape[0])
-    copies = (_endpoint_bytes(queries) + _endpoint_bytes(gallery)) // 2
-    directions = [(nq, ng)] + ([(ng, nq)] if config.bidirectional else [])
-    block = max(8 * min(config.query_block_size, a) * min(config.gallery_block_size, b) for a, b in directions)
-    return _endpoint_bytes(queries) + _endpoint_bytes(gallery) + copies + block <= config.max_dense_bytes
-
-
 class RetrievalScorer:
     """Exact retrieval of every query against the whole gallery, in (query block x gallery block) units."""
 
@@ -1384,15 +1503,14 @@ class RetrievalScorer:
         if config.bidirectional:
             reverse_relevance = eligible_relevance(forward_relevance.T.tocsr(), None, query_ids=gkeys,
                                                    what="gallery item")
-        scan = "float32" if scan_admitted(config, Q, G) else "float64"
+        scan = _SCAN
         Qp = prepare_endpoint(Q, config.similarity, what="Query embeddings", row_ids=qkeys, scan=scan)
         Gp = prepare_endpoint(G, config.similarity, what="Gallery embeddings", row_ids=gkeys, scan=scan)
         q_max, g_max = float(np.sqrt(Qp.sq.max())), float(np.sqrt(Gp.sq.max()))
         if not (q_max + g_max) ** 2 < 1e300:
             raise ValidationError(f"{config.similarity} similarity would overflow float64 (largest row norms: Query "
                                   f"embeddings {q_max:.3g}, Gallery embeddings {g_max:.3g}); rescale the embeddings")
-        meta = {"n_dimensions": int(d), "query_sparse": bool(sp.issparse(Q)), "gallery_sparse": bool(sp.issparse(G)),
-                "scan_dtype": str(Gp.scan.dtype)}
+        meta = {"n_dimensions": int(d), "query_sparse": bool(sp.issparse(Q)), "gallery_sparse": bool(sp.issparse(G))}
         forward = _score_direction(Qp, Gp, forward_relevance, excluded, config, qkeys, gkeys, "forward", meta)
         reverse = None
         if config.bidirectional:
@@ -1408,17 +1526,19 @@ def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, directio
     """One direction with exactly the public unit functions: positives, shards, merge, finalize."""
     positives = positive_scores(Q, G, relevance, config=config)
     nq, ng = len(Q), len(G)
+    starts = range(0, ng, config.gallery_block_size)
+    shards = [G[gs:min(gs + config.gallery_block_size, ng)] for gs in starts]  # views (CSR: sliced once)
     blocks = []
     for qs in range(0, nq, config.query_block_size):
         qe = min(qs + config.query_block_size, nq)
         block_positives = positives.rows(qs, qe)
         block_exclusions = None if exclusions is None else exclusions[qs:qe]
-        shards = [
-            score_shard(Q[qs:qe], G[gs:min(gs + config.gallery_block_size, ng)], query_offset=qs, gallery_offset=gs,
-                        positives=block_positives, exclusions=block_exclusions, config=config)
-            for gs in range(0, ng, config.gallery_block_size)
-        ]
-        blocks.append(merge_partials(shards))
+        block = Q[qs:qe]
+        blocks.append(merge_partials([
+            score_shard(block, shard, query_offset=qs, gallery_offset=gs, positives=block_positives,
+                        exclusions=block_exclusions, config=config)
+            for gs, shard in zip(starts, shards)
+        ]))
     merged = merge_partials(blocks)
     return finalize(merged, positives, config, n_gallery=ng, query_ids=qkeys, gallery_ids=gkeys,
                     direction=direction, metadata=metadata)
