@@ -81,7 +81,8 @@ class RetrievalBenchmark:
             raise ValidationError(f"extractor {extractor.name!r} encodes raw inputs; the dataset holds embeddings")
         branch = self._branch(extractor, side)
         block = embed_endpoint(extractor, rows, ids, shards=self.embedding_config.shards,
-                               batch_size=self.embedding_config.batch_size, endpoint=side, branch=branch, fit=fit)
+                               batch_size=self.embedding_config.batch_size, endpoint=side, branch=branch, fit=fit,
+                               memory=self.memory_config)
         recipe = embedding_recipe(self.dataset.identity_key(), side, extractor, branch)
         return block, fingerprint("embedding", recipe)
 

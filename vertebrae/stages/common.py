@@ -63,17 +63,19 @@ def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor, bra
 
 def embed_rows(
     extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str, branch: str | None = None,
-    memory: MemoryConfig | None = None,
-) -> EmbeddingBlock:
+    memory: MemoryConfig | None = None, accumulator: EmbeddingAccumulator | None = None,
+) -> EmbeddingBlock | None:
     """Transform ``inputs`` (through ``branch``) in batches of ``batch_size`` rows; outputs must be finite, one row per
-    input row. Batches accumulate under ``memory`` (see ``vertebrae.core.memory``)."""
+    input row. Batches accumulate under ``memory`` (see ``vertebrae.core.memory``); with an external
+    ``accumulator`` (several shards streamed into one endpoint) they are added to it and None is returned."""
     extractor.check_branch(branch)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}")
     n_rows = inputs.shape[0]
     if len(row_ids) != n_rows:
         raise ValidationError(f"endpoint {endpoint!r}: {len(row_ids)} row ids for {n_rows} rows")
-    accumulator = EmbeddingAccumulator(n_rows, memory, endpoint=endpoint)
+    external = accumulator is not None
+    accumulator = accumulator if external else EmbeddingAccumulator(n_rows, memory, endpoint=endpoint)
     widths = set()
     for start in range(0, n_rows, batch_size):
         batch = inputs[start:start + batch_size]
@@ -94,7 +96,7 @@ def embed_rows(
         accumulator.add(out)
     if n_rows == 0:
         raise ValidationError(f"endpoint {endpoint!r}: no rows to embed")
-    return EmbeddingBlock(accumulator.result(), tuple(row_ids))
+    return None if external else EmbeddingBlock(accumulator.result(), tuple(row_ids))
 
 
 def stack_blocks(parts: list[Any], name: str) -> np.ndarray | sp.csr_matrix:
@@ -135,14 +137,21 @@ def merge_blocks(blocks: Sequence[EmbeddingBlock], expected_row_ids: Sequence[st
 
 def embed_endpoint(
     extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, shards: int, batch_size: int, endpoint: str,
-    branch: str | None = None, fit: bool = True,
+    branch: str | None = None, fit: bool = True, memory: MemoryConfig | None = None,
 ) -> EmbeddingBlock:
     """In-process twin of fit -> embed-shard x N -> merge, with the same shard and batch boundaries.
 
     ``fit=False`` embeds with an extractor already fitted (e.g. on the gallery, the retrieval fit endpoint).
+    With ``memory`` every shard streams into one accumulator bounded by it (spilling to disk or refusing).
     """
     if extractor.learns and fit:
         extractor.fit(inputs)
+    if memory is not None:
+        accumulator = EmbeddingAccumulator(inputs.shape[0], memory, endpoint=endpoint)
+        for a, b in shard_bounds(inputs.shape[0], shards):
+            embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch,
+                       accumulator=accumulator)
+        return EmbeddingBlock(accumulator.result(), tuple(row_ids))
     blocks = [
         embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch)
         for a, b in shard_bounds(inputs.shape[0], shards)
