@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-import yaml
 
 from vertebrae.results import BenchmarkResult
 from vertebrae.workflow import benchmarks_from_config, plan, retrieval_benchmarks_from_config
