@@ -82,15 +82,32 @@ def test_the_default_config_is_valid(default_config):
     assert list(digits["extractors"]) == ["pixels", "pca16", "random_projection16"]
     assert "shards" not in digits  # embedding.shards (4) applies
     assert [(c["method"], c["n_components"]) for c in digits["compression"]] == [("pca", 8)]
-    assert digits["stability"]["enabled"] is True and digits["stability"]["repeats"] == 5
+    assert digits["stability"]["enabled"] is True and digits["stability"]["repeats"] == 3
     assert digits["separatix"]["enabled"] is True and digits["separatix"]["max_samples"] == 600
     assert list(diabetes["extractors"]) == ["features", "poly2", "pca3"]
-    assert diabetes["shards"] == 2
+    assert diabetes["shards"] == 1
     assert diabetes["dataset"]["target_type"] == "regression"
     assert diabetes["dataset"]["target_names"] == ["disease_progression"]
     assert diabetes["continuous_scoring"]["k"] == 4 and diabetes["continuous_scoring"]["n_null_permutations"] == 5
     assert diabetes["stability"]["enabled"] is True and diabetes["stability"]["repeats"] == 3
     assert diabetes["compression"] == []
+    assert list(valid["retrieval"]) == ["digits_search"]
+    search = valid["retrieval"]["digits_search"]
+    assert search["dataset"]["source"] == {"type": "label_split", "source": {"type": "sklearn", "name": "digits"},
+                                           "query_every": 6, "grade": "label_and_mean"}
+    assert search["dataset"]["identity"] == {"kind": "declared", "name": "sklearn-digits-search", "revision": "1"}
+    assert search["dataset"]["exclude_same_id"] is False
+    assert search["shards"] == 1
+    assert list(search["extractors"]) == ["pixels", "pca16"]
+    assert search["extractors"]["pca16"]["steps"] == [
+        {"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 16}},
+    ]
+    assert search["compression"] == {"method": "pca", "n_components": 8}
+    # similarity and primary_metric as declared, the rest schema defaults
+    assert search["retrieval"] == {
+        "similarity": "cosine", "primary_metric": "ndcg@10", "ks": [1, 5, 10], "bidirectional": False,
+        "query_block_size": 128, "gallery_block_size": 10000, "max_dense_bytes": 2000000000, "worst_queries": 10,
+    }
 
 
 def _bench(config):
@@ -156,14 +173,44 @@ def test_wrong_types_and_enums_are_refused_naming_the_key(default_config, where,
 
 
 def test_no_benchmarks_and_bad_benchmark_names_are_refused(default_config):
-    with pytest.raises(ConfigError, match=r"config key \(top level\): 'benchmarks' is a required property"):
+    # neither benchmarks nor retrieval: the top-level anyOf fails
+    with pytest.raises(ConfigError, match=r"config key \(top level\): .* is not valid under any of the given schemas"):
         validate_config({"seed": 0})
+    with pytest.raises(ConfigError, match=r"config key \(top level\): .* is not valid under any of the given schemas"):
+        validate_config({"seed": 0, "embedding": {"shards": 2}})
+    with pytest.raises(ConfigError, match=r"config key \(top level\): .* is not valid under any of the given schemas"):
+        plan({})
     with pytest.raises(ConfigError, match=r"benchmarks: .*non-empty"):
         validate_config({"benchmarks": {}})
     config = copy.deepcopy(default_config)
     config["benchmarks"]["my digits"] = config["benchmarks"].pop("digits")
     with pytest.raises(ConfigError, match=r"benchmarks: 'my digits'"):
         validate_config(config)
+    config = copy.deepcopy(default_config)
+    config["retrieval"]["my search"] = config["retrieval"].pop("digits_search")
+    with pytest.raises(ConfigError, match=r"retrieval: 'my search'"):
+        validate_config(config)
+    # a retrieval benchmark may not share a labelled benchmark's report name
+    config = copy.deepcopy(default_config)
+    config["retrieval"]["digits"] = config["retrieval"].pop("digits_search")
+    with pytest.raises(ConfigError, match=r"retrieval\.digits: a labelled benchmark has the same name"):
+        plan(config)
+
+
+def test_a_retrieval_only_config_is_valid_and_plans_only_retrieval(default_config):
+    config = {"retrieval": copy.deepcopy(default_config["retrieval"])}
+    valid = validate_config(config)
+    assert "benchmarks" not in valid and list(valid["retrieval"]) == ["digits_search"]
+    assert valid["seed"] == 0 and valid["embedding"] == {"shards": 4, "batch_size": 256}
+    p = plan(config)
+    assert p.reports == {} and list(p.retrieval_reports) == ["digits_search"]
+    assert len(p.specs) == 13
+    assert Counter(spec["stage"] for spec in p.specs.values()) == {
+        "retrieval-protocol": 1, "fit": 1, "embed": 4, "compress-retrieval": 2, "score-retrieval": 4, "retrieval-report": 1,
+    }
+    assert p.final_outputs() == ["results/reports/digits_search/report.json", "results/reports/digits_search/report.md"]
+    # planning it next to the labelled benchmarks changes none of its fingerprints
+    assert set(p.specs) <= set(plan(default_config).specs)
 
 
 def test_a_missing_identity_is_refused(default_config):
@@ -204,25 +251,35 @@ def test_load_config_file_reports_unreadable_files(tmp_path):
 
 
 def _benchmark_of(p, fp) -> str:
-    """The benchmark a spec belongs to: fit/embed/protocol specs name their dataset key; compress/score specs
-    are reached through the report candidates; report specs name their benchmark."""
+    """The benchmark a spec belongs to: fit/embed/protocol specs name their dataset key (benchmarks.NAME or, for
+    specs of the retrieval protocol, retrieval.NAME); compress/score specs are reached through the report
+    candidates (a compressed retrieval pair through its FP/query and FP/gallery refs); report specs name their
+    benchmark."""
     spec = p.spec(fp)
-    if spec["stage"] == "report":
+    if spec["stage"] in ("report", "retrieval-report"):
         return spec["benchmark"]
     if "where" in spec:
-        return spec["where"].split(".")[1]
+        section, name = spec["where"].split(".")[:2]
+        assert section == ("retrieval" if spec.get("protocol") == "retrieval" else "benchmarks"), spec["where"]
+        return name
     owners = {name for name, report_fp in p.reports.items() for c in p.spec(report_fp)["candidates"]
               if fp in (c["score"]["fingerprint"], c["scored_embedding"])}
+    owners |= {name for name, report_fp in p.retrieval_reports.items() for c in p.spec(report_fp)["candidates"]
+               if fp in (c["score"]["fingerprint"], c["query"].split("/")[0], c["gallery"].split("/")[0])}
     (owner,) = owners
     return owner
 
 
-def test_default_plan_has_twenty_six_specs_by_stage_and_benchmark(default_plan):
+def test_default_plan_has_thirty_nine_specs_by_stage_and_benchmark(default_plan):
     # digits: 1 protocol + 2 fit + 3 embed + 3 compress + (3 extractors x 2 variants =) 6 score + 1 report = 16
     # diabetes: 1 protocol + 2 fit + 3 embed + 0 compress + 3 score + 1 report = 10
-    assert len(default_plan.specs) == 26
+    # digits_search: 1 retrieval-protocol + 1 fit (pca16, on the gallery) + (2 extractors x query/gallery =) 4 embed
+    #   + 2 compress-retrieval (one pair per extractor) + (2 extractors x 2 variants =) 4 score-retrieval
+    #   + 1 retrieval-report = 13
+    assert len(default_plan.specs) == 16 + 10 + 13 == 39
     assert Counter(spec["stage"] for spec in default_plan.specs.values()) == {
-        "protocol": 2, "fit": 4, "embed": 6, "compress": 3, "score": 9, "report": 2,
+        "protocol": 2, "fit": 5, "embed": 10, "compress": 3, "score": 9, "report": 2,
+        "retrieval-protocol": 1, "compress-retrieval": 2, "score-retrieval": 4, "retrieval-report": 1,
     }
     by_benchmark = Counter((_benchmark_of(default_plan, fp), spec["stage"]) for fp, spec in default_plan.specs.items())
     assert by_benchmark == {
@@ -230,11 +287,20 @@ def test_default_plan_has_twenty_six_specs_by_stage_and_benchmark(default_plan):
         ("digits", "score"): 6, ("digits", "report"): 1,
         ("diabetes", "protocol"): 1, ("diabetes", "fit"): 2, ("diabetes", "embed"): 3, ("diabetes", "score"): 3,
         ("diabetes", "report"): 1,
+        ("digits_search", "retrieval-protocol"): 1, ("digits_search", "fit"): 1, ("digits_search", "embed"): 4,
+        ("digits_search", "compress-retrieval"): 2, ("digits_search", "score-retrieval"): 4,
+        ("digits_search", "retrieval-report"): 1,
     }
-    fits = {(_benchmark_of(default_plan, fp), default_plan.spec(fp)["extractor"]["name"])
+    fits = {(_benchmark_of(default_plan, fp), default_plan.spec(fp)["extractor"]["name"], default_plan.spec(fp)["endpoint"])
             for fp in default_plan.fingerprints("fit")}
-    # the precomputed extractors (pixels, features) learn nothing
-    assert fits == {("digits", "pca16"), ("digits", "random_projection16"), ("diabetes", "poly2"), ("diabetes", "pca3")}
+    # the precomputed extractors (pixels, features) learn nothing; retrieval extractors are fitted on the gallery
+    assert fits == {("digits", "pca16", "samples"), ("digits", "random_projection16", "samples"),
+                    ("diabetes", "poly2", "samples"), ("diabetes", "pca3", "samples"),
+                    ("digits_search", "pca16", "gallery")}
+    for fp in default_plan.fingerprints("fit"):
+        spec = default_plan.spec(fp)
+        assert spec["recipe"]["endpoint"] == spec["endpoint"]
+        assert spec.get("protocol") == ("retrieval" if _benchmark_of(default_plan, fp) == "digits_search" else None)
     digits_embeds = {fp for fp in default_plan.fingerprints("embed") if _benchmark_of(default_plan, fp) == "digits"}
     for fp in default_plan.fingerprints("compress"):
         spec = default_plan.spec(fp)
@@ -246,6 +312,28 @@ def test_default_plan_has_twenty_six_specs_by_stage_and_benchmark(default_plan):
         assert "plan" in spec and "scoring" not in spec and "seed" not in spec
         expected = "regression" if _benchmark_of(default_plan, fp) == "diabetes" else "classification"
         assert spec["target_type"] == expected
+    # retrieval: one compressed pair per extractor, from that extractor's query and gallery embeddings
+    (retrieval_protocol,) = default_plan.fingerprints("retrieval-protocol")
+    assert default_plan.spec(retrieval_protocol)["protocol"] == "retrieval"
+    search_embeds = {fp for fp in default_plan.fingerprints("embed") if _benchmark_of(default_plan, fp) == "digits_search"}
+    pairs = set()
+    for fp in default_plan.fingerprints("compress-retrieval"):
+        spec = default_plan.spec(fp)
+        query, gallery = default_plan.spec(spec["query"]["fingerprint"]), default_plan.spec(spec["gallery"]["fingerprint"])
+        assert (query["side"], gallery["side"]) == ("query", "gallery")
+        assert query["extractor"]["name"] == gallery["extractor"]["name"]
+        assert spec["compression"]["method"] == "pca" and spec["compression"]["n_components"] == 8
+        assert spec["recipe"]["fit_endpoint"] == "gallery"
+        assert spec["recipe"]["query"] == query["fingerprint"] and spec["recipe"]["gallery"] == gallery["fingerprint"]
+        pairs.add(query["extractor"]["name"])
+        search_embeds -= {query["fingerprint"], gallery["fingerprint"]}
+    assert pairs == {"pixels", "pca16"} and search_embeds == set()
+    for fp in default_plan.fingerprints("score-retrieval"):
+        spec = default_plan.spec(fp)
+        assert spec["protocol"]["fingerprint"] == retrieval_protocol == spec["recipe"]["protocol"]
+        assert spec["recipe"]["query"] == spec["query"]["fingerprint"] and spec["recipe"]["gallery"] == spec["gallery"]["fingerprint"]
+        assert spec["retrieval"]["similarity"] == "cosine" and spec["retrieval"]["primary_metric"] == "ndcg@10"
+        assert spec["retrieval"]["ks"] == [1, 5, 10] and spec["retrieval"]["bidirectional"] is False
 
 
 def test_every_spec_fingerprint_hashes_its_recipe(default_plan):
@@ -257,10 +345,14 @@ def test_every_spec_fingerprint_hashes_its_recipe(default_plan):
 
 # hand-computed: edges are n_rows * i // count
 #   digits, 4 shards of 1797 rows: 0, 449 (1797/4 = 449.25), 898 (898.5), 1347 (1347.75), 1797
-#   diabetes, its own 2 shards of 442 rows: 0, 221, 442
+#   diabetes, its own single shard of 442 rows: 0, 442
+#   digits_search, its own single shard per side: the queries are rows i % 6 == 0 of the 1797 digits, i.e.
+#   0, 6, ..., 1794 (1797 = 6 * 299 + 3): 300 rows; the gallery the other 1797 - 300 = 1497 rows
 EXPECTED_SHARDS = {
     "digits": (1797, [[0, 449], [449, 898], [898, 1347], [1347, 1797]]),
-    "diabetes": (442, [[0, 221], [221, 442]]),
+    "diabetes": (442, [[0, 442]]),
+    ("digits_search", "query"): (300, [[0, 300]]),
+    ("digits_search", "gallery"): (1497, [[0, 1497]]),
 }
 
 
@@ -269,6 +361,12 @@ def test_default_embed_specs_shard_all_rows_of_each_benchmark(default_plan):
     for fp in default_plan.fingerprints("embed"):
         spec = default_plan.spec(fp)
         benchmark = _benchmark_of(default_plan, fp)
+        retrieval = spec.get("protocol") == "retrieval"
+        if retrieval:
+            assert spec["side"] == spec["endpoint"] == spec["recipe"]["endpoint"] and spec["branch"] is None
+            benchmark = (benchmark, spec["side"])
+        else:
+            assert spec["endpoint"] == spec["recipe"]["endpoint"] == "samples" and "side" not in spec
         seen[benchmark] += 1
         n_rows, expected = EXPECTED_SHARDS[benchmark]
         assert spec["n_rows"] == n_rows
@@ -281,30 +379,46 @@ def test_default_embed_specs_shard_all_rows_of_each_benchmark(default_plan):
         assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n_rows
         count = len(expected)
         assert default_plan.shard_counts[fp] == count
-        assert default_plan.shard_paths(fp) == [f"results/embeddings/{fp}/shard-{i}-of-{count}.h5" for i in range(count)]
-    assert seen == {"digits": 3, "diabetes": 3}
+        directory = "results/retrieval/embeddings" if retrieval else "results/embeddings"
+        assert default_plan.shard_paths(fp) == [f"{directory}/{fp}/shard-{i}-of-{count}.h5" for i in range(count)]
+    assert seen == {"digits": 3, "diabetes": 3, ("digits_search", "query"): 2, ("digits_search", "gallery"): 2}
 
 
 def test_embed_specs_reference_their_fit(default_plan):
-    names = set()
+    names = Counter()
+    fits_used = Counter()
     for fp in default_plan.fingerprints("embed"):
         spec = default_plan.spec(fp)
-        names.add(spec["extractor"]["name"])
+        benchmark = _benchmark_of(default_plan, fp)
+        names[(benchmark, spec["extractor"]["name"])] += 1
         if spec["extractor"]["name"] in ("pixels", "features"):  # precomputed: nothing to fit
             assert spec["fit"] is None and "fit" not in spec["recipe"]
         else:
             fit_fp = spec["fit"]["fingerprint"]
-            assert default_plan.spec(fit_fp)["stage"] == "fit"
-            assert default_plan.spec(fit_fp)["extractor"]["name"] == spec["extractor"]["name"]
+            fit = default_plan.spec(fit_fp)
+            assert fit["stage"] == "fit"
+            assert fit["extractor"] == spec["extractor"]
+            assert _benchmark_of(default_plan, fit_fp) == benchmark
+            # labelled extractors are fitted on the samples they embed; retrieval ones on the gallery, for both sides
+            assert fit["endpoint"] == ("gallery" if spec.get("protocol") == "retrieval" else spec["endpoint"])
             assert spec["recipe"]["fit"] == fit_fp
             assert spec["fit"]["path"] == f"results/fitted/{fit_fp}.json"
-    assert names == {"pixels", "pca16", "random_projection16", "features", "poly2", "pca3"}
+            fits_used[fit_fp] += 1
+    assert names == {
+        ("digits", "pixels"): 1, ("digits", "pca16"): 1, ("digits", "random_projection16"): 1,
+        ("diabetes", "features"): 1, ("diabetes", "poly2"): 1, ("diabetes", "pca3"): 1,
+        ("digits_search", "pixels"): 2, ("digits_search", "pca16"): 2,  # query and gallery
+    }
+    # every fit is used: once per labelled embedding, twice (query and gallery) for the retrieval one
+    assert set(fits_used) == set(default_plan.fingerprints("fit"))
+    assert sorted(fits_used.values()) == [1, 1, 1, 1, 2]
 
 
 def test_final_outputs_and_paths_are_relative_results_paths(default_plan):
     assert default_plan.final_outputs() == [
         "results/reports/digits/report.json", "results/reports/digits/report.md",
         "results/reports/diabetes/report.json", "results/reports/diabetes/report.md",
+        "results/reports/digits_search/report.json", "results/reports/digits_search/report.md",
     ]
 
     paths = []
@@ -324,14 +438,24 @@ def test_final_outputs_and_paths_are_relative_results_paths(default_plan):
         collect({k: v for k, v in spec.items() if k not in ("dataset", "where")})
     for path in paths:
         assert path.startswith("results/") and not Path(path).is_absolute() and ".." not in Path(path).parts
-    # by directory, hand-counted (9 candidates: 6 digits + 3 diabetes):
+    # by directory, hand-counted (9 labelled candidates: 6 digits + 3 diabetes; 4 retrieval candidates):
     #   scores:     9 candidate score refs, listed both in each report spec and in its recipe = 18
     #   protocols:  9 score specs + 2 report specs = 11
     #   embeddings: 6 score specs of uncompressed variants + 3 compress specs = 9
     #   compressed: 3 score specs of the pca_8 variants
-    #   fitted:     4 embed specs of learning extractors (pca16, random_projection16, poly2, pca3)
-    assert Counter(path.split("/")[1] for path in paths) == {
-        "scores": 18, "protocols": 11, "embeddings": 9, "compressed": 3, "fitted": 4,
+    #   fitted:     4 labelled embed specs of learning extractors (pca16, random_projection16, poly2, pca3)
+    #               + 2 retrieval embed specs of pca16 (query and gallery share the gallery fit) = 6
+    #   retrieval/scores:     4 candidate score refs, in the report spec and in its recipe = 8
+    #   retrieval/relevance:  4 score-retrieval specs + 1 retrieval-report spec = 5
+    #   retrieval/embeddings: (2 uncompressed score specs + 2 compress-retrieval specs) x (query, gallery) = 8
+    #   retrieval/compressed: 2 score specs of the pca_8 variants x (query, gallery) = 4
+    def directory(path):
+        parts = path.split("/")
+        return "/".join(parts[1:3]) if parts[1] == "retrieval" else parts[1]
+
+    assert Counter(directory(path) for path in paths) == {
+        "scores": 18, "protocols": 11, "embeddings": 9, "compressed": 3, "fitted": 6,
+        "retrieval/scores": 8, "retrieval/relevance": 5, "retrieval/embeddings": 8, "retrieval/compressed": 4,
     }
     for name in ("digits", "diabetes"):
         report = default_plan.spec(default_plan.reports[name])
@@ -347,6 +471,21 @@ def test_final_outputs_and_paths_are_relative_results_paths(default_plan):
             else:
                 assert default_plan.spec(scored)["stage"] == "compress"
                 assert score["embedding"]["path"] == f"results/compressed/{scored}/samples.h5"
+    report = default_plan.spec(default_plan.retrieval_reports["digits_search"])
+    assert report["protocol"]["path"] == f"results/retrieval/relevance/{report['protocol']['fingerprint']}.json"
+    for candidate in report["candidates"]:
+        assert candidate["score"]["path"] == f"results/retrieval/scores/{candidate['score']['fingerprint']}.json"
+        score = default_plan.spec(candidate["score"]["fingerprint"])
+        assert score["protocol"] == report["protocol"]
+        for side in ("query", "gallery"):
+            assert score[side]["fingerprint"] == candidate[side]
+            if candidate["compression"] is None:
+                assert default_plan.spec(candidate[side])["side"] == side
+                assert score[side]["path"] == f"results/retrieval/embeddings/{candidate[side]}.h5"
+            else:
+                pair, suffix = candidate[side].split("/")
+                assert suffix == side and default_plan.spec(pair)["stage"] == "compress-retrieval"
+                assert score[side]["path"] == f"results/retrieval/compressed/{pair}/{side}.h5"
 
 
 def test_report_spec_lists_candidates_in_declaration_order(default_plan):
@@ -359,7 +498,8 @@ def test_report_spec_lists_candidates_in_declaration_order(default_plan):
     candidates = digits["candidates"] + diabetes["candidates"]
     score_fps = [c["score"]["fingerprint"] for c in candidates]
     assert len(set(score_fps)) == 9 and set(score_fps) == set(default_plan.fingerprints("score"))
-    assert {c["embedding"] for c in candidates} == set(default_plan.fingerprints("embed"))
+    labelled_embeds = {fp for fp in default_plan.fingerprints("embed") if default_plan.spec(fp).get("protocol") != "retrieval"}
+    assert len(labelled_embeds) == 6 and {c["embedding"] for c in candidates} == labelled_embeds
     for report in (digits, diabetes):
         embeds = {c["embedding"] for c in report["candidates"]}
         assert len(embeds) == 3 and {_benchmark_of(default_plan, fp) for fp in embeds} == {report["benchmark"]}
@@ -371,6 +511,29 @@ def test_report_spec_lists_candidates_in_declaration_order(default_plan):
         assert plain["compression"] is None
         assert compressed["compression"]["method"] == "pca" and compressed["compression"]["n_components"] == 8
     assert all(c["compression"] is None and c["scored_embedding"] == c["embedding"] for c in diabetes["candidates"])
+
+    search = default_plan.spec(default_plan.retrieval_reports["digits_search"])
+    assert search["benchmark"] == "digits_search"
+    assert [c["name"] for c in search["candidates"]] == ["pixels", "pixels[pca_8]", "pca16", "pca16[pca_8]"]
+    (retrieval_protocol,) = default_plan.fingerprints("retrieval-protocol")
+    assert search["protocol"]["fingerprint"] == search["recipe"]["protocol"] == retrieval_protocol
+    score_fps = [c["score"]["fingerprint"] for c in search["candidates"]]
+    assert len(set(score_fps)) == 4 and set(score_fps) == set(default_plan.fingerprints("score-retrieval"))
+    plain_embeds = {c[side] for c in search["candidates"][::2] for side in ("query", "gallery")}
+    assert plain_embeds == set(default_plan.fingerprints("embed")) - labelled_embeds
+    pairs = set()
+    for plain, compressed in zip(search["candidates"][::2], search["candidates"][1::2]):
+        assert compressed["name"] == f"{plain['name']}[pca_8]"
+        assert compressed["extractor"] == plain["extractor"]
+        assert plain["compression"] is None
+        assert compressed["compression"]["method"] == "pca" and compressed["compression"]["n_components"] == 8
+        assert default_plan.spec(plain["query"])["side"] == "query" and default_plan.spec(plain["gallery"])["side"] == "gallery"
+        pair = compressed["query"].split("/")[0]
+        assert (compressed["query"], compressed["gallery"]) == (f"{pair}/query", f"{pair}/gallery")
+        pair_spec = default_plan.spec(pair)
+        assert pair_spec["query"]["fingerprint"] == plain["query"] and pair_spec["gallery"]["fingerprint"] == plain["gallery"]
+        pairs.add(pair)
+    assert pairs == set(default_plan.fingerprints("compress-retrieval"))
 
 
 # -- plans of a small npz dataset -----------------------------------------------------------------------

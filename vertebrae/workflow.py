@@ -301,11 +301,11 @@ def _plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], c
         refs = {}
         for side in ("query", "gallery"):
             branch = side if extractor.branches else None
-            e_recipe = embedding_recipe(identity_key, side, extractor, branch)
+            e_recipe = embedding_recipe(identity_key, side, extractor, branch, fit_endpoint=FIT_ENDPOINT)
             bounds = shard_bounds(counts[side], n_shards)
             fp = result.add({
                 "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
-                "endpoint": side, "side": side, "branch": branch, "n_rows": counts[side],
+                "endpoint": side, "side": side, "branch": branch, "fit_endpoint": FIT_ENDPOINT, "n_rows": counts[side],
                 "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"], "fit": fit_ref,
             })
             result.shard_counts.setdefault(fp, len(result.specs[fp]["shards"]))

@@ -33,22 +33,27 @@ functions over query blocks x gallery blocks in one process; a workflow can fan 
 Arithmetic
 ----------
 The score of a pair is defined by its *direct* computation (``pair_rank_scores``): the float64 inner product
-of the two prepared float64 rows (cosine: L2-normalised), ``2 q.g - |g|^2`` for squared_l2. Positives' scores
-are computed that way once (``positive_scores``). Block products (one BLAS call per unit, on float32 copies
-of the rows when admitted) only *filter*: every block score is within ``tol`` of its direct value, a rigorous
-bound (``_tolerance``: about ``(d + 2) u |q| max|g|`` for scan precision u), so a competitor more than ``tol``
-above (below) a positive's score outranks (does not outrank) it, and one inside that band is recomputed
-directly and compared exactly. Likewise the nearest negative is chosen among the items within ``2 tol`` of the
-row maximum by their direct scores. Ranks, ties, nearest negatives and metrics therefore do not depend on
-block sizes, shard boundaries, the BLAS or the scan precision.
+of the two rows as given (numpy's pairwise row sum: the same bits whichever batch computes it), scaled
+``(q.g) / |q| / |g|`` for cosine, ``2 q.g - |g|^2`` for squared_l2. Positives' scores are computed that way
+once (``positive_scores``). Block products (one BLAS call per unit, on float32 copies of the rows unless a row
+norm exceeds 1e18) only *filter*: every block score is within ``tol`` of its direct value, a rigorous bound
+(``_tolerance``: about ``(d + 2) u |q| max|g|`` for scan precision u), so a competitor more than ``tol`` above
+(below) a positive's score outranks (does not outrank) it, and one inside that band is recomputed directly and
+compared exactly. Likewise the nearest negative is chosen among the items within ``2 tol`` of the row maximum
+by their direct scores. Ranks, ties, nearest negatives and metrics therefore do not depend on block sizes,
+shard boundaries, the BLAS or the scan precision.
 
 Memory admission
 ----------------
 Before any work: ``8 (nq + ng) d + 8 min(qbs, nq) min(gbs, ng)`` bytes (both directions when bidirectional)
 must fit ``max_dense_bytes`` (a sparse endpoint counts ``16 nnz + 8 (rows + 1)`` instead of ``8 rows d``: it
-stays sparse), and ``nq ng`` must not exceed ``max_comparisons`` when set; otherwise ``BudgetError``. The
-float32 scan copies (half the endpoint bytes again) are made only when they fit too; otherwise the block
-products run on the float64 rows, with the same results.
+stays sparse), and ``nq ng`` must not exceed ``max_comparisons`` when set; otherwise ``BudgetError``. What is
+then allocated stays inside that: float rows are used in place and the only endpoint copies are the scan
+rows (float32, 4 bytes a value; float64 rows beyond the float32 range; non-float input is first converted to
+float64, 8 bytes more); a unit
+holds its float32 score block, two boolean masks and at most half the block again, about 8 bytes an element
+(a float64 block is scored in two column halves); candidates of the sparse path are capped near one byte an
+element; per-query results are arrays.
 """
 
 from __future__ import annotations
@@ -929,7 +934,9 @@ def _score_unit(Q_block: Endpoint, G_shard: Endpoint, gallery_offset: int, posit
     row_max = S.max(axis=1).astype(np.float64)
     has_neg = row_max > -np.inf
     near_max = np.where(has_neg, row_max - 2.0 * tol, np.inf)
-    sample = S[:, ::max(1, s // 256)]  # a strided sample estimates each row's share of candidates
+    # 8 evenly spread runs of 32 columns (cache-friendly) estimate each row's share of candidates
+    runs = [S[:, a:a + 32] for a in np.linspace(0, max(0, s - 32), 8).astype(np.int64)] if s > 256 else [S]
+    sample = np.concatenate(runs, axis=1) if len(runs) > 1 else S
     fraction = np.count_nonzero(sample >= row_min_lo.astype(dtype)[:, None], axis=1) / sample.shape[1]
     dense = (R > 0) & (fraction * _SPARSE_CANDIDATE_COST > R * _DENSE_PASS_COST)
     # the sparse path holds ~80 bytes per candidate: keep them under ~1 byte per block element

@@ -52,12 +52,15 @@ def fit_recipe(identity_key: str, endpoint: str, extractor: Extractor) -> dict[s
     return {"dataset": identity_key, "endpoint": endpoint, "extractor": extractor.recipe()}
 
 
-def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor, branch: str | None = None) -> dict[str, Any]:
+def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor, branch: str | None = None,
+                     fit_endpoint: str | None = None) -> dict[str, Any]:
+    """Recipe of one endpoint's embeddings; a learning extractor's fit (on ``fit_endpoint``, by default the
+    endpoint itself) is part of it."""
     recipe = {"dataset": identity_key, "endpoint": endpoint, "extractor": extractor.recipe()}
     if branch is not None:
         recipe["branch"] = branch
     if extractor.learns:
-        recipe["fit"] = fingerprint("fitted-extractor", fit_recipe(identity_key, endpoint, extractor))
+        recipe["fit"] = fingerprint("fitted-extractor", fit_recipe(identity_key, fit_endpoint or endpoint, extractor))
     return recipe
 
 

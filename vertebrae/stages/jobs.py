@@ -68,7 +68,8 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     if stage in ("fit", "embed"):
         extractor = _extractor(spec)
         recipe = (fit_recipe(spec["identity"], spec["endpoint"], extractor) if stage == "fit"
-                  else embedding_recipe(spec["identity"], spec["endpoint"], extractor, spec.get("branch")))
+                  else embedding_recipe(spec["identity"], spec["endpoint"], extractor, spec.get("branch"),
+                                        fit_endpoint=spec.get("fit_endpoint")))
         if recipe != spec["recipe"]:
             raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match its recipe")
     if stage == "embed":
