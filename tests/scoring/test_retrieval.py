@@ -69,7 +69,7 @@ def _reference(Q, G, rel, excl, similarity, ks):
     for i in range(len(Qe)):
         # the defining direct scores (exact ties included); ranking and metrics below are independent
         scores = retrieval.pair_rank_scores(Qe, np.full(ng, i), Ge, np.arange(ng))
-        eligible = np.flatnonzero(~excl[i]) if excl is not None else np.arange(Gv.shape[0])
+        eligible = np.flatnonzero(~excl[i]) if excl is not None else np.arange(ng)
         ranking = eligible[np.lexsort((eligible, -scores[eligible]))]
         grades = rel[i][ranking]
         ranks = np.flatnonzero(grades > 0) + 1

@@ -70,7 +70,7 @@ from vertebrae.core.errors import ArtifactError, BudgetError, ConfigError, Label
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import describe_key, semantic_key
 from vertebrae.data.labelled import as_matrix, check_finite
-from vertebrae.scoring.metrics import SIMILARITIES, _divide_rows, parse_retrieval_metric
+from vertebrae.scoring.metrics import SIMILARITIES, parse_retrieval_metric
 from vertebrae.scoring.metrics import _row_norms as _sparse_row_norms
 
 __all__ = [
@@ -576,14 +576,14 @@ def _tolerance(similarity: str, d: int, q_norms: np.ndarray, g_max: float, unit:
     for the cosine scaling (8 u64 allowed).
     The block score rounds the rows to the scan precision u (relative error <= u each) and sums in that
     precision: within ((d + 2.1) u / (1 - d u)) |q||g|. squared_l2 doubles that and adds the rounding of |g|^2 and of the
-    subtraction. A 25% margin is added, and an absolute term covers subnormal products.
+    subtraction. A 10% margin is added, and an absolute term covers subnormal products.
     """
     u64 = _U
     dot = ((d + 2.1) * unit / (1.0 - d * unit) + (d + 8) * u64 / (1.0 - d * u64)) * q_norms * g_max
     tiny = (2.0 ** -140 if unit > u64 else 2.0 ** -1000) * (d + 2) * (1.0 + q_norms + g_max) ** 2
     if similarity == "squared_l2":
         dot = 2.0 * dot + 2.1 * (unit + u64) * (2.0 * q_norms * g_max + 2.0 * g_max * g_max)
-    return 1.25 * dot + tiny
+    return 1.1 * dot + tiny
 
 
 # --------------------------------------------------------------------------------------------------
@@ -786,11 +786,6 @@ def _count_true_rows(mask: np.ndarray) -> np.ndarray:
     return np.bitwise_count(mask.view(np.uint64)).sum(axis=1, dtype=np.int64)
 
 
-def row_sq_norms(M: Any) -> np.ndarray:
-    """|m|^2 of every row of a float64 matrix, computed as the kernel computes them."""
-    return _row_sq(M)
-
-
 def _round_up(x: np.ndarray, dtype: Any) -> np.ndarray:
     """The smallest ``dtype`` values >= x (x itself for float64)."""
     if dtype == np.float64:
@@ -825,7 +820,7 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     and those at or above ``t - tol`` in two vectorised passes (thresholds rounded outwards to the scan
     precision). Items within a band [t - tol, t + tol] are recomputed directly and compared exactly.
     Positives compare among themselves by their direct scores. Cost beyond the product: a few passes over S
-    plus two per positive of each dense row.
+    plus two per positive of each dense row. A float64 scan block is scored in two column halves (memory).
     """
     _check_endpoints(Q_block, G_shard, config, "score_shard")
     b, s = len(Q_block), len(G_shard)
@@ -838,7 +833,6 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
             raise ValidationError(f"score_shard: positives cover {positives.n_queries} queries; the block needs "
                                   f"[{query_offset}, {query_offset + b})")
         positives = positives.rows(query_offset, query_offset + b)
-    similarity = config.similarity
     indptr = positives.indptr
     R = np.diff(indptr)
     P = int(indptr[-1])
@@ -972,8 +966,8 @@ def _score_unit(Q_block: Endpoint, G_shard: Endpoint, gallery_offset: int, posit
         x = direct(rows, cols)
         equal = x == ts[positions]
         wins = (x > ts[positions]) | (equal & (gallery_offset + cols < gs[positions]))
-        np.add.at(counts, positions, wins.astype(np.int64))
-        np.add.at(ties, positions, equal.astype(np.int64))
+        counts[:] += np.bincount(positions, weights=wins, minlength=P).astype(np.int64)
+        ties[:] += np.bincount(positions, weights=equal, minlength=P).astype(np.int64)
 
     # sparse rows: locate each candidate among the row's positive thresholds
     sparse_candidates = np.flatnonzero(~dense[r] & (v >= row_min_lo[r]))
