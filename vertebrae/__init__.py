@@ -30,6 +30,8 @@ _EXPORTS = {
     "vertebrae.compression": ("EmbeddingCompressionConfig", "fit_paired_compression"),
     "vertebrae.data.targets": ("Targets",),
     "vertebrae.data.retrieval": ("RetrievalDataset",),
+    "vertebrae.scoring.retrieval": ("RetrievalConfig", "RetrievalResult", "RetrievalScore", "RetrievalScorer"),
+    "vertebrae.protocols.retrieval": ("RetrievalBenchmark",),
     "vertebrae.core.memory": ("MemoryConfig",),
     "vertebrae.extractors.callable": ("CallableExtractor", "CallableRetrievalExtractor"),
 }
