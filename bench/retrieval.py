@@ -12,9 +12,10 @@ What is timed, in one process on the same data:
   relevance_csr)`` on the raw float32 embeddings; vertebrae does its own work end to end (validation, float64
   conversion, cosine normalisation, positives, every block, merge, all metrics and diagnostics).
 * **floor**: the bare block products vertebrae's kernel starts from: for every query block x gallery block
-  (vertebrae's block sizes) ``Q[qs:qe] @ G[gs:ge].T`` with numpy in vertebrae's compute dtype (float64, on
-  inputs normalised outside the timer), nothing else. ``floor_ratio = vertebrae / floor``. A float32 run of
-  the same products is printed for information (faiss computes in float32), but is not the floor.
+  (vertebrae's block sizes) ``Q[qs:qe] @ G[gs:ge].T`` with numpy, in the dtype vertebrae's block products use
+  (its scan dtype, read from ``prepare_endpoint(...).scan``: float32 here; rows normalised outside the
+  timer), nothing else. ``floor_ratio = vertebrae / floor``. The same products in the other precision are
+  printed for information only.
 * **baseline**: the usual exact pipeline: copy + ``faiss.normalize_L2`` the float32 inputs, exact top-100
   search with ``faiss.IndexFlatIP``, convert the hits to a pytrec_eval run dict, and evaluate it with
   ``pytrec_eval.RelevanceEvaluator`` (ndcg_cut, P, recall, success at ks 1/5/10/100, map, recip_rank), then
@@ -52,7 +53,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScorer  # noqa: E402
+from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScorer, prepare_endpoint  # noqa: E402
 
 KS = (1, 5, 10, 100)
 TOP_K = max(KS)
@@ -119,6 +120,16 @@ def qrels_dict(relevance: sp.csr_matrix) -> dict[str, dict[str, int]]:
 
 def run_vertebrae(Q, G, relevance, config):
     return RetrievalScorer(config).score(Q, G, relevance)
+
+
+def scan_dtype(Q, G, config) -> type:
+    """The dtype vertebrae's block products read (its prepared endpoints' ``scan`` rows); float64 if unknown."""
+    try:
+        return max((prepare_endpoint(M[:64], config.similarity, what=what).scan.dtype
+                    for M, what in ((Q, "Query embeddings"), (G, "Gallery embeddings"))),
+                   key=lambda dt: dt.itemsize).type
+    except (AttributeError, TypeError):
+        return np.float64
 
 
 def run_floor(Qn, Gn, qbs: int, gbs: int) -> float:
@@ -189,8 +200,14 @@ def machine_lines(threads: int) -> list[str]:
     from threadpoolctl import threadpool_info
 
     blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), model)
+    except OSError:
+        pass
     lines = [
-        f"machine: {platform.processor() or platform.machine()}, os.cpu_count()={os.cpu_count()}, "
+        f"machine: {model}, os.cpu_count()={os.cpu_count()}, "
         f"usable cores={len(os.sched_getaffinity(0))}, threads used={threads}",
         f"numpy {np.__version__} BLAS: {blas.get('name')} {blas.get('version')} "
         f"({blas.get('openblas configuration', '').strip()})",
@@ -234,12 +251,16 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     Q, G, relevance = make_data(args.queries, args.gallery, args.dim, args.positives, args.noise, args.seed)
     qrels = qrels_dict(relevance)
-    # floor inputs: vertebrae's compute dtype (float64), normalised rows, outside the timer
+    # floor inputs: normalised rows (outside the timer) in vertebrae's scan dtype, and the other one for info
     Qn = Q.astype(np.float64)
     Qn /= np.linalg.norm(Qn, axis=1, keepdims=True)
     Gn = G.astype(np.float64)
     Gn /= np.linalg.norm(Gn, axis=1, keepdims=True)
-    Qn32, Gn32 = Qn.astype(np.float32), Gn.astype(np.float32)
+    floor_dtype = scan_dtype(Q, G, config)
+    info_dtype = np.float64 if floor_dtype == np.float32 else np.float32
+    Qf, Gf = Qn.astype(floor_dtype), Gn.astype(floor_dtype)
+    Qi, Gi = Qn.astype(info_dtype), Gn.astype(info_dtype)
+    del Qn, Gn
     setup = time.perf_counter() - t0
 
     print(f"retrieval bench: {args.queries:,} queries x {args.gallery:,} gallery x {args.dim} dims, "
@@ -253,31 +274,28 @@ def main(argv=None) -> int:
         # warm-ups (untimed): thread pools, lazy imports, first calls
         wq, wg, wrel = make_data(64, 1_000, args.dim, min(args.positives, 5), args.noise, args.seed + 1)
         run_vertebrae(wq, wg, wrel, config)
-        run_floor(wq.astype(np.float64), wg.astype(np.float64), qbs, gbs)
+        run_floor(wq.astype(floor_dtype), wg.astype(floor_dtype), qbs, gbs)
         run_baseline(wq, wg, qrels_dict(wrel), TOP_K, {})
 
-        t_floor, _ = best_of(args.repeat, lambda: run_floor(Qn, Gn, qbs, gbs))
-        t_floor32, _ = best_of(args.repeat, lambda: run_floor(Qn32, Gn32, qbs, gbs))
+        t_floor, _ = best_of(args.repeat, lambda: run_floor(Qf, Gf, qbs, gbs))
+        t_info, _ = best_of(args.repeat, lambda: run_floor(Qi, Gi, qbs, gbs))
         t_vert, result = best_of(args.repeat, lambda: run_vertebrae(Q, G, relevance, config))
-        base_steps: dict[str, float] = {}
-        best_steps: dict[str, float] = {}
-        t_base = float("inf")
+        t_base, base_steps = float("inf"), {}
         for _ in range(args.repeat):
             steps: dict[str, float] = {}
             t = time.perf_counter()
-            base_means, D, I = run_baseline(Q, G, qrels, TOP_K, steps)
+            base_means, D, _ = run_baseline(Q, G, qrels, TOP_K, steps)
             t = time.perf_counter() - t
             if t < t_base:
-                t_base, best_steps = t, steps
-        base_steps = best_steps
+                t_base, base_steps = t, steps
 
     forward = result.forward
     float32_ties = int(np.count_nonzero(D[:, 1:] == D[:, :-1]))
-    rows = [("floor: float64 block matmul (numpy @)", t_floor),
+    rows = [(f"floor: {np.dtype(floor_dtype).name} block matmul (numpy @)", t_floor),
             ("vertebrae RetrievalScorer.score", t_vert),
             ("baseline: faiss + pytrec_eval", t_base)]
     rows += [(f"  baseline step: {name}", t) for name, t in base_steps.items()]
-    rows += [("  info: float32 block matmul (same blocks)", t_floor32)]
+    rows += [(f"  info: {np.dtype(info_dtype).name} block matmul (same blocks)", t_info)]
     width = max(len(name) for name, _ in rows)
     print()
     print(f"{'component':<{width}} {'seconds':>9} {'x floor':>8}")
