@@ -8,6 +8,9 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/plan.smk"
 include: "workflow/rules/embed.smk"
@@ -17,8 +20,24 @@ include: "workflow/rules/protocol.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/retrieval.smk"
+include: "workflow/rules/zero_shot.smk"
+
+
+# Bookkeeping jobs that take a second run where Snakemake runs; on a cluster each would wait a scheduler round trip.
+localrules:
+    all,
+    plan,
+    write_protocol,
+    write_retrieval_relevance,
+    report,
+    retrieval_report,
+    plan_zero_shot,
+    write_zero_shot_protocol,
+    zero_shot_report,
+    figures,
 
 
 rule all:
     input:
         get_final_outputs(),
+        get_figure_outputs(),

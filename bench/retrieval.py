@@ -14,8 +14,11 @@ What is timed, in one process on the same data:
 * **floor**: the bare block products vertebrae's kernel starts from: for every query block x gallery block
   (vertebrae's block sizes) ``Q[qs:qe] @ G[gs:ge].T`` with numpy, in the dtype vertebrae's block products use
   (its scan dtype, read from ``prepare_endpoint(...).scan``: float32 here; rows normalised outside the
-  timer), nothing else. ``floor_ratio = vertebrae / floor``. The same products in the other precision are
-  printed for information only.
+  timer), nothing else, timed in two schedules on the same T cores: one T-threaded BLAS call per block, and
+  vertebrae's own (T threads, each multiplying its query blocks with single-threaded BLAS). The floor is the
+  faster of the two (on a loaded machine multi-threaded BLAS can lose much more than the workers do), so
+  vertebrae's scheduling earns it nothing. ``floor_ratio = vertebrae / floor``. The same products in the
+  other precision are printed for information only.
 * **baseline**: the usual exact pipeline: copy + ``faiss.normalize_L2`` the float32 inputs, exact top-100
   search with ``faiss.IndexFlatIP``, convert the hits to a pytrec_eval run dict, and evaluate it with
   ``pytrec_eval.RelevanceEvaluator`` (ndcg_cut, P, recall, success at ks 1/5/10/100, map, recip_rank), then
@@ -27,8 +30,12 @@ What is timed, in one process on the same data:
 Threads: every component runs inside ``threadpoolctl.threadpool_limits(limits=T)`` (T = ``--threads``,
 default: the cores this process may use, ``len(os.sched_getaffinity(0))``), which caps every loaded BLAS
 (numpy's OpenBLAS, faiss's bundled OpenBLAS) and OpenMP runtime (faiss's libgomp) alike, and faiss gets
-``faiss.omp_set_num_threads(T)`` too. vertebrae's only parallelism is BLAS; the rest of it, pytrec_eval and
-the run-dict conversion are single-threaded by nature.
+``faiss.omp_set_num_threads(T)`` too. So each component uses T cores: the floor as one T-threaded BLAS call
+per block; vertebrae as T worker threads (``RetrievalScorer.workers``: one per BLAS thread it finds), each
+scoring its own query blocks with single-threaded BLAS, so one thread's post-processing overlaps another's
+product; faiss as T OpenMP threads (pytrec_eval and the run-dict conversion are single-threaded). The table
+prints each component's thread count and its process CPU seconds beside the wall seconds: CPU time shows
+the work done whatever the machine's load (also printed), wall time what the ratios use.
 
 Data: seeded random float32 embeddings; every query gets ``--positives`` distinct gallery items with integer
 grades 1-3 and is built as a grade-weighted mix of its positives plus Gaussian noise, so ranks are spread (some
@@ -134,14 +141,24 @@ def scan_dtype(Q, G, config) -> type:
 
 def run_floor(Qn, Gn, qbs: int, gbs: int) -> float:
     """The bare block products; returns a checksum so nothing can be optimised away."""
-    nq, ng = Qn.shape[0], Gn.shape[0]
-    check = 0.0
-    for qs in range(0, nq, qbs):
-        Qb = Qn[qs:qs + qbs]
-        for gs in range(0, ng, gbs):
-            S = Qb @ Gn[gs:gs + gbs].T
-            check += S[0, 0]
-    return check
+    nq = Qn.shape[0]
+    return sum(_floor_rows(Qn, Gn, qs, qbs, gbs) for qs in range(0, nq, qbs))
+
+
+def _floor_rows(Qn, Gn, qs: int, qbs: int, gbs: int) -> float:
+    Qb = Qn[qs:qs + qbs]
+    return sum(float((Qb @ Gn[gs:gs + gbs].T)[0, 0]) for gs in range(0, Gn.shape[0], gbs))
+
+
+def run_floor_workers(Qn, Gn, qbs: int, gbs: int, workers: int) -> float:
+    """The same block products scheduled as vertebrae schedules its own: query blocks spread over
+    ``workers`` threads, each with single-threaded BLAS."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=workers) as pool:
+        return sum(pool.map(lambda qs: _floor_rows(Qn, Gn, qs, qbs, gbs), range(0, Qn.shape[0], qbs)))
 
 
 PYTREC_MEASURES = {
@@ -184,12 +201,15 @@ def run_baseline(Q, G, qrels, k: int, timings: dict[str, float]):
 
 
 def best_of(repeat: int, fn):
-    best, out = float("inf"), None
+    """(best wall seconds, the process CPU seconds of that run, the last result) over ``repeat`` runs."""
+    best, cpu, out = float("inf"), float("nan"), None
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+        t, c = time.perf_counter() - t0, time.process_time() - c0
+        if t < best:
+            best, cpu = t, c
+    return best, cpu, out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -266,6 +286,7 @@ def main(argv=None) -> int:
     print(f"retrieval bench: {args.queries:,} queries x {args.gallery:,} gallery x {args.dim} dims, "
           f"{args.positives} positives/query (grades 1-3), ks={KS}, blocks {qbs} x {gbs}, repeat={args.repeat}, "
           f"data setup {setup:.1f}s")
+    load_before = os.getloadavg()[0]
     with threadpool_limits(limits=T):
         faiss.omp_set_num_threads(T)
         for line in machine_lines(T):
@@ -277,30 +298,38 @@ def main(argv=None) -> int:
         run_floor(wq.astype(floor_dtype), wg.astype(floor_dtype), qbs, gbs)
         run_baseline(wq, wg, qrels_dict(wrel), TOP_K, {})
 
-        t_floor, _ = best_of(args.repeat, lambda: run_floor(Qf, Gf, qbs, gbs))
-        t_info, _ = best_of(args.repeat, lambda: run_floor(Qi, Gi, qbs, gbs))
-        t_vert, result = best_of(args.repeat, lambda: run_vertebrae(Q, G, relevance, config))
-        t_base, base_steps = float("inf"), {}
+        workers = RetrievalScorer(config).workers(Q, G)
+        run_floor_workers(wq.astype(floor_dtype), wg.astype(floor_dtype), qbs, gbs, workers)
+        t_blas, c_blas, _ = best_of(args.repeat, lambda: run_floor(Qf, Gf, qbs, gbs))
+        t_work, c_work, _ = best_of(args.repeat, lambda: run_floor_workers(Qf, Gf, qbs, gbs, workers))
+        t_floor, c_floor = min((t_blas, c_blas), (t_work, c_work))
+        t_info, c_info, _ = best_of(args.repeat, lambda: run_floor(Qi, Gi, qbs, gbs))
+        t_vert, c_vert, result = best_of(args.repeat, lambda: run_vertebrae(Q, G, relevance, config))
+        t_base, c_base, base_steps = float("inf"), float("nan"), {}
         for _ in range(args.repeat):
             steps: dict[str, float] = {}
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             base_means, D, _ = run_baseline(Q, G, qrels, TOP_K, steps)
-            t = time.perf_counter() - t
+            t, c = time.perf_counter() - t, time.process_time() - c
             if t < t_base:
-                t_base, base_steps = t, steps
+                t_base, c_base, base_steps = t, c, steps
 
     forward = result.forward
     float32_ties = int(np.count_nonzero(D[:, 1:] == D[:, :-1]))
-    rows = [(f"floor: {np.dtype(floor_dtype).name} block matmul (numpy @)", t_floor),
-            ("vertebrae RetrievalScorer.score", t_vert),
-            ("baseline: faiss + pytrec_eval", t_base)]
-    rows += [(f"  baseline step: {name}", t) for name, t in base_steps.items()]
-    rows += [(f"  info: {np.dtype(info_dtype).name} block matmul (same blocks)", t_info)]
-    width = max(len(name) for name, _ in rows)
+    blas = f"{T}-thread BLAS"
+    rows = [(f"floor: {np.dtype(floor_dtype).name} block matmul (numpy @), the faster of", "", t_floor, c_floor),
+            ("  floor schedule: one BLAS call per block", blas, t_blas, c_blas),
+            ("  floor schedule: query blocks over workers", f"{workers} x 1-thread BLAS", t_work, c_work),
+            ("vertebrae RetrievalScorer.score", f"{workers} x 1-thread BLAS", t_vert, c_vert),
+            ("baseline: faiss + pytrec_eval", f"{T} OpenMP", t_base, c_base)]
+    rows += [(f"  baseline step: {name}", "", t, float("nan")) for name, t in base_steps.items()]
+    rows += [(f"  info: {np.dtype(info_dtype).name} block matmul (same blocks)", blas, t_info, c_info)]
+    width = max(len(name) for name, *_ in rows)
     print()
-    print(f"{'component':<{width}} {'seconds':>9} {'x floor':>8}")
-    for name, t in rows:
-        print(f"{name:<{width}} {t:>9.3f} {t / t_floor:>8.2f}")
+    print(f"{'component':<{width}} {'threads':>20} {'seconds':>9} {'x floor':>8} {'cpu s':>8}")
+    for name, threads, t, c in rows:
+        print(f"{name:<{width}} {threads:>20} {t:>9.3f} {t / t_floor:>8.2f} {c:>8.2f}")
+    print(f"load average (1 min) before / after timing: {load_before:.2f} / {os.getloadavg()[0]:.2f}")
     print()
     for line in cross_check(forward.metrics, base_means):
         print(line)

@@ -11,7 +11,9 @@ import pytest
 from vertebrae import __version__
 from vertebrae.cli import main
 
-SUBCOMMANDS = ("plan", "fit-extractor", "embed-shard", "merge-embeddings", "write-protocol", "score", "report")
+SUBCOMMANDS = ("plan", "fit-extractor", "embed-shard", "merge-embeddings", "write-protocol", "score", "report",
+               "plan-zero-shot", "embed-zero-shot-shard", "merge-zero-shot-embeddings", "write-zero-shot-protocol",
+               "compress-zero-shot", "score-zero-shot", "zero-shot-from-artifacts")
 
 
 def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +25,12 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
 
 
 def write_config(workdir: Path, config: dict) -> Path:
+    """Write ``config`` as workdir/config/config.yaml, next to a copy of the repository's config/data (the
+    default config's text corpus, referenced by a path relative to the working directory)."""
     path = workdir / "config" / "config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not (path.parent / "data").exists():
+        shutil.copytree(REPO / "config" / "data", path.parent / "data")
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
 

@@ -34,6 +34,14 @@ _EXPORTS = {
     "vertebrae.protocols.retrieval": ("RetrievalBenchmark",),
     "vertebrae.core.memory": ("MemoryConfig",),
     "vertebrae.extractors.callable": ("CallableExtractor", "CallableRetrievalExtractor"),
+    "vertebrae.data.zero_shot": ("ZeroShotDataset",),
+    "vertebrae.scoring.zero_shot": ("ZeroShotConfig", "ZeroShotResult", "ZeroShotScorer"),
+    "vertebrae.protocols.zero_shot": ("ZeroShotBenchmark", "ZeroShotCandidate"),
+    "vertebrae.extractors.open_clip": ("OpenCLIPExtractor",),
+    "vertebrae.extractors.huggingface": ("HFMultimodalExtractor", "HFTextExtractor", "HFVisionExtractor"),
+    "vertebrae.extractors.torch_module": ("TorchExtractor",),
+    "vertebrae.core.inputs": ("RawInputs",),
+    "vertebrae.data.manifest": ("ManifestSpec", "read_manifest"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

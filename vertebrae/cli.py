@@ -98,10 +98,63 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json-output", required=True)
     p.add_argument("--markdown-output", required=True)
     p.add_argument("scores", nargs="+")
+
+    p = sub.add_parser("figures", help="render a report's figures (ranking; per-class scores or confusion matrix)")
+    p.add_argument("--report", required=True, help="a report.json (labelled, retrieval or zero-shot)")
+    p.add_argument("--ranking-output", required=True)
+    p.add_argument("--detail-output", required=True)
+    _zero_shot_parsers(sub)
     return parser
 
 
+def _zero_shot_parsers(sub) -> None:
+    p = sub.add_parser("plan-zero-shot", help="write one zero-shot job spec (same as plan)")
+    p.add_argument("--spec", required=True)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("embed-zero-shot-shard", help="embed one shard of the samples or the prompts")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--side", required=True, choices=["samples", "prompts"])
+    p.add_argument("--shard-index", required=True, type=int)
+    p.add_argument("--protocol", help="the zero-shot protocol (required for --side prompts)")
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("merge-zero-shot-embeddings", help="merge an endpoint's shards")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("shards", nargs="+")
+
+    p = sub.add_parser("write-zero-shot-protocol", help="write the zero-shot protocol (labels, prompts, catalog)")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("compress-zero-shot", help="fit compression on the samples (applied to the prompts when scoring)")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--samples", required=True)
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("score-zero-shot", help="score one candidate's samples against its prompt prototypes")
+    p.add_argument("--plan-json", required=True)
+    p.add_argument("--samples", required=True)
+    p.add_argument("--prompts", required=True)
+    p.add_argument("--protocol", required=True)
+    p.add_argument("--raw-samples", help="the raw samples a compressed variant was fitted on")
+    p.add_argument("--output", required=True)
+
+    p = sub.add_parser("zero-shot-from-artifacts", help="a ranked zero-shot report from score artifacts")
+    p.add_argument("--score-key", action="append", required=True, metavar="SCORE", help="a score artifact; repeatable")
+    p.add_argument("--protocol", required=True)
+    p.add_argument("--plan-json", help="the report job spec (candidate names and expected score fingerprints)")
+    p.add_argument("--benchmark", help="report name when no --plan-json is given")
+    p.add_argument("--json-output", required=True)
+    p.add_argument("--markdown-output", required=True)
+
+
 def _dispatch(args: argparse.Namespace) -> None:
+    if args.command == "figures":
+        from vertebrae.reports.figures import write_report_figures
+
+        return write_report_figures(args.report, args.ranking_output, args.detail_output)
     from vertebrae.stages import jobs
 
     if args.command in ("plan", "plan-retrieval"):
@@ -132,6 +185,29 @@ def _dispatch(args: argparse.Namespace) -> None:
         jobs.run_retrieval_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
     elif args.command == "report":
         jobs.run_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
+    elif args.command == "plan-zero-shot":
+        jobs.run_plan(args.spec, args.output)
+    elif args.command.startswith(("embed-zero-shot", "merge-zero-shot", "write-zero-shot", "compress-zero-shot",
+                                  "score-zero-shot", "zero-shot-")):
+        _dispatch_zero_shot(args)
+
+
+def _dispatch_zero_shot(args: argparse.Namespace) -> None:
+    from vertebrae.stages import zero_shot_jobs as zs
+
+    if args.command == "embed-zero-shot-shard":
+        zs.run_embed_shard(args.plan_json, args.side, args.shard_index, args.output, protocol=args.protocol)
+    elif args.command == "merge-zero-shot-embeddings":
+        zs.run_merge(args.plan_json, args.shards, args.output)
+    elif args.command == "write-zero-shot-protocol":
+        zs.run_write_protocol(args.plan_json, args.output)
+    elif args.command == "compress-zero-shot":
+        zs.run_compress(args.plan_json, args.samples, args.output)
+    elif args.command == "score-zero-shot":
+        zs.run_score(args.plan_json, args.samples, args.prompts, args.protocol, args.output, raw_samples=args.raw_samples)
+    elif args.command == "zero-shot-from-artifacts":
+        zs.run_report(args.protocol, args.score_key, args.json_output, args.markdown_output, plan=args.plan_json,
+                      benchmark=args.benchmark)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

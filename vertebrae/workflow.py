@@ -139,6 +139,7 @@ class WorkflowPlan:
     shard_counts: dict[str, int] = field(default_factory=dict)
     reports: dict[str, str] = field(default_factory=dict)
     retrieval_reports: dict[str, str] = field(default_factory=dict)
+    zero_shot_reports: dict[str, str] = field(default_factory=dict)
 
     def add(self, spec: dict[str, Any]) -> str:
         self.specs.setdefault(spec["fingerprint"], spec)
@@ -152,11 +153,16 @@ class WorkflowPlan:
 
     def shard_paths(self, fp: str) -> list[str]:
         n = self.shard_counts[fp]
+        if self.specs[fp]["stage"] == "zero-shot-embed":
+            from vertebrae.workflow_zero_shot import shard_path as zero_shot_shard_path
+
+            return [zero_shot_shard_path(self.specs[fp]["side"], fp, i, n) for i in range(n)]
         path = retrieval_shard_path if self.specs[fp].get("protocol") == "retrieval" else shard_path
         return [path(fp, i, n) for i in range(n)]
 
     def final_outputs(self) -> list[str]:
-        return [path for name in [*self.reports, *self.retrieval_reports] for path in report_paths(name).values()]
+        names = [*self.reports, *self.retrieval_reports, *self.zero_shot_reports]
+        return [path for name in names for path in report_paths(name).values()]
 
     def fingerprints(self, stage: str) -> list[str]:
         return [fp for fp, spec in self.specs.items() if spec["stage"] == stage]
@@ -253,6 +259,12 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPl
         if name in result.reports:
             raise ConfigError(f"retrieval.{name}: a labelled benchmark has the same name; report names must be unique")
         _plan_retrieval(result, name, bench, config, base_dir)
+    for name, bench in config.get("zero_shot", {}).items():
+        if name in result.reports or name in result.retrieval_reports:
+            raise ConfigError(f"zero_shot.{name}: another benchmark has the same name; report names must be unique")
+        from vertebrae.workflow_zero_shot import plan_zero_shot
+
+        plan_zero_shot(result, name, bench, config, base_dir)
     return result
 
 
@@ -369,7 +381,6 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
 
 def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
     """In-process ``RetrievalBenchmark`` objects for every retrieval benchmark of ``config``."""
-    from vertebrae.data.retrieval import RetrievalDataset
     from vertebrae.data.retrieval_sources import load_retrieval_source
     from vertebrae.protocols.labelled import EmbeddingConfig
     from vertebrae.protocols.retrieval import RetrievalBenchmark
@@ -380,11 +391,8 @@ def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
         where = f"retrieval.{name}"
         decl = bench["dataset"]
         data = load_retrieval_source(decl["source"], base_dir=Path(base_dir), where=f"{where}.dataset.source")
-        dataset = RetrievalDataset.from_embeddings(
-            data.queries, data.gallery, data.records, query_ids=data.query_ids, gallery_ids=data.gallery_ids,
-            identity=identity_from_decl(decl["identity"], where=f"{where}.dataset.identity"),
-            exclude_same_id=decl["exclude_same_id"],
-        )
+        dataset = data.to_dataset(identity_from_decl(decl["identity"], where=f"{where}.dataset.identity"),
+                                  exclude_same_id=decl["exclude_same_id"])
         extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
         compression = None if bench["compression"] is None else compression_from_decl(bench["compression"], where=f"{where}.compression")
         benchmarks[name] = RetrievalBenchmark(

@@ -474,6 +474,37 @@ def test_partials_over_two_gallery_halves_merge_to_the_one_shot_result():
         merge_partials([blocks[0], blocks[1], late])
 
 
+def test_worker_threads_give_the_single_thread_result():
+    # query blocks spread over threads (each with single-threaded BLAS) must not change a single bit
+    rng = np.random.default_rng(31)
+    Q, G, rel, excl = _tied_problem(rng, integer=True)
+    Q2, G2, rel2 = _random_problem(rng, 70, 300, 9, n_pos=4)
+    for Qx, Gx, relx, exclx in ((Q, G, rel, excl), (Q2, G2, rel2, None)):
+        for similarity in ("cosine", "dot", "squared_l2"):
+            config = RetrievalConfig(similarity=similarity, ks=(1, 5, 10), query_block_size=3, gallery_block_size=17)
+            one = RetrievalScorer(config, threads=1).score(Qx, Gx, relx, exclusions=exclx)
+            assert RetrievalScorer(config, threads=1).workers(Qx, Gx) == 1
+            assert RetrievalScorer(config, threads=3).workers(Qx, Gx) == 3
+            assert RetrievalScorer(config, threads=3).score(Qx, Gx, relx, exclusions=exclx).to_dict() == one.to_dict()
+    # the row-wise preparation too (its chunks go to threads)
+    X = rng.standard_normal((9000, 70)).astype(np.float32)
+    for similarity in ("cosine", "dot"):
+        a, b = (prepare_endpoint(X, similarity, what="x", workers=w) for w in (1, 3))
+        assert np.array_equal(a.scan, b.scan) and np.array_equal(a.sq, b.sq)
+
+
+def test_worker_count_respects_the_memory_budget():
+    Q, G = np.ones((50, 4)), np.ones((60, 4))
+    block = 8 * 10 * 20
+    endpoints = 8 * (50 + 60) * 4
+    config = RetrievalConfig(query_block_size=10, gallery_block_size=20, max_dense_bytes=endpoints + 2 * block + 7)
+    assert RetrievalScorer(config, threads=8).workers(Q, G) == 2  # two score blocks fit beside the endpoints
+    assert RetrievalScorer(config, threads=1).workers(Q, G) == 1
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ConfigError, match="threads"):
+            RetrievalScorer(config, threads=bad)
+
+
 def test_sparse_embeddings_give_the_dense_result():
     rng = np.random.default_rng(4)
     Q, G, rel = _random_problem(rng, 15, 80, 12, n_pos=3)

@@ -9,6 +9,7 @@ import sys
 
 from vertebrae.results import BenchmarkResult
 from vertebrae.workflow import benchmarks_from_config, plan, retrieval_benchmarks_from_config
+from vertebrae.workflow_zero_shot import zero_shot_benchmarks_from_config
 
 from workflow_support import comparable, REPO, job_counts, snakemake, write_config
 
@@ -16,22 +17,36 @@ EXPECTED_JOBS = {
     # digits: 1 protocol + 2 fit + 3 embed + 3 compress + 6 score + 1 report job specs;
     # diabetes: 1 protocol + 2 fit + 3 embed + 3 score + 1 report
     # digits_search (retrieval): 1 protocol + 1 fit + 4 embed + 2 compress + 4 score + 1 report
-    "plan": 39,
+    # topics_labelled: 1 protocol + 1 embed + 1 score + 1 report
+    # topics_search (retrieval): 1 protocol + 2 embed + 1 score + 1 report
+    "plan": 48,
     "fit_extractor": 5,
-    "embed_shard": 15,  # digits: 3 extractors x 4 shards; diabetes: 3 x 1
-    "merge_embeddings": 6,
+    "embed_shard": 16,  # digits: 3 extractors x 4 shards; diabetes: 3 x 1; topics_labelled: 1 x 1
+    "merge_embeddings": 7,
     "compress": 3,
-    "write_protocol": 2,
-    "score": 9,  # digits: 3 raw + 3 compressed variants; diabetes: 3
-    "report": 2,
-    "embed_retrieval_shard": 4,  # 2 extractors x 2 sides x 1 shard
-    "merge_retrieval_embeddings": 4,
-    "write_retrieval_relevance": 1,
+    "write_protocol": 3,
+    "score": 10,  # digits: 3 raw + 3 compressed variants; diabetes: 3; topics_labelled: 1
+    "report": 3,
+    "embed_retrieval_shard": 6,  # digits_search: 2 extractors x 2 sides x 1 shard; topics_search: 1 x 2 x 1
+    "merge_retrieval_embeddings": 6,
+    "write_retrieval_relevance": 2,
     "compress_retrieval": 2,
-    "score_retrieval": 4,  # 2 raw + 2 compressed variants
-    "retrieval_report": 1,
+    "score_retrieval": 5,  # digits_search: 2 raw + 2 compressed variants; topics_search: 1
+    "retrieval_report": 2,
+    "figures": 6,  # ranking + detail figure per report (6 reports)
+    # topics (zero-shot): 1 protocol + 1 prompt embed + 1 compress + 2 score + 1 report; its samples share
+    # topics_labelled's minilm embedding job (same rows, same branch-less encoder)
+    "plan_zero_shot": 6,
+    "embed_zero_shot_prompts": 1,
+    "merge_zero_shot_prompts": 1,
+    "write_zero_shot_protocol": 1,
+    "compress_zero_shot": 1,
+    "score_zero_shot": 2,  # raw + PCA-32 variant
+    "zero_shot_report": 1,
     "all": 1,
 }
+ZERO_SHOT_PROMPT_JOBS = {"plan_zero_shot": 5, "embed_zero_shot_prompts": 1, "merge_zero_shot_prompts": 1,
+                         "write_zero_shot_protocol": 1, "score_zero_shot": 2, "zero_shot_report": 1, "figures": 1, "all": 1}
 
 
 
@@ -53,6 +68,11 @@ def test_workflow_scores_equal_in_process_benchmark(default_run, default_config)
     assert comparable(search) == comparable(expected)
     assert [c["name"] for c in search["candidate_results"]] == ["pixels", "pixels[pca_8]", "pca16", "pca16[pca_8]"]
     assert all(0.3 < c["primary_score"] <= 1 for c in search["candidate_results"])
+    topics = json.loads((default_run / "results/reports/topics/report.json").read_text())
+    expected = zero_shot_benchmarks_from_config(default_config, base_dir=default_run)["topics"].run().to_dict()
+    assert comparable(topics) == comparable(expected)
+    assert [c["name"] for c in topics["candidate_results"]] == ["minilm", "minilm[pca_32]"]
+    assert all(c["zero_shot"]["metrics"]["accuracy"] > 0.6 for c in topics["candidate_results"])  # chance: 1/8
     diabetes = json.loads((default_run / "results/reports/diabetes/report.json").read_text())
     assert diabetes["dataset_summary"]["target_type"] == "regression"
     assert all(0.05 < r["primary_score"] < 1 and r["overlap"]["loss_ratio"] is not None for r in diabetes["extractor_results"])
@@ -93,7 +113,7 @@ def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_conf
     changed["benchmarks"]["digits"]["scoring"]["k"] = 20
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 7, "score": 6, "report": 1, "all": 1}
+    assert counts == {"plan": 7, "score": 6, "report": 1, "figures": 1, "all": 1}
 
 
 def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_config):
@@ -102,7 +122,15 @@ def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_confi
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
     assert counts == {"plan": 6, "fit_extractor": 1, "embed_shard": 4, "merge_embeddings": 1, "compress": 1, "score": 2,
-                      "report": 1, "all": 1}
+                      "report": 1, "figures": 1, "all": 1}
+
+
+def test_prompt_edit_reruns_only_prompt_side_jobs(workdir_copy, default_config):
+    changed = json.loads(json.dumps(default_config))
+    changed["zero_shot"]["topics"]["templates"][1] = "this text is mainly about {label}"
+    write_config(workdir_copy, changed)
+    counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
+    assert counts == ZERO_SHOT_PROMPT_JOBS  # no sample embedding, merge or compression fit
 
 
 def test_lint_is_clean():

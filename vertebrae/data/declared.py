@@ -17,7 +17,7 @@ from vertebrae.core.labels import semantic_key
 from vertebrae.data.labelled import BenchmarkDataset, encode_row_ids
 from vertebrae.data.sources import load_source, source_row_count
 
-FEATURE_SOURCES = ("sklearn", "csv")
+FEATURE_SOURCES = ("sklearn", "csv", "manifest")  # raw rows an extractor embeds (manifest: texts or images)
 
 
 def identity_from_decl(decl: Mapping[str, Any], *, where: str) -> DatasetIdentity:

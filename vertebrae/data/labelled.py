@@ -18,10 +18,11 @@ import scipy.sparse as sp
 from vertebrae.core.errors import IdentityError, LabelError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
 from vertebrae.core.identity import DatasetIdentity, require_identity
+from vertebrae.core.inputs import RawInputs
 from vertebrae.core.labels import LabelCatalog, describe_key, semantic_key
 from vertebrae.data.targets import TARGET_TYPES, Targets, build_targets
 
-MODALITIES = ("embedding", "features")
+MODALITIES = ("embedding", "features", "text", "image")
 
 
 def as_matrix(values: Any, *, what: str) -> np.ndarray | sp.csr_matrix:
@@ -83,12 +84,15 @@ def encode_row_ids(row_ids: Sequence[Any] | None, n_rows: int, *, what: str) -> 
     return tuple(keys)
 
 
-def content_digest(matrix: np.ndarray | sp.csr_matrix, targets: Targets, row_ids: Sequence[str]) -> str:
-    """SHA-256 over the full content: matrix values (format, dtype, shape, bytes), targets and row ids."""
+def content_digest(matrix: Any, targets: Targets, row_ids: Sequence[str]) -> str:
+    """SHA-256 over the full content: matrix values (format, dtype, shape, bytes) or raw inputs (texts, image
+    file bytes), targets and row ids."""
     import hashlib
 
     digest = hashlib.sha256()
-    if sp.issparse(matrix):
+    if isinstance(matrix, RawInputs):
+        digest.update(f"raw|{matrix.digest()}".encode())
+    elif sp.issparse(matrix):
         m = matrix.copy()
         m.sum_duplicates()
         m.sort_indices()
@@ -150,7 +154,11 @@ class BenchmarkDataset:
         target_names: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> BenchmarkDataset:
-        """Raw feature rows that an extractor (e.g. a scikit-learn pipeline) turns into embeddings."""
+        """Raw rows that an extractor turns into embeddings: numeric features (e.g. for a scikit-learn pipeline) or
+        RawInputs (texts or image paths, e.g. from a manifest) for a model extractor; the modality of RawInputs
+        is their kind."""
+        if isinstance(X, RawInputs):
+            modality = X.kind
         return cls._build(X, y, identity, row_ids, modality, target_type, label_names, target_names, metadata)
 
     @classmethod
@@ -160,7 +168,10 @@ class BenchmarkDataset:
             raise ValidationError(f"modality must be one of {MODALITIES}, got {modality!r}")
         if target_type is not None and target_type not in TARGET_TYPES:
             raise ValidationError(f"target_type must be one of {TARGET_TYPES}, got {target_type!r}")
-        matrix = as_matrix(inputs, what=f"dataset {modality}")
+        raw = isinstance(inputs, RawInputs)
+        if raw != (modality in ("text", "image")):
+            raise ValidationError(f"modality {modality!r} does not fit inputs of type {type(inputs).__name__}")
+        matrix = inputs if raw else as_matrix(inputs, what=f"dataset {modality}")
         n_rows = matrix.shape[0]
         if n_rows == 0:
             raise ValidationError("dataset has no rows")
@@ -173,7 +184,8 @@ class BenchmarkDataset:
             n_targets = len(labels)
         if n_targets != n_rows:
             raise ValidationError(f"dataset has {n_rows} rows but {n_targets} labels; give exactly one label per row")
-        check_finite(matrix, keys, what=f"dataset {modality}")
+        if not raw:
+            check_finite(matrix, keys, what=f"dataset {modality}")
         targets = build_targets(labels, target_type, label_names=label_names, target_names=target_names)
         digest = content_digest(matrix, targets, keys)
         if identity.kind == "content":
@@ -226,6 +238,10 @@ class BenchmarkDataset:
     def is_sparse(self) -> bool:
         return sp.issparse(self.inputs)
 
+    @property
+    def is_raw(self) -> bool:
+        return isinstance(self.inputs, RawInputs)
+
     def identity_key(self) -> str:
         return self.identity.key()
 
@@ -240,7 +256,7 @@ class BenchmarkDataset:
         return {
             "identity": self.identity.key(),
             "n_rows": self.n_rows,
-            "n_features": int(self.inputs.shape[1]),
+            "n_features": None if self.is_raw else int(self.inputs.shape[1]),
             "modality": self.modality,
             "sparse": self.is_sparse,
             "groups": None if self.groups is None else {"name": self.groups_name, "n_groups": len(set(self.groups))},

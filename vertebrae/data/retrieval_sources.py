@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.inputs import RawInputs
 from vertebrae.data.sources import load_source, source_row_count
 
 GRADES = ("label", "label_and_mean")
@@ -36,6 +37,18 @@ class RetrievalSourceData:
     query_ids: list
     gallery_ids: list
     records: list[tuple[Any, Any, float]]
+
+    def to_dataset(self, identity: Any, *, exclude_same_id: bool = False) -> Any:
+        """The RetrievalDataset: raw inputs (RawInputs from a manifest) through ``from_arrays`` with their kind as
+        modality, numeric rows through ``from_embeddings``."""
+        from vertebrae.data.retrieval import RetrievalDataset
+
+        common = {"query_ids": self.query_ids, "gallery_ids": self.gallery_ids, "identity": identity,
+                  "exclude_same_id": exclude_same_id}
+        if isinstance(self.queries, RawInputs):
+            return RetrievalDataset.from_arrays(self.queries, self.gallery, self.records, query_modality=self.queries.kind,
+                                                gallery_modality=self.gallery.kind, **common)
+        return RetrievalDataset.from_embeddings(self.queries, self.gallery, self.records, **common)
 
 
 def _split(decl: Mapping[str, Any], where: str) -> int:
@@ -56,13 +69,17 @@ def _label_split(decl: Mapping[str, Any], base_dir: Path, where: str) -> Retriev
     is_query = np.arange(n) % every == 0
     q_rows, g_rows = np.flatnonzero(is_query), np.flatnonzero(~is_query)
     labels = np.asarray([repr(v) for v in data.labels], dtype=object)
-    means = np.asarray(features.mean(axis=1)).ravel()
-    terciles = np.searchsorted(np.quantile(means, [1 / 3, 2 / 3]), means, side="right")
+    by_mean = decl.get("grade", "label") == "label_and_mean"
+    if by_mean and isinstance(features, RawInputs):
+        raise ConfigError(f"{where}.grade: label_and_mean needs numeric rows; a manifest of {features.kind} rows takes grade 'label'")
+    if by_mean:
+        means = np.asarray(features.mean(axis=1)).ravel()
+        terciles = np.searchsorted(np.quantile(means, [1 / 3, 2 / 3]), means, side="right")
     records = []
     for q in q_rows:
         same = g_rows[labels[g_rows] == labels[q]]
         for g in same:
-            grade = 2.0 if decl.get("grade", "label") == "label_and_mean" and terciles[g] == terciles[q] else 1.0
+            grade = 2.0 if by_mean and terciles[g] == terciles[q] else 1.0
             records.append((ids[q], ids[g], grade))
     return RetrievalSourceData(features[q_rows], features[g_rows], [ids[i] for i in q_rows], [ids[i] for i in g_rows], records)
 

@@ -10,6 +10,8 @@ A source declaration is a plain dict with a ``type`` and type-specific keys (def
      "ids_dataset": None}
     {"type": "csv", "path": ..., "label_column": "label", "id_column": None, "feature_columns": None,
      "label_dtype": "str"}
+    {"type": "manifest", "path": ..., "text_column": None, "image_column": None, "label_column": "label",
+     "id_column": None, "label_dtype": "str", "format": None}      # raw inputs, see manifest.py
 
 Relative paths resolve against ``base_dir``; nothing ever scans a directory. For ``npy`` and ``sparse_npz``
 the labels and ids files are either ``.npy`` arrays or, for any other suffix, UTF-8 text with one value per
@@ -69,6 +71,15 @@ _SPECS: dict[str, dict[str, Any]] = {
         "feature_columns": None,
         "label_dtype": "str",
     },
+    "manifest": {
+        "path": _REQUIRED,
+        "text_column": None,
+        "image_column": None,
+        "label_column": "label",
+        "id_column": None,
+        "label_dtype": "str",
+        "format": None,
+    },
 }
 
 #: Source types a declaration may use.
@@ -83,8 +94,9 @@ _MAX_LISTED = 50  # cap on names listed in "available ..." messages
 
 @dataclass(frozen=True)
 class SourceData:
-    """Rows of one source: ``features`` (2-D numeric ndarray or scipy.sparse CSR), ``labels`` (one Python
-    scalar per row), ``row_ids`` (one str/int per row, or None when the source declares no ids)."""
+    """Rows of one source: ``features`` (2-D numeric ndarray or scipy.sparse CSR; RawInputs for a manifest),
+    ``labels`` (one Python scalar per row), ``row_ids`` (one str/int per row, or None when the source declares
+    no ids)."""
 
     features: Any
     labels: list
@@ -785,6 +797,29 @@ def _load_csv(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
     return SourceData(features=features, labels=labels, row_ids=row_ids)
 
 
+# --------------------------------------------------------------------------------------------------------
+# manifest (raw texts or image paths; see vertebrae.data.manifest)
+
+
+def _manifest_spec(opts: dict[str, Any], base_dir: Path, where: str) -> Any:
+    from vertebrae.data.manifest import ManifestSpec
+
+    return ManifestSpec.from_decl(opts, base_dir=base_dir, where=where)
+
+
+def _count_manifest(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    from vertebrae.data.manifest import manifest_row_count
+
+    return manifest_row_count(_manifest_spec(opts, base_dir, where))
+
+
+def _load_manifest(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    from vertebrae.data.manifest import read_manifest
+
+    data = read_manifest(_manifest_spec(opts, base_dir, where), _parse_rows(rows, where))
+    return SourceData(features=data.inputs, labels=data.labels, row_ids=data.row_ids)
+
+
 _COUNTERS: dict[str, Callable[[dict[str, Any], Path, str], int]] = {
     "sklearn": _count_sklearn,
     "npz": _count_npz,
@@ -792,6 +827,7 @@ _COUNTERS: dict[str, Callable[[dict[str, Any], Path, str], int]] = {
     "sparse_npz": _count_sparse_npz,
     "hdf5": _count_hdf5,
     "csv": _count_csv,
+    "manifest": _count_manifest,
 }
 
 _LOADERS: dict[str, Callable[[dict[str, Any], Path, str, Any], SourceData]] = {
@@ -801,4 +837,5 @@ _LOADERS: dict[str, Callable[[dict[str, Any], Path, str, Any], SourceData]] = {
     "sparse_npz": _load_sparse_npz,
     "hdf5": _load_hdf5,
     "csv": _load_csv,
+    "manifest": _load_manifest,
 }

@@ -22,7 +22,30 @@ def _sklearn(name: str, decl: Mapping[str, Any], where: str) -> Extractor:
     )
 
 
-BUILDERS = {"precomputed": _precomputed, "sklearn": _sklearn}
+def _callable(name: str, decl: Mapping[str, Any], where: str) -> Extractor:
+    from vertebrae.extractors.branches import CallableBranchExtractor
+
+    return CallableBranchExtractor(name, decl.get("branches") or {}, cache_identity=decl.get("cache_identity"), where=where)
+
+
+def _model(module: str, attr: str | None = None):
+    """A builder for a model adapter, imported only when a config declares one (the adapters import torch lazily)."""
+
+    def build(name: str, decl: Mapping[str, Any], where: str) -> Extractor:
+        import importlib
+
+        mod = importlib.import_module(f"vertebrae.extractors.{module}")
+        if attr is None:
+            return mod.from_decl(name, decl, where)
+        return mod.from_decl(getattr(mod, attr), name, decl, where)
+
+    return build
+
+
+BUILDERS = {"precomputed": _precomputed, "sklearn": _sklearn, "callable": _callable,
+            "open_clip": _model("open_clip"), "hf_text": _model("huggingface", "HFTextExtractor"),
+            "hf_vision": _model("huggingface", "HFVisionExtractor"),
+            "hf_multimodal": _model("huggingface", "HFMultimodalExtractor"), "torch": _model("torch_module")}
 
 
 def build_extractor(name: str, decl: Mapping[str, Any], *, where: str) -> Extractor:

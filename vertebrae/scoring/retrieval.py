@@ -27,8 +27,11 @@ Every metric is a function of the ranks, and a rank is a count, so the work spli
 (query block, gallery shard) pair: ``score_shard`` returns a ``RetrievalPartial`` holding, per (query,
 positive), the number of eligible competitors in the shard that outrank it and the number that tie with it,
 and per query the best eligible non-positive of the shard. ``merge_partials`` adds counts and keeps the best
-negative (max); ``finalize`` turns the merged counts into metrics. ``RetrievalScorer`` runs exactly these
-functions over query blocks x gallery blocks in one process; a workflow can fan the same units out.
+negative (max); ``finalize`` turns the merged counts into metrics. ``RetrievalScorer`` runs the same kernel
+(``_score_unit``) over every gallery shard of a query block into one ``_BlockState``, whose partial covers
+the whole gallery (equal to merging the per-shard partials: counts add; the direct scores it defers are
+computed once per query block), and spreads the query blocks over worker threads (``RetrievalScorer.workers``:
+as many as BLAS threads, each thread multiplying with single-threaded BLAS); a workflow can fan the units out.
 
 Arithmetic
 ----------
@@ -39,9 +42,10 @@ once (``positive_scores``). Block products (one BLAS call per unit, on float32 c
 norm exceeds 1e18) only *filter*: every block score is within ``tol`` of its direct value, a rigorous bound
 (``_tolerance``: about ``(d + 2) u |q| max|g|`` for scan precision u), so a competitor more than ``tol`` above
 (below) a positive's score outranks (does not outrank) it, and one inside that band is recomputed directly and
-compared exactly. Likewise the nearest negative is chosen among the items within ``2 tol`` of the row maximum
-by their direct scores. Ranks, ties, nearest negatives and metrics therefore do not depend on block sizes,
-shard boundaries, the BLAS or the scan precision.
+compared exactly. Likewise the nearest negative is chosen, by direct scores, among the items whose upper
+bound (block score + tol) reaches the best lower bound (block score - tol) of any eligible negative. Ranks,
+ties, nearest negatives and metrics therefore do not depend on block sizes, shard boundaries, worker threads,
+the BLAS or the scan precision.
 
 Memory admission
 ----------------
@@ -52,8 +56,9 @@ then allocated stays inside that: float rows are used in place and the only endp
 rows (float32, 4 bytes a value; float64 rows beyond the float32 range; non-float input is first converted to
 float64, 8 bytes more); a unit
 holds its float32 score block, two boolean masks and at most half the block again, about 8 bytes an element
-(a float64 block is scored in two column halves); candidates of the sparse path are capped near one byte an
-element; per-query results are arrays.
+(a float64 block is scored in two column halves); candidates of the sparse path are processed in chunks near
+one byte an element; per-query results are arrays. Each worker thread holds one unit, so the scorer runs only
+as many workers as ``max_dense_bytes`` holds score blocks beside the endpoints.
 """
 
 from __future__ import annotations
@@ -103,10 +108,10 @@ RANK_RULE = "1 + eligible gallery items scoring strictly higher, or equal and ea
 _U = 2.0 ** -53  # float64 unit roundoff
 _PAIR_CHUNK = 8192  # at most this many pairs per direct-computation chunk
 _LN2 = math.log(2.0)
-# cost model of the shard kernel (ns per element): two compare+count passes per positive over a dense row,
-# versus locating an extracted candidate among the row's positives on the sparse path
-_DENSE_PASS_COST = 0.6
-_SPARSE_CANDIDATE_COST = 40.0
+# cost model of the shard kernel, measured (relative units): the passes of one dense positive, per row
+# element, versus extracting and locating one candidate of a sparse positive
+_DENSE_PASS_COST = 1.0
+_SPARSE_CANDIDATE_COST = 150.0
 _LIST_LIMIT = 10
 
 
@@ -213,10 +218,30 @@ def _pair_listing(rows: np.ndarray, cols: np.ndarray, qkeys, gkeys, limit: int =
     return ", ".join(shown) + (", ..." if len(rows) > limit else "")
 
 
-def _row_id_keys(ids: Sequence[str] | None, n: int, what: str) -> tuple[str, ...]:
+class _IndexKeys(Sequence):
+    """The semantic keys ``@int:i`` (== ``semantic_key(i)``) of row indices 0..n-1, made on demand."""
+
+    def __init__(self, n: int) -> None:
+        self._n = int(n)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [f"@int:{j}" for j in range(*i.indices(self._n))]
+        i = int(i)
+        if not -self._n <= i < self._n:
+            raise IndexError(f"row index {i} out of range for {self._n} rows")
+        return f"@int:{i % self._n}"
+
+
+def _row_id_keys(ids: Sequence[str] | None, n: int, what: str) -> Sequence[str]:
     """Row ids as given (semantic-key strings); None means the row indices' keys."""
     if ids is None:
-        return tuple(f"@int:{i}" for i in range(n))  # == semantic_key(i)
+        return _IndexKeys(n)
+    if isinstance(ids, _IndexKeys) and len(ids) == n:
+        return ids
     ids = tuple(ids.tolist() if isinstance(ids, np.ndarray) else ids)
     if len(ids) != n:
         raise ValidationError(f"{what}: {len(ids)} row ids for {n} rows")
@@ -375,13 +400,14 @@ class Endpoint:
 
 
 def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequence[str] | None = None,
-                     scan: str = "float32") -> Endpoint:
+                     scan: str = "float32", workers: int = 1) -> Endpoint:
     """Validate one endpoint and prepare it for scoring (``Endpoint``), copying only what must change.
 
     Refuses NaN/infinite rows and, for cosine, zero-norm rows, naming ``what`` ("Query embeddings" /
     "Gallery embeddings"), the count, and up to 10 indices with their row ids. Dense float rows are used in
     place (other dtypes become float64); sparse rows become canonical CSR. ``scan="float32"`` block products
     read float32 rows (a normalised copy for cosine, a copy of float64 rows); ``"float64"`` read float64 rows.
+    ``workers``: threads for the row-wise arithmetic (the same bits whatever the count).
     """
     if similarity not in SIMILARITIES:
         raise ConfigError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
@@ -398,7 +424,7 @@ def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequen
     else:
         if values.dtype not in (np.float32, np.float64) or not values.flags.c_contiguous:
             values = np.ascontiguousarray(values, dtype=np.float64 if values.dtype != np.float32 else np.float32)
-        norms, sq = _checked_norms(values, keys, what)
+        norms, sq = _checked_norms(values, keys, what, workers)
     inv_norms = None
     if similarity == "cosine":
         zero = np.flatnonzero(norms == 0)
@@ -411,7 +437,7 @@ def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequen
     narrow = scan == "float32" and (sq.size == 0 or bool(np.sqrt(sq.max()) <= _FLOAT32_SAFE_NORM))
     dtype = np.float32 if narrow else np.float64
     if inv_norms is not None:
-        scan_values = _normalised(values, inv_norms, dtype)
+        scan_values = _normalised(values, inv_norms, dtype, workers)
     elif values.dtype == dtype:
         scan_values = values
     else:
@@ -419,27 +445,44 @@ def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequen
     return Endpoint(values, inv_norms, sq, scan_values, similarity)
 
 
-def _normalised(values: Any, inv_norms: np.ndarray, dtype: Any) -> Any:
+def _chunked(fn, n: int, chunk: int, workers: int = 1) -> None:
+    """``fn(rows)`` for consecutive slices of ``range(n)`` of ``chunk`` rows, on ``workers`` threads when
+    > 1 (numpy releases the GIL; each slice is computed alone, so the results do not depend on it)."""
+    slices = [slice(a, min(a + chunk, n)) for a in range(0, n, chunk)]
+    if workers <= 1 or len(slices) <= 1:
+        for rows in slices:
+            fn(rows)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(fn, slices))
+
+
+def _normalised(values: Any, inv_norms: np.ndarray, dtype: Any, workers: int = 1) -> Any:
     """Rows scaled by ``inv_norms`` (computed in float64), stored as ``dtype``, in chunks of rows."""
     if sp.issparse(values):
         out = values.astype(np.float64)
         out.data *= np.repeat(inv_norms, np.diff(out.indptr))
         return out.astype(dtype)
     out = np.empty(values.shape, dtype=dtype)
-    for start in range(0, values.shape[0], _ROW_CHUNK):
-        stop = min(start + _ROW_CHUNK, values.shape[0])
-        out[start:stop] = values[start:stop].astype(np.float64) * inv_norms[start:stop, None]
+
+    def scale(rows: slice) -> None:  # the float64 product, rounded once to dtype
+        np.multiply(values[rows], inv_norms[rows, None], out=out[rows], dtype=np.float64, casting="unsafe")
+
+    _chunked(scale, values.shape[0], _ROW_CHUNK, workers)
     return out
 
 
-def _checked_norms(values: np.ndarray, keys: Sequence[str], what: str) -> tuple[np.ndarray, np.ndarray]:
+def _checked_norms(values: np.ndarray, keys: Sequence[str], what: str,
+                   workers: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Row L2 norms and ``_row_sq`` of a dense float matrix; rows holding NaN or infinities are refused.
 
     Fast path: sqrt of the row sums of squares; rows where that is not finite or could have under/overflowed
     are redone with the overflow-safe scaled formula (after checking their values are finite).
     """
     with np.errstate(over="ignore", invalid="ignore"):
-        sq = _row_sq(values)
+        sq = _row_sq(values, workers=workers)
     suspicious = np.flatnonzero(~np.isfinite(sq) | (sq < 1e-280) | (sq > 1e280))
     norms = np.sqrt(sq)
     if suspicious.size:
@@ -513,20 +556,27 @@ def _take_rows(M: Any, index: np.ndarray | None, sl: slice) -> Any:
     return M[sl] if index is None else M[index[sl]]
 
 
-def _pairwise(fn, A: Any, ia: np.ndarray | None, B: Any, ib: np.ndarray | None) -> np.ndarray:
+def _pairwise(fn, A: Any, ia: np.ndarray | None, B: Any, ib: np.ndarray | None, workers: int = 1) -> np.ndarray:
     """``fn`` over row pairs in chunks of ~256K values (results do not depend on the chunking)."""
     n = A.shape[0] if ia is None else len(ia)
     out = np.empty(n, dtype=np.float64)
-    chunk = max(1, min(_PAIR_CHUNK, (1 << 18) // max(1, A.shape[1])))
-    for start in range(0, n, chunk):
-        sl = slice(start, min(start + chunk, n))
+
+    def pairs(sl: slice) -> None:
         out[sl] = fn(_take_rows(A, ia, sl), _take_rows(B, ib, sl))
+
+    _chunked(pairs, n, max(1, min(_PAIR_CHUNK, (1 << 18) // max(1, A.shape[1]))), workers)
     return out
 
 
-def _row_sq(M: Any, index: np.ndarray | None = None) -> np.ndarray:
+def _square_sums(X: Any, _: Any) -> np.ndarray:
+    """``_rowwise_dot(X, X)`` for dense rows, squaring one float64 copy in place (the same bits)."""
+    x = X.astype(np.float64, copy=True)
+    return np.multiply(x, x, out=x).sum(axis=1)
+
+
+def _row_sq(M: Any, index: np.ndarray | None = None, workers: int = 1) -> np.ndarray:
     """Squared norms |m|^2 (float64) of (the selected) raw rows, computed the same way for every row."""
-    return _pairwise(_rowwise_dot, M, index, M, index)
+    return _pairwise(_rowwise_dot if sp.issparse(M) else _square_sums, M, index, M, index, workers)
 
 
 def row_sq_norms(M: Any) -> np.ndarray:
@@ -534,12 +584,12 @@ def row_sq_norms(M: Any) -> np.ndarray:
     return _row_sq(M)
 
 
-def pair_rank_scores(Q: Endpoint, rows: np.ndarray, G: Endpoint, cols: np.ndarray) -> np.ndarray:
+def pair_rank_scores(Q: Endpoint, rows: np.ndarray, G: Endpoint, cols: np.ndarray, workers: int = 1) -> np.ndarray:
     """The defining rank score of the pairs (Q row ``rows[i]``, G row ``cols[i]``): the float64 q.g of the raw
     rows, scaled ``(q.g) / |q| / |g|`` for cosine, ``2 q.g - |g|^2`` for squared_l2."""
     rows = np.asarray(rows, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)
-    dots = _pairwise(_rowwise_dot, Q.values, rows, G.values, cols)
+    dots = _pairwise(_rowwise_dot, Q.values, rows, G.values, cols, workers)
     if Q.similarity == "cosine":
         return dots * Q.inv_norms[rows] * G.inv_norms[cols]
     if Q.similarity == "squared_l2":
@@ -548,12 +598,12 @@ def pair_rank_scores(Q: Endpoint, rows: np.ndarray, G: Endpoint, cols: np.ndarra
 
 
 def _pair_similarities(Q: Endpoint, rows: np.ndarray, G: Endpoint, cols: np.ndarray,
-                       rank_scores: np.ndarray) -> np.ndarray:
+                       rank_scores: np.ndarray, workers: int = 1) -> np.ndarray:
     """Reported similarities: the rank scores, or the true -|q - g|^2 for squared_l2."""
     if Q.similarity != "squared_l2":
         return rank_scores.copy()
     return -_pairwise(_rowwise_sqdist, Q.values, np.asarray(rows, dtype=np.int64), G.values,
-                      np.asarray(cols, dtype=np.int64))
+                      np.asarray(cols, dtype=np.int64), workers)
 
 
 def _product(A: Any, B: Any) -> np.ndarray:
@@ -641,11 +691,12 @@ def _check_endpoints(Q: Any, G: Any, config: RetrievalConfig, where: str) -> Non
                                   f"the config scores {config.similarity!r}")
 
 
-def positive_scores(Q: Endpoint, G: Endpoint, relevance: sp.csr_matrix, *, config: RetrievalConfig) -> PositivePairs:
+def positive_scores(Q: Endpoint, G: Endpoint, relevance: sp.csr_matrix, *, config: RetrievalConfig,
+                    workers: int = 1) -> PositivePairs:
     """Score every eligible (query, positive) pair directly (``pair_rank_scores``).
 
     ``Q`` and ``G`` are prepared endpoints (``prepare_endpoint``); ``relevance`` the eligible grades
-    (``eligible_relevance``), one row per row of ``Q``.
+    (``eligible_relevance``), one row per row of ``Q``. ``workers``: threads (the same bits whatever the count).
     """
     _check_endpoints(Q, G, config, "positive_scores")
     relevance = sp.csr_matrix(relevance)
@@ -654,8 +705,8 @@ def positive_scores(Q: Endpoint, G: Endpoint, relevance: sp.csr_matrix, *, confi
     relevance.sort_indices()
     rows = np.repeat(np.arange(len(Q), dtype=np.int64), np.diff(relevance.indptr))
     cols = relevance.indices.astype(np.int64)
-    rank = pair_rank_scores(Q, rows, G, cols)
-    similarity = _pair_similarities(Q, rows, G, cols, rank)
+    rank = pair_rank_scores(Q, rows, G, cols, workers)
+    similarity = _pair_similarities(Q, rows, G, cols, rank, workers)
     return PositivePairs(relevance.indptr.astype(np.int64), cols, relevance.data, rank, similarity)
 
 
@@ -811,19 +862,23 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     ``positives`` covers the block's queries (or all queries; then it is sliced). ``exclusions`` is None, a
     (b x s) block, or a matrix in global coordinates.
 
-    Kernel: S = Q.scan @ G.scan.T (squared_l2: (2 Q.scan) @ G.scan.T - |g|^2), one BLAS call; excluded pairs
-    and the shard's positives are set to -inf. Every score is within ``tol`` (``_tolerance``) of its direct
-    value. One vectorised pass extracts, per row, the items within 2 tol of the row maximum (the best
-    negative is among them: they are recomputed directly and the best kept) and, for *sparse* rows (few items
-    reach the row's lowest positive), every item at or above ``min t - tol``, each then located among the
-    row's sorted positive thresholds. *Dense* rows instead count, per positive, the items above ``t + tol``
-    and those at or above ``t - tol`` in two vectorised passes (thresholds rounded outwards to the scan
-    precision). Items within a band [t - tol, t + tol] are recomputed directly and compared exactly.
-    Positives compare among themselves by their direct scores. Cost beyond the product: a few passes over S
-    plus two per positive of each dense row. A float64 scan block is scored in two column halves (memory).
+    Kernel (``_score_unit``): S = Q.scan @ G.scan.T (squared_l2: (2 Q.scan) @ G.scan.T - |g|^2), one BLAS
+    call; excluded pairs and the shard's positives are set to -inf. Every score is within ``tol``
+    (``_tolerance``) of its direct value, so against a positive of direct score t an item scoring above
+    ``hi = t + tol`` outranks it, one below ``lo = t - tol`` does not, and one in the band [lo, hi] is
+    recomputed directly and compared exactly (tie rule: gallery row order). Each row's positives are split
+    by the share of items expected to reach them (``_split_positives``: from a sample of the block, or from
+    the block's earlier shards): the top ones, which few items reach, are *sparse*: one pass finds the items
+    at or above the lowest sparse ``lo`` (and the nearest-negative candidates, see ``_BlockState``) and each
+    is located among the row's sorted bands; every other positive is *dense*: one pass counts the items above
+    its ``hi`` (bit counts of the mask) and one finds its band items, pass k taking every row's k-th dense
+    positive (the product's rows are put in order of dense count, so a pass reads a prefix of S). Thresholds
+    are rounded outwards to the scan precision. Direct scores (band items, nearest-negative candidates) are
+    computed at the end, in gallery order. Positives compare among themselves by their direct scores. A
+    float64 scan block is scored in two column halves (memory).
     """
     _check_endpoints(Q_block, G_shard, config, "score_shard")
-    b, s = len(Q_block), len(G_shard)
+    b = len(Q_block)
     if Q_block.shape[1] != G_shard.shape[1]:
         raise ValidationError(f"score_shard: query block {Q_block.shape} and gallery shard {G_shard.shape} must have "
                               "the same number of columns")
@@ -833,46 +888,143 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
             raise ValidationError(f"score_shard: positives cover {positives.n_queries} queries; the block needs "
                                   f"[{query_offset}, {query_offset + b})")
         positives = positives.rows(query_offset, query_offset + b)
-    indptr = positives.indptr
-    R = np.diff(indptr)
-    P = int(indptr[-1])
-    prow = np.repeat(np.arange(b, dtype=np.int64), R)
-    pcol = positives.indices
-    t = positives.rank_scores
-    local = pcol - gallery_offset
-    inshard = (local >= 0) & (local < s)
+    state = _BlockState(_BlockPositives.of(positives), Q_block, G_shard, gallery_offset)
+    state.count_positives(gallery_offset, gallery_offset + len(G_shard))
+    state.add_shard(G_shard, gallery_offset, exclusions, query_offset, config, _Workspace())
+    return state.partial(query_offset, ((gallery_offset, gallery_offset + len(G_shard)),))
 
-    outranked = np.zeros(P, dtype=np.int64)
-    tied = np.zeros(P, dtype=np.int64)
-    negative_score = np.full(b, -np.inf)
-    negative_index = np.full(b, -1, dtype=np.int64)
-    negative_similarity = np.full(b, np.nan)
 
-    def partial() -> RetrievalPartial:
-        return RetrievalPartial(query_offset, query_offset + b, ((gallery_offset, gallery_offset + s),), indptr,
-                                pcol, outranked, tied, negative_score, negative_index, negative_similarity)
+@dataclass(frozen=True, eq=False)
+class _BlockPositives:
+    """A query block's positives, derived once and read by every shard of the block.
 
-    _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied)
-    if b == 0 or s == 0:
-        return partial()
-    er, ec = _block_entries(exclusions, b, s, query_offset, gallery_offset, "exclusions")
-    narrow = Q_block.scan.dtype == np.float32 or G_shard.scan.dtype == np.float32
-    if narrow or s < 2:
-        _score_unit(Q_block, G_shard, gallery_offset, positives, er, ec, config, outranked, tied,
-                    negative_score, negative_index, negative_similarity)
-        return partial()
-    # a float64 scan block takes twice the bytes: score the shard in two column halves (counts add)
-    half = s // 2
-    for lo_col, hi_col in ((0, half), (half, s)):
-        keep = (ec >= lo_col) & (ec < hi_col)
-        o, t_ = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
-        ns, ni, nsim = np.full(b, -np.inf), np.full(b, -1, dtype=np.int64), np.full(b, np.nan)
-        _score_unit(Q_block, G_shard[lo_col:hi_col], gallery_offset + lo_col, positives, er[keep],
-                    ec[keep] - lo_col, config, o, t_, ns, ni, nsim)
-        outranked += o
-        tied += t_
-        _keep_best_negative(negative_score, negative_index, negative_similarity, ns, ni, nsim)
-    return partial()
+    ``indptr``, ``rows`` (block row of each positive), ``cols`` (global gallery rows) and ``t`` (direct
+    rank scores) in the positives' own order; ``order`` sorts them by (row, rank score ascending), the
+    kernel's order, in which ``sorted_cols`` / ``sorted_t`` are given (``rows`` is the same in both).
+    """
+
+    indptr: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    t: np.ndarray
+    order: np.ndarray
+    sorted_cols: np.ndarray
+    sorted_t: np.ndarray
+
+    @classmethod
+    def of(cls, positives: PositivePairs) -> _BlockPositives:
+        indptr = positives.indptr
+        rows = np.repeat(np.arange(positives.n_queries, dtype=np.int64), np.diff(indptr))
+        order = np.lexsort((positives.rank_scores, rows))
+        return cls(indptr, rows, positives.indices, positives.rank_scores, order, positives.indices[order],
+                   positives.rank_scores[order])
+
+
+class _Workspace:
+    """One worker's reusable buffers (the score block and two masks): no fresh pages for every unit."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.size < n:
+            buffer = self._buffers[name] = np.empty(n, dtype=np.uint8)
+        return buffer[:n].view(dtype).reshape(shape)
+
+
+class _BlockState:
+    """What one query block accumulates over gallery shards until its partial is exact.
+
+    Counts decided by block scores (in kernel order), the positives' counts among themselves (positives'
+    order), and the pairs that need a direct score, deferred so that each is computed once, in gallery order:
+    band items (row, gallery row, positive) and nearest-negative candidates (row, gallery row, upper bound
+    ``block score + tol``). ``lower`` is per row the best lower bound ``block max - tol`` seen: a candidate
+    whose upper bound is below it cannot be the best negative and is dropped. ``G`` / ``g_offset``: the
+    gallery rows the deferred pairs index (global row = g_offset + local row).
+    """
+
+    def __init__(self, block: _BlockPositives, Q_block: Endpoint, G: Endpoint, g_offset: int) -> None:
+        P, b = block.t.size, len(Q_block)
+        self.block, self.Q, self.G, self.g_offset = block, Q_block, G, int(g_offset)
+        self.counts = np.zeros(P + 1, dtype=np.int64)  # index P: "no positive" (padding)
+        self.ties = np.zeros(P, dtype=np.int64)
+        self.outranked = np.zeros(P, dtype=np.int64)
+        self.tied = np.zeros(P, dtype=np.int64)
+        self.band: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.near: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.lower = np.full(b, -np.inf)
+        self.seen = 0  # gallery columns counted so far
+
+    def count_positives(self, start: int, stop: int) -> None:
+        """Count the positives in gallery rows [start, stop) as competitors of their query's positives."""
+        block = self.block
+        _count_positive_competitors(block.indptr, block.rows, block.cols, block.t,
+                                    (block.cols >= start) & (block.cols < stop), self.outranked, self.tied)
+
+    def add_shard(self, G_shard: Endpoint, gallery_offset: int, exclusions: Any, query_offset: int,
+                  config: RetrievalConfig, workspace: _Workspace) -> None:
+        """Count one shard (rows [gallery_offset, gallery_offset + s) of the gallery) into the state against
+        the positives' scores (``count_positives`` counts the positives themselves)."""
+        b, s = len(self.Q), len(G_shard)
+        if b == 0 or s == 0:
+            return
+        er, ec = _block_entries(exclusions, b, s, query_offset, gallery_offset, "exclusions")
+        narrow = self.Q.scan.dtype == np.float32 or G_shard.scan.dtype == np.float32
+        halves = ((0, s),) if narrow or s < 2 else ((0, s // 2), (s // 2, s))  # a float64 block: two halves
+        for lo_col, hi_col in halves:
+            keep = (ec >= lo_col) & (ec < hi_col)
+            _score_unit(self, G_shard[lo_col:hi_col], gallery_offset + lo_col, er[keep], ec[keep] - lo_col, config,
+                        workspace)
+            self.seen += hi_col - lo_col
+
+    def add_near(self, rows: np.ndarray, cols: np.ndarray, upper: np.ndarray, lower: np.ndarray) -> None:
+        """Nearest-negative candidates (global gallery rows), their upper and lower bounds."""
+        np.maximum.at(self.lower, rows, lower)
+        keep = upper >= self.lower[rows]
+        self.near.append((rows[keep], cols[keep], upper[keep]))
+        if len(self.near) > 64:  # prune what later shards have outbid
+            rows, cols, upper = (np.concatenate(parts) for parts in zip(*self.near))
+            keep = upper >= self.lower[rows]
+            self.near = [(rows[keep], cols[keep], upper[keep])]
+
+    def _direct(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Direct rank scores of (block row, global gallery row) pairs, computed in gallery order (locality)."""
+        order = np.argsort(cols, kind="stable")
+        x = np.empty(rows.size)
+        x[order] = pair_rank_scores(self.Q, rows[order], self.G, cols[order] - self.g_offset)
+        return x
+
+    def partial(self, query_offset: int, gallery_ranges: tuple[tuple[int, int], ...]) -> RetrievalPartial:
+        """Settle the deferred pairs and return the block's exact partial counts."""
+        block, b = self.block, len(self.Q)
+        t, cols = block.sorted_t, block.sorted_cols
+        P = t.size
+        counts, ties = self.counts[:P].copy(), self.ties.copy()
+        if self.band:  # band items compared exactly with their positives (equal: the earlier gallery row wins)
+            r, c, positions = (np.concatenate(parts) for parts in zip(*self.band))
+            x = self._direct(r, c)
+            equal = x == t[positions]
+            wins = (x > t[positions]) | (equal & (c < cols[positions]))
+            counts += np.bincount(positions, weights=wins, minlength=P).astype(np.int64)
+            ties += np.bincount(positions, weights=equal, minlength=P).astype(np.int64)
+        score, index, similarity = np.full(b, -np.inf), np.full(b, -1, dtype=np.int64), np.full(b, np.nan)
+        if self.near:  # the best negative by direct scores (equal scores: the lower gallery row)
+            r, c, upper = (np.concatenate(parts) for parts in zip(*self.near))
+            keep = upper >= self.lower[r]
+            r, c = r[keep], c[keep]
+            x = self._direct(r, c)
+            first = np.lexsort((c, -x, r))
+            first = first[np.r_[True, r[first][1:] != r[first][:-1]]]
+            r, c, x = r[first], c[first], x[first]
+            score[r], index[r] = x, c
+            similarity[r] = _pair_similarities(self.Q, r, self.G, c - self.g_offset, x)
+        outranked, tied = self.outranked.copy(), self.tied.copy()
+        outranked[block.order] += counts
+        tied[block.order] += ties
+        return RetrievalPartial(query_offset, query_offset + b, gallery_ranges, block.indptr, block.cols, outranked,
+                                tied, score, index, similarity)
 
 
 def _keep_best_negative(score, index, similarity, other_score, other_index, other_similarity) -> None:
@@ -884,143 +1036,204 @@ def _keep_best_negative(score, index, similarity, other_score, other_index, othe
     similarity[better] = other_similarity[better]
 
 
-def _score_unit(Q_block: Endpoint, G_shard: Endpoint, gallery_offset: int, positives: PositivePairs,
-                er: np.ndarray, ec: np.ndarray, config: RetrievalConfig, outranked: np.ndarray, tied: np.ndarray,
-                negative_score: np.ndarray, negative_index: np.ndarray, negative_similarity: np.ndarray) -> None:
-    """The shard kernel (``score_shard``): adds into ``outranked`` / ``tied`` and fills the best negatives."""
-    b, s = len(Q_block), len(G_shard)
-    similarity = config.similarity
-    indptr = positives.indptr
-    R = np.diff(indptr)
-    P = int(indptr[-1])
-    prow = np.repeat(np.arange(b, dtype=np.int64), R)
-    pcol = positives.indices
-    t = positives.rank_scores
-    local = pcol - gallery_offset
-    inshard = (local >= 0) & (local < s)
-    g_sq = G_shard.sq
-    q_norms = np.sqrt(Q_block.sq)
-    g_max = float(np.sqrt(g_sq.max()))
-    narrow = Q_block.scan.dtype == np.float32 or G_shard.scan.dtype == np.float32
-    unit = 2.0 ** -24 if narrow else _U
-    tol = _tolerance(similarity, Q_block.shape[1], q_norms, g_max, unit)
-    if similarity == "squared_l2":
-        S = _product(2 * Q_block.scan, G_shard.scan)  # doubling is exact
-        S -= g_sq.astype(S.dtype)
+def _row_keys(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Keys that order (row, value) pairs by row, then value: int64 for float32 values (the row in the high
+    32 bits, the value's order-preserving integer in the low ones), complex otherwise."""
+    values = values + values.dtype.type(0)  # -0.0 -> +0.0: equal values get equal keys
+    if values.dtype != np.float32:
+        return rows + 1j * values
+    bits = values.view(np.int32).astype(np.int64)
+    ordered = np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)  # IEEE: negative floats order by -magnitude
+    return (rows.astype(np.int64) << 32) + ordered
+
+
+_SAMPLE_RUNS, _SAMPLE_RUN = 8, 32
+
+
+def _split_positives(S: np.ndarray | None, lo: np.ndarray, indptr: np.ndarray, rows: np.ndarray,
+                     share: np.ndarray | None = None) -> np.ndarray:
+    """Per row, the position (kernel order) of its lowest *sparse* positive; the row's end if it has none.
+
+    ``lo`` holds the positives' lower band edges in kernel order, padded with +inf at index P. ``share``
+    estimates, per positive, the share of the row's items that outrank it (from the block's earlier shards);
+    without it, the share at or above each ``lo`` is estimated from 8 evenly spread runs of 32 columns (the
+    whole row when it is short). Making positives [p, end) sparse costs about
+    ``share(p) * _SPARSE_CANDIDATE_COST`` per item (the located candidates) plus ``_DENSE_PASS_COST`` per dense
+    positive [start, p) (its passes); each row takes its cheapest split (all dense on a tie).
+    """
+    P = rows.size
+    start, R = indptr[:-1], np.diff(indptr)
+    if share is None:
+        share = _sample_share(S, lo, indptr, rows)
+    cost = share * _SPARSE_CANDIDATE_COST + (np.arange(P) - start[rows]) * _DENSE_PASS_COST
+    best = np.lexsort((cost, rows))  # per row: its cheapest split first
+    nonempty = np.flatnonzero(R > 0)
+    heads = best[start[nonempty]]
+    first_sparse = indptr[1:].copy()
+    sparse = cost[heads] < R[nonempty] * _DENSE_PASS_COST
+    first_sparse[nonempty[sparse]] = heads[sparse]
+    return first_sparse
+
+
+def _sample_share(S: np.ndarray, lo: np.ndarray, indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per positive, the share of a sample of its row's columns at or above its ``lo``."""
+    b, s = S.shape
+    P = rows.size
+    start, R = indptr[:-1], np.diff(indptr)
+    if s > _SAMPLE_RUNS * _SAMPLE_RUN:
+        firsts = np.linspace(0, s - _SAMPLE_RUN, _SAMPLE_RUNS).astype(np.int64)
+        sample = np.concatenate([S[:, a:a + _SAMPLE_RUN] for a in firsts], axis=1)
     else:
-        S = _product(Q_block.scan, G_shard.scan)
-    dtype = S.dtype.type
-    S[er, ec] = -np.inf
-    S[prow[inshard], local[inshard]] = -np.inf
+        sample = S
+    m = sample.shape[1]
+    share = np.empty(P)
+    if R.max() <= 16:  # one comparison of the sample per k-th positive of every row
+        for k in range(int(R.max())):
+            positions = np.where(R > k, start + k, P)
+            counted = np.count_nonzero(sample >= lo[positions][:, None], axis=1)
+            share[positions[R > k]] = counted[R > k]
+    else:
+        step = max(1, (1 << 18) // m)
+        for a in range(0, P, step):
+            sl = slice(a, min(a + step, P))
+            share[sl] = np.count_nonzero(sample[rows[sl]] >= lo[sl][:, None], axis=1)
+    return share / m
 
-    def direct(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        return pair_rank_scores(Q_block, rows, G_shard, cols)
 
-    # thresholds of the positives, sorted by (row, score), with their bands [lo, hi]
-    order = np.lexsort((t, prow))
-    ts, rs, gs = t[order], prow[order], pcol[order]
-    lo = ts - tol[rs]
-    hi = ts + tol[rs]
-    has_pos = np.flatnonzero(R > 0)
-    row_min_lo = np.full(b, np.inf)
-    row_min_lo[has_pos] = lo[indptr[has_pos]]
+def _nonzero_words(mask: np.ndarray) -> np.ndarray:
+    """Indices of the nonzero 8-byte words of a C-contiguous bool matrix (rows a multiple of 8 long)."""
+    return np.flatnonzero(mask.view(np.uint64).ravel() != 0)  # a bool scan: faster than on the words
 
-    row_max = S.max(axis=1).astype(np.float64)
-    has_neg = row_max > -np.inf
-    near_max = np.where(has_neg, row_max - 2.0 * tol, np.inf)
-    # 8 evenly spread runs of 32 columns (cache-friendly) estimate each row's share of candidates
-    runs = [S[:, a:a + 32] for a in np.linspace(0, max(0, s - 32), 8).astype(np.int64)] if s > 256 else [S]
-    sample = np.concatenate(runs, axis=1) if len(runs) > 1 else S
-    fraction = np.count_nonzero(sample >= row_min_lo.astype(dtype)[:, None], axis=1) / sample.shape[1]
-    dense = (R > 0) & (fraction * _SPARSE_CANDIDATE_COST > R * _DENSE_PASS_COST)
-    # the sparse path holds ~80 bytes per candidate: keep them under ~1 byte per block element
-    sparse_rows = np.flatnonzero((R > 0) & ~dense)
-    by_share = sparse_rows[np.argsort(-fraction[sparse_rows], kind="stable")]
-    over = np.cumsum(fraction[by_share] * s) > max(s, b * s // 80)
-    dense[by_share[over]] = True
-    threshold = np.where(dense, near_max, np.minimum(near_max, row_min_lo))
-    idx = np.flatnonzero(S >= _round_down(threshold, dtype)[:, None])
-    r = idx // s
-    c = idx - r * s
-    v = S.ravel()[idx].astype(np.float64)
 
-    # best eligible non-positive: the items within 2 tol of the row maximum, recomputed directly
-    pick = np.flatnonzero(v >= near_max[r])
-    if pick.size:
-        pr, pc = r[pick], c[pick]
-        x = direct(pr, pc)
-        first = np.lexsort((pc, -x, pr))
-        keep = first[np.r_[True, pr[first][1:] != pr[first][:-1]]]
-        rows, cols = pr[keep], pc[keep]
-        negative_score[rows] = x[keep]
-        negative_index[rows] = gallery_offset + cols
-        negative_similarity[rows] = _pair_similarities(Q_block, rows, G_shard, cols, x[keep])
-    if P == 0:
-        return
+def _expand_words(mask: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of the True entries of a (rows x width) bool ``mask`` inside the given 8-byte words."""
+    flat = (words[:, None] * 8 + np.arange(8)).ravel()
+    flat = flat[mask.ravel()[flat]]
+    return np.divmod(flat, mask.shape[1])
 
-    counts = np.zeros(P, dtype=np.int64)
-    ties = np.zeros(P, dtype=np.int64)
 
-    def settle(rows: np.ndarray, cols: np.ndarray, positions: np.ndarray) -> None:
-        """Recompute band items directly and compare them exactly with positives at sorted ``positions``."""
-        x = direct(rows, cols)
-        equal = x == ts[positions]
-        wins = (x > ts[positions]) | (equal & (gallery_offset + cols < gs[positions]))
-        counts[:] += np.bincount(positions, weights=wins, minlength=P).astype(np.int64)
-        ties[:] += np.bincount(positions, weights=equal, minlength=P).astype(np.int64)
+def _block_product(Q_block: Endpoint, G_shard: Endpoint, similarity: str, workspace: _Workspace,
+                   order: np.ndarray | None = None) -> np.ndarray:
+    """The block's scan scores into the workspace: Q.scan @ G.scan.T, or (2 Q.scan) @ G.scan.T - |g|^2, with
+    the query rows taken in ``order`` when given."""
+    A, B = Q_block.scan, G_shard.scan
+    if order is not None:
+        A = A[order]
+    if similarity == "squared_l2":
+        A = 2 * A  # doubling is exact
+    if sp.issparse(A) or sp.issparse(B):
+        S = _product(A, B)
+    else:
+        S = np.matmul(A, B.T, out=workspace.get("scores", (A.shape[0], B.shape[0]), np.result_type(A, B)))
+    if similarity == "squared_l2":
+        S -= G_shard.sq.astype(S.dtype)
+    return S
 
-    # sparse rows: locate each candidate among the row's positive thresholds
-    sparse_candidates = np.flatnonzero(~dense[r] & (v >= row_min_lo[r]))
-    if sparse_candidates.size:
-        r, c, v = r[sparse_candidates], c[sparse_candidates], v[sparse_candidates]
-        keys = r + 1j * v
-        above = np.searchsorted(rs + 1j * hi, keys, side="left")  # positives [start, above) have hi < v
-        start = indptr[r]
-        counts += np.cumsum(np.bincount(start, minlength=P + 1) - np.bincount(above, minlength=P + 1))[:P]
-        end = indptr[r + 1]
-        maybe = np.flatnonzero((above < end) & (lo[np.minimum(above, P - 1)] <= v))
-        if maybe.size:
-            upto = np.searchsorted(rs + 1j * lo, keys[maybe], side="right")
-            m = upto - above[maybe]
-            positions = np.repeat(above[maybe], m) + np.arange(m.sum()) - np.repeat(np.cumsum(m) - m, m)
-            settle(np.repeat(r[maybe], m), np.repeat(c[maybe], m), positions)
 
-    # dense rows: per positive, count items above hi and at or above lo (two vectorised passes)
-    rows_dense = np.flatnonzero(dense)
-    if rows_dense.size:
-        hi_scan = np.append(_round_up(hi, dtype), dtype(np.inf))  # index P: "no positive" (never counts)
-        lo_scan = np.append(_round_down(lo, dtype), dtype(np.inf))
-        if 2 * rows_dense.size >= b:  # scan S in place; rows without a j-th dense positive get +inf
-            srows, scan = np.arange(b), S
-            active = lambda j: np.where(dense & (R > j), indptr[:-1] + j, P)  # noqa: E731
-        else:  # copy the dense rows (under half of S), most positives first, and scan a prefix per j
-            srows = rows_dense[np.argsort(-R[rows_dense], kind="stable")]
-            scan = S[srows]
-            active = lambda j: indptr[srows[:np.count_nonzero(R[srows] > j)]] + j  # noqa: E731
-        width = -(-s // 8) * 8
-        above_mask = np.zeros((srows.size, width), dtype=bool)
-        band_mask = np.zeros((srows.size, width), dtype=bool)
-        band_items: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        for j in range(int(R[rows_dense].max())):
-            positions = active(j)
-            n = positions.size
-            np.greater(scan[:n], hi_scan[positions][:, None], out=above_mask[:n, :s])
-            np.greater_equal(scan[:n], lo_scan[positions][:, None], out=band_mask[:n, :s])
-            counted = positions < P
-            counts[positions[counted]] += _count_true_rows(above_mask[:n])[counted]
-            words = band_mask[:n].view(np.uint64)
-            np.bitwise_xor(words, above_mask[:n].view(np.uint64), out=words)  # lo <= item <= hi
-            hit = np.flatnonzero(words != 0)  # 8-byte words holding band items (few)
+def _score_unit(state: _BlockState, G_shard: Endpoint, gallery_offset: int, er: np.ndarray, ec: np.ndarray,
+                config: RetrievalConfig, workspace: _Workspace) -> None:
+    """The shard kernel (``score_shard``): pass-decided counts into ``state``, band items and nearest-negative
+    candidates deferred to it."""
+    Q_block, block = state.Q, state.block
+    b, s = len(Q_block), len(G_shard)
+    indptr, rows, cols, t = block.indptr, block.rows, block.sorted_cols, block.sorted_t
+    P = t.size
+    local = cols - gallery_offset
+    inunit = (local >= 0) & (local < s)
+    q_norms = np.sqrt(Q_block.sq)
+    g_max = float(np.sqrt(G_shard.sq.max()))
+    narrow = Q_block.scan.dtype == np.float32 or G_shard.scan.dtype == np.float32
+    tol = _tolerance(config.similarity, Q_block.shape[1], q_norms, g_max, 2.0 ** -24 if narrow else _U)
+    dtype = np.result_type(Q_block.scan.dtype, G_shard.scan.dtype).type
+    # each positive's band [lo, hi], rounded outwards to the scan precision; index P pads (never reached)
+    lo = np.append(_round_down(t - tol[rows], dtype), dtype(np.inf))
+    hi = np.append(_round_up(t + tol[rows], dtype), dtype(np.inf))
+    start, end = indptr[:-1], indptr[1:]
+    first_sparse, order = end.copy(), None
+    if P and state.seen:  # split by the earlier shards' counts, and put the rows with most dense positives first
+        first_sparse = _split_positives(None, lo, indptr, rows, state.counts[:P] / state.seen)
+        order = np.argsort(start - first_sparse, kind="stable")  # S row i is block row order[i]
+    S = _block_product(Q_block, G_shard, config.similarity, workspace, order)
+    srow = np.arange(b) if order is None else np.argsort(order)  # block row -> S row
+    S[srow[er], ec] = -np.inf
+    S[srow[rows[inunit]], local[inunit]] = -np.inf
+
+    # nearest-negative candidates: items that may reach the best lower bound (block score - tol) of the
+    # block's earlier shards, or, for rows without one yet, items within 2 tol of the row maximum
+    near = state.lower - tol
+    fresh = np.flatnonzero(state.lower == -np.inf)
+    if fresh.size:
+        row_max = (S.max(axis=1)[srow] if fresh.size == b else S[srow[fresh]].max(axis=1)).astype(np.float64)
+        near[fresh] = np.where(row_max > -np.inf, row_max - 2.0 * tol[fresh], np.inf)
+    near = _round_down(near, dtype)
+    if P and not state.seen:  # the first shard: split by a sample of its scores
+        first_sparse = _split_positives(S, lo, indptr, rows)
+
+    counts = state.counts
+    width = -(-s // 8) * 8
+    mask = workspace.get("mask", (b, width), bool)
+    mask[:, s:] = False  # padding columns: never set
+
+    # one pass: the candidates of the sparse positives and of the nearest negative
+    threshold = np.minimum(near, lo[first_sparse])
+    np.greater_equal(S, (threshold if order is None else threshold[order])[:, None], out=mask[:, :s])
+    hits = _nonzero_words(mask)  # the 8-byte words holding candidates
+    if P:
+        key_hi, key_lo = _row_keys(rows, hi[:P]), _row_keys(rows, lo[:P])
+    chunk = max(1024, b * s // 256)  # words per chunk: its temporaries stay near 1 byte per block element
+    Sflat = S.reshape(-1)
+    sparse_counts = np.zeros(P + 1, dtype=np.int64)
+    for a in range(0, hits.size, chunk):
+        r, c = _expand_words(mask, hits[a:a + chunk])
+        v = Sflat[r * s + c]
+        r = r if order is None else order[r]  # block rows
+        pick = np.flatnonzero(v >= near[r])
+        score, margin = v[pick].astype(np.float64), tol[r[pick]]
+        state.add_near(r[pick], gallery_offset + c[pick], score + margin, score - margin)
+        fs = first_sparse[r]
+        sel = np.flatnonzero(v >= lo[fs])  # rows without sparse positives have fs = end: lo[end] is above
+        if P == 0 or sel.size == 0:
+            continue
+        r, c, v, fs = r[sel], c[sel], v[sel], fs[sel]
+        key = _row_keys(r, v)
+        above = np.maximum(np.searchsorted(key_hi, key, side="left"), fs)  # sparse [fs, above): hi < v
+        sparse_counts += np.bincount(fs, minlength=P + 1) - np.bincount(above, minlength=P + 1)
+        maybe = np.flatnonzero((above < end[r]) & (lo[above] <= v))
+        if maybe.size:  # sparse [above, upto): lo <= v <= hi
+            upto = np.searchsorted(key_lo, key[maybe], side="right")
+            n = upto - above[maybe]
+            positions = np.repeat(above[maybe] - np.cumsum(n) + n, n) + np.arange(n.sum())
+            state.band.append((np.repeat(r[maybe], n), gallery_offset + np.repeat(c[maybe], n), positions))
+    del hits
+    counts += np.cumsum(sparse_counts)
+
+    # dense positives [start, first_sparse) of each row: pass k takes every row's k-th one
+    dense = first_sparse - start
+    if P and dense.max() > 0:
+        above_mask = workspace.get("above", (b, width), bool)
+        above_mask[:, s:] = False
+        by_count = np.argsort(-dense, kind="stable")
+        scan, scan_rows = S, order  # S's rows are already by dense count when ordered: scan prefixes
+        for k in range(int(dense.max())):
+            n = int(np.count_nonzero(dense > k))
+            if scan_rows is None and 2 * n < b:  # few rows left: copy them (under half of S), scan prefixes
+                scan_rows = by_count[:n]
+                scan = S[scan_rows]
+            if scan_rows is None:
+                block_rows, positions = np.arange(b), np.where(dense > k, start + k, P)
+            else:
+                block_rows = scan_rows[:n]
+                positions = start[block_rows] + k
+            m = block_rows.size
+            np.greater(scan[:m], hi[positions][:, None], out=above_mask[:m, :s])
+            counts[positions] += _count_true_rows(above_mask[:m])
+            np.greater_equal(scan[:m], lo[positions][:, None], out=mask[:m, :s])
+            at_least, above = mask[:m].view(np.uint64).ravel(), above_mask[:m].view(np.uint64).ravel()
+            hit = np.flatnonzero(at_least != above)  # the 8-byte words holding items with lo <= item <= hi
             if hit.size:
-                flat = (hit[:, None] * 8 + np.arange(8)).ravel()
-                flat = flat[band_mask[:n].ravel()[flat]]
-                i, col = np.divmod(flat, width)
-                band_items.append((srows[i], col, positions[i]))
-        if band_items:
-            settle(*(np.concatenate(parts) for parts in zip(*band_items)))
-
-    outranked[order] += counts
-    tied[order] += ties
+                word, byte = np.nonzero((at_least[hit] ^ above[hit]).view(np.uint8).reshape(-1, 8))
+                i, col = np.divmod(hit[word] * 8 + byte, width)
+                state.band.append((block_rows[i], gallery_offset + col, positions[i]))
 
 
 def _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied) -> None:
@@ -1474,12 +1687,32 @@ def admit(config: RetrievalConfig, queries: Any, gallery: Any) -> None:
 
 
 class RetrievalScorer:
-    """Exact retrieval of every query against the whole gallery, in (query block x gallery block) units."""
+    """Exact retrieval of every query against the whole gallery, in (query block x gallery block) units.
 
-    def __init__(self, config: RetrievalConfig | None = None) -> None:
+    ``threads``: how many query blocks are scored at once (None: as many as the loaded BLAS would use
+    threads, e.g. ``OMP_NUM_THREADS``), fewer when ``max_dense_bytes`` cannot hold that many score blocks
+    beside the endpoints. Results do not depend on it.
+    """
+
+    def __init__(self, config: RetrievalConfig | None = None, *, threads: int | None = None) -> None:
         if config is not None and not isinstance(config, RetrievalConfig):
             raise ValidationError(f"RetrievalScorer config must be a RetrievalConfig, got {type(config).__name__}")
+        if threads is not None and (isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer))
+                                    or threads < 1):
+            raise ConfigError(f"RetrievalScorer threads must be a positive integer or None, got {threads!r}")
         self.config = config if config is not None else RetrievalConfig()
+        self.threads = None if threads is None else int(threads)
+
+    def workers(self, queries: Any, gallery: Any) -> int:
+        """Query blocks scored at once: ``threads`` (default: the BLAS thread count), capped so that the
+        endpoints plus one score block per worker fit ``max_dense_bytes`` (at least 1)."""
+        config = self.config
+        nq, ng = int(queries.shape[0]), int(gallery.shape[0])
+        threads = self.threads if self.threads is not None else _blas_threads()
+        directions = [(nq, ng)] + ([(ng, nq)] if config.bidirectional else [])
+        block = max(8 * min(config.query_block_size, a) * min(config.gallery_block_size, b) for a, b in directions)
+        spare = config.max_dense_bytes - _endpoint_bytes(queries) - _endpoint_bytes(gallery)
+        return max(1, min(threads, spare // max(1, block)))
 
     def score(self, queries: Any, gallery: Any, relevance: Any, *, query_ids: Sequence[str] | None = None,
               gallery_ids: Sequence[str] | None = None, exclusions: Any = None) -> RetrievalScore:
@@ -1505,41 +1738,71 @@ class RetrievalScorer:
             reverse_relevance = eligible_relevance(forward_relevance.T.tocsr(), None, query_ids=gkeys,
                                                    what="gallery item")
         scan = _SCAN
-        Qp = prepare_endpoint(Q, config.similarity, what="Query embeddings", row_ids=qkeys, scan=scan)
-        Gp = prepare_endpoint(G, config.similarity, what="Gallery embeddings", row_ids=gkeys, scan=scan)
+        workers = self.workers(Q, G)
+        Qp = prepare_endpoint(Q, config.similarity, what="Query embeddings", row_ids=qkeys, scan=scan, workers=workers)
+        Gp = prepare_endpoint(G, config.similarity, what="Gallery embeddings", row_ids=gkeys, scan=scan,
+                              workers=workers)
         q_max, g_max = float(np.sqrt(Qp.sq.max())), float(np.sqrt(Gp.sq.max()))
         if not (q_max + g_max) ** 2 < 1e300:
             raise ValidationError(f"{config.similarity} similarity would overflow float64 (largest row norms: Query "
                                   f"embeddings {q_max:.3g}, Gallery embeddings {g_max:.3g}); rescale the embeddings")
         meta = {"n_dimensions": int(d), "query_sparse": bool(sp.issparse(Q)), "gallery_sparse": bool(sp.issparse(G))}
-        forward = _score_direction(Qp, Gp, forward_relevance, excluded, config, qkeys, gkeys, "forward", meta)
+        forward = _score_direction(Qp, Gp, forward_relevance, excluded, config, qkeys, gkeys, "forward", meta,
+                                   workers)
         reverse = None
         if config.bidirectional:
             reverse_excluded = None if excluded is None else excluded.T.tocsr()
             reverse = _score_direction(Gp, Qp, reverse_relevance, reverse_excluded, config, gkeys, qkeys, "reverse",
                                        {**meta, "query_sparse": meta["gallery_sparse"],
-                                        "gallery_sparse": meta["query_sparse"]})
+                                        "gallery_sparse": meta["query_sparse"]}, workers)
         primary = forward.score if reverse is None else (forward.score + reverse.score) / 2.0
         return RetrievalScore(forward, reverse, primary)
 
 
-def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, direction, metadata) -> RetrievalResult:
-    """One direction with exactly the public unit functions: positives, shards, merge, finalize."""
-    positives = positive_scores(Q, G, relevance, config=config)
+def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, direction, metadata,
+                     workers: int) -> RetrievalResult:
+    """One direction: positives, every query block over every gallery shard (the same kernel and state as
+    ``score_shard``; a block's partial covers the whole gallery), merge, finalize. Query blocks are spread
+    over ``workers`` threads (``_map_blocks``); the partials do not depend on it."""
+    positives = positive_scores(Q, G, relevance, config=config, workers=workers)
     nq, ng = len(Q), len(G)
     starts = range(0, ng, config.gallery_block_size)
     shards = [G[gs:min(gs + config.gallery_block_size, ng)] for gs in starts]  # views (CSR: sliced once)
-    blocks = []
-    for qs in range(0, nq, config.query_block_size):
+
+    def query_block(qs: int) -> RetrievalPartial:
         qe = min(qs + config.query_block_size, nq)
-        block_positives = positives.rows(qs, qe)
+        state = _BlockState(_BlockPositives.of(positives.rows(qs, qe)), Q[qs:qe], G, 0)
+        state.count_positives(0, ng)
         block_exclusions = None if exclusions is None else exclusions[qs:qe]
-        block = Q[qs:qe]
-        blocks.append(merge_partials([
-            score_shard(block, shard, query_offset=qs, gallery_offset=gs, positives=block_positives,
-                        exclusions=block_exclusions, config=config)
-            for gs, shard in zip(starts, shards)
-        ]))
-    merged = merge_partials(blocks)
+        workspace = _Workspace()
+        for gs, shard in zip(starts, shards):
+            state.add_shard(shard, gs, block_exclusions, qs, config, workspace)
+        return state.partial(qs, ((0, ng),))
+
+    merged = merge_partials(_map_blocks(query_block, range(0, nq, config.query_block_size), workers))
     return finalize(merged, positives, config, n_gallery=ng, query_ids=qkeys, gallery_ids=gkeys,
                     direction=direction, metadata=metadata)
+
+
+def _map_blocks(fn, items: Sequence[int], workers: int) -> list[Any]:
+    """``[fn(i) for i in items]``, on ``workers`` threads when > 1. Each thread then runs single-threaded BLAS
+    (threadpoolctl, for the call's duration), so the process uses ``workers`` cores in all: while one thread
+    multiplies, another post-processes (numpy releases the GIL in both)."""
+    if workers <= 1 or len(items) <= 1:
+        return [fn(i) for i in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, items))
+
+
+def _blas_threads() -> int:
+    """The thread count the loaded BLAS would use (1 if unknown)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - a dependency of scikit-learn
+        return 1
+    counts = [int(pool.get("num_threads") or 1) for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    return max(counts, default=1)

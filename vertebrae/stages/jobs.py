@@ -20,7 +20,7 @@ from vertebrae.extractors.registry import build_extractor
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.labelled import encode_row_ids
-from vertebrae.data.retrieval import RetrievalDataset, RetrievalProtocol
+from vertebrae.data.retrieval import RetrievalProtocol
 from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_row_counts
 from vertebrae.retrieval_results import RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
@@ -50,6 +50,7 @@ KIND_OF_STAGE = {
     "report": "report", "retrieval-protocol": "protocol", "compress-retrieval": "compressed",
     "score-retrieval": "score", "retrieval-report": "report",
 }
+ZERO_SHOT_STAGES = ("zero-shot-embed", "zero-shot-protocol", "compress-zero-shot", "score-zero-shot", "zero-shot-report")
 BASE_DIR = Path(".")
 
 
@@ -61,6 +62,11 @@ def _extractor(spec: Mapping[str, Any]):
 def check_spec(spec: Mapping[str, Any]) -> None:
     """Re-derive a job spec's fingerprint (and, for extractor jobs, its recipe and shards) from its content."""
     stage = spec.get("stage")
+    if isinstance(stage, str) and stage in ZERO_SHOT_STAGES:
+        from vertebrae.stages.zero_shot_jobs import check_zero_shot_spec
+
+        check_zero_shot_spec(spec)
+        return
     if stage not in KIND_OF_STAGE:
         raise ValidationError(f"job spec has unknown stage {stage!r}")
     if fingerprint(KIND_OF_STAGE[stage], spec["recipe"]) != spec["fingerprint"]:
@@ -222,11 +228,8 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
 
 def _retrieval_dataset(spec: Mapping[str, Any]):
     data = _retrieval_source(spec)
-    return RetrievalDataset.from_embeddings(
-        data.queries, data.gallery, data.records, query_ids=data.query_ids, gallery_ids=data.gallery_ids,
-        identity=identity_from_decl(spec["dataset"]["identity"], where=f"{spec['where']}.identity"),
-        exclude_same_id=spec["dataset"]["exclude_same_id"],
-    )
+    return data.to_dataset(identity_from_decl(spec["dataset"]["identity"], where=f"{spec['where']}.identity"),
+                           exclude_same_id=spec["dataset"]["exclude_same_id"])
 
 
 def run_write_retrieval_relevance(plan: str | Path, output: str | Path) -> None:

@@ -1,5 +1,8 @@
 # Turns the config into a plan by calling the library; input functions only.
+import vertebrae.cluster
+import vertebrae.reports.figures
 import vertebrae.workflow
+import vertebrae.workflow_zero_shot
 
 PLAN = vertebrae.workflow.plan(config)
 
@@ -16,6 +19,14 @@ def get_final_outputs():
     return PLAN.final_outputs()
 
 
+def get_figure_outputs():
+    return vertebrae.reports.figures.figure_targets(PLAN.final_outputs())
+
+
+def get_report_names_pattern():
+    return vertebrae.reports.figures.report_names_pattern(PLAN.final_outputs())
+
+
 def get_spec(wildcards):
     return PLAN.spec_json(wildcards.fp)
 
@@ -23,6 +34,10 @@ def get_spec(wildcards):
 def get_fitted(wildcards):
     fit = PLAN.spec(wildcards.fp)["fit"]
     return [] if fit is None else fit["path"]
+
+
+def get_gpus(wildcards):
+    return vertebrae.cluster.gpus(PLAN.spec(wildcards.fp))
 
 
 def get_shards(wildcards):
@@ -75,3 +90,41 @@ def get_retrieval_report_protocol(wildcards):
 def get_retrieval_report_scores(wildcards):
     spec = PLAN.spec(PLAN.retrieval_reports[wildcards.retrieval_benchmark])
     return [candidate["score"]["path"] for candidate in spec["candidates"]]
+
+
+def get_zero_shot_protocol(wildcards):
+    return PLAN.spec(wildcards.fp)["protocol"]["path"]
+
+
+def get_zero_shot_raw_samples(wildcards):
+    return PLAN.spec(wildcards.fp)["samples"]["path"]
+
+
+def get_zero_shot_score_inputs(wildcards):
+    spec = PLAN.spec(wildcards.fp)
+    inputs = {"samples": spec["samples"]["path"], "prompts": spec["prompts"]["path"], "protocol": spec["protocol"]["path"]}
+    if spec["raw_samples"] is not None:
+        inputs["raw_samples"] = spec["raw_samples"]["path"]
+    return inputs
+
+
+def get_zero_shot_raw_option(wildcards):
+    raw = PLAN.spec(wildcards.fp)["raw_samples"]
+    return "" if raw is None else f" --raw-samples {raw['path']}"
+
+
+def get_zero_shot_report_plan(wildcards):
+    return vertebrae.workflow_zero_shot.plan_path(PLAN.zero_shot_reports[wildcards.zero_shot_benchmark])
+
+
+def get_zero_shot_report_protocol(wildcards):
+    return PLAN.spec(PLAN.zero_shot_reports[wildcards.zero_shot_benchmark])["protocol"]["path"]
+
+
+def get_zero_shot_report_scores(wildcards):
+    spec = PLAN.spec(PLAN.zero_shot_reports[wildcards.zero_shot_benchmark])
+    return [candidate["score"]["path"] for candidate in spec["candidates"]]
+
+
+def get_zero_shot_score_keys(wildcards):
+    return " ".join(f"--score-key {path}" for path in get_zero_shot_report_scores(wildcards))

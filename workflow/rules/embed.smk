@@ -19,6 +19,8 @@ rule embed_shard:
         fitted=get_fitted,
     output:
         shard="results/embeddings/{fp}/shard-{i}-of-{n}.h5",
+    resources:
+        gpu=get_gpus,
     conda:
         "../../envs/vertebrae.yaml"
     log:

@@ -4,6 +4,8 @@ rule embed_retrieval_shard:
         fitted=get_fitted,
     output:
         shard="results/retrieval/embeddings/{fp}/shard-{i}-of-{n}.h5",
+    resources:
+        gpu=get_gpus,
     params:
         side=get_side,
     conda:

@@ -1,0 +1,129 @@
+"""Workflow scale and per-job overhead (a performance harness, not a test).
+
+1. Dry run of a plan with more than 1,000 shard jobs (three precomputed-embedding datasets of 2,000 rows, 400
+   shards each): wall time of ``snakemake -n`` (Snakefile parse + planning + DAG), which must stay under 10 s.
+2. Per-job overhead of a local run: a small real workflow (digits, one precomputed extractor in 16 shards, plain
+   OverlapIndex scoring) run with ``--cores 1``; overhead = wall time / jobs run (the jobs do almost no work).
+   Where it goes: interpreter start, ``import vertebrae.stages.jobs`` (what every artifact subcommand loads) and
+   the Snakefile parse every Snakemake start pays.
+3. ``--schedulers``: the same local run under ``--scheduler greedy`` and ``--scheduler ilp``.
+
+Usage: ``python bench/workflow.py [--shards 400] [--schedulers]``. The last line reads
+``dryrun_seconds=X.X jobs=N per_job_overhead_s=Y.YY``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from workflow_support import job_counts  # noqa: E402
+
+
+def _digits(extractors: dict, shards: int) -> dict:
+    return {
+        "seed": 0,
+        "embedding": {"shards": shards, "batch_size": 256},
+        "benchmarks": {"digits": {
+            "dataset": {"source": {"type": "sklearn", "name": "digits"},
+                        "identity": {"kind": "declared", "name": "sklearn-digits", "revision": "1"}},
+            "extractors": extractors,
+            "scoring": {"k": "auto"},
+        }},
+    }
+
+
+def _large(root: Path, shards: int, benchmarks: int = 3, rows: int = 2000) -> dict:
+    """``benchmarks`` precomputed-embedding datasets (npz, ``rows`` x 8), each in ``shards`` shards."""
+    import numpy as np
+
+    config = {"seed": 0, "embedding": {"shards": shards, "batch_size": 256}, "benchmarks": {}}
+    for b in range(benchmarks):
+        path = root / "large" / "data" / f"embeddings-{b}.npz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(b)
+        np.savez(path, embeddings=rng.normal(size=(rows, 8)).astype(np.float32), labels=np.arange(rows) % 10)
+        config["benchmarks"][f"b{b}"] = {
+            "dataset": {"source": {"type": "npz", "path": f"data/{path.name}", "features_key": "embeddings",
+                                   "labels_key": "labels"},
+                        "identity": {"kind": "declared", "name": f"bench-{b}", "revision": "1"}},
+            "extractors": {"precomputed": {"type": "precomputed"}},
+            "scoring": {"k": "auto"},
+        }
+    return config
+
+
+def _snakemake(workdir: Path, *args: str) -> tuple[float, subprocess.CompletedProcess]:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), *args]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return seconds, proc
+
+
+def _workdir(root: Path, name: str, config: dict) -> Path:
+    workdir = root / name
+    (workdir / "config").mkdir(parents=True)
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return workdir
+
+
+def _timed(code: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=400, help="shards per endpoint in the dry-run plan")
+    parser.add_argument("--schedulers", action="store_true", help="also compare greedy and ILP scheduling")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="vertebrae-bench-") as tmp:
+        root = Path(tmp)
+        large = _workdir(root, "large", _large(root, args.shards))
+        dry_seconds, proc = _snakemake(large, "-n", "--quiet", "rules", "--cores", "1")
+        counts = job_counts(proc.stdout)
+        shard_jobs = counts.get("embed_shard", 0)
+        total_jobs = sum(counts.values())
+
+        runs = {}
+        for scheduler in (["greedy", "ilp"] if args.schedulers else ["greedy"]):
+            small = _workdir(root, f"small-{scheduler}", _digits({"pixels": {"type": "precomputed"}}, 16))
+            jobs = sum(job_counts(_snakemake(small, "-n", "--quiet", "rules", "--cores", "1")[1].stdout).values())
+            seconds, _ = _snakemake(small, "--cores", "1", "--scheduler", scheduler)
+            runs[scheduler] = (seconds, jobs)
+        parse_seconds, _ = _snakemake(small, "-n", "--cores", "1")  # nothing to do: parse + DAG only
+
+        interpreter = _timed("pass")
+        jobs_import = _timed("import vertebrae.stages.jobs")
+        cli_import = _timed("import vertebrae.cli")
+
+    print("| measurement | value |")
+    print("|---|---|")
+    print(f"| dry run, {total_jobs} jobs ({shard_jobs} embed_shard) | {dry_seconds:.1f} s |")
+    for scheduler, (seconds, jobs) in runs.items():
+        print(f"| local run, {jobs} jobs, --cores 1, --scheduler {scheduler} | {seconds:.1f} s ({seconds / jobs:.2f} s/job) |")
+    print(f"| snakemake start + Snakefile parse + DAG (nothing to do) | {parse_seconds:.2f} s |")
+    print(f"| python start | {interpreter:.2f} s |")
+    print(f"| python start + import vertebrae.cli | {cli_import:.2f} s |")
+    print(f"| python start + import vertebrae.stages.jobs (every artifact subcommand) | {jobs_import:.2f} s |")
+    seconds, jobs = runs["greedy"]
+    print(f"dryrun_seconds={dry_seconds:.1f} jobs={shard_jobs} per_job_overhead_s={seconds / jobs:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install profiles/slurm as the global `slurm` Snakemake profile, with the site's account and partitions:
+#     profiles/slurm/install.sh ACCOUNT PARTITION [GPU_PARTITION [MAX_GPUS]]
+# Writes ${XDG_CONFIG_HOME:-~/.config}/snakemake/slurm/{config.yaml,partitions.yaml}; afterwards
+# `snakemake --profile slurm` works from the repository root.
+set -euo pipefail
+if [[ $# -lt 2 || $# -gt 4 ]]; then
+    echo "usage: $0 ACCOUNT PARTITION [GPU_PARTITION [MAX_GPUS]]" >&2
+    exit 64
+fi
+account=$1 partition=$2 gpu_partition=${3:-} max_gpus=${4:-8}
+for value in "$account" "$partition" "$gpu_partition" "$max_gpus"; do
+    [[ "$value" =~ ^[A-Za-z0-9_.-]*$ ]] || { echo "$0: invalid name: '$value'" >&2; exit 64; }
+done
+here=$(cd "$(dirname "$0")" && pwd)
+target="${XDG_CONFIG_HOME:-$HOME/.config}/snakemake/slurm"
+mkdir -p "$target"
+sed "s/^  slurm_account: .*/  slurm_account: $account/" "$here/config.yaml" >"$target/config.yaml.tmp"
+grep -q "^  slurm_account: $account\$" "$target/config.yaml.tmp" || { echo "$0: could not set the account" >&2; exit 1; }
+{
+    echo "# Written by profiles/slurm/install.sh"
+    echo "partitions:"
+    echo "  $partition:"
+    echo "    max_gpu: 0"
+    if [[ -n "$gpu_partition" ]]; then
+        echo "  $gpu_partition:"
+        echo "    max_gpu: $max_gpus"
+    fi
+} >"$target/partitions.yaml.tmp"
+mv "$target/partitions.yaml.tmp" "$target/partitions.yaml"
+mv "$target/config.yaml.tmp" "$target/config.yaml"
+echo "installed the slurm profile in $target (account $account, partition $partition${gpu_partition:+, GPU partition $gpu_partition})"

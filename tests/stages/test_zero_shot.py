@@ -1,0 +1,241 @@
+"""Zero-shot file-level runners driven by hand in a temporary working directory, with workflow plan specs:
+artifact scores equal in-process results; corrupt, stale, mixed or unknown-schema inputs are refused."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+from vertebrae.cli import main
+from vertebrae.core.artifacts import read_embeddings, write_embeddings, write_json_artifact
+from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError
+from vertebrae.stages import jobs, zero_shot_jobs as zs_jobs
+from vertebrae.workflow import plan
+from vertebrae.workflow_zero_shot import (
+    compressed_path, embedding_path, plan_path, protocol_path, score_path, shard_path, zero_shot_benchmarks_from_config,
+)
+from workflow_support import comparable
+
+ENCODERS = textwrap.dedent('''
+    import numpy as np
+
+    CENTERS = np.random.default_rng(5).normal(size=(3, 5))
+
+
+    def samples(rows):
+        return np.asarray(rows, dtype=np.float64)
+
+
+    def texts(rows):
+        return np.stack([CENTERS[("red", "green", "blue").index(t.split()[-1])] + 0.01 * len(t) for t in rows])
+''')
+
+
+def _config(**zero_shot):
+    return {
+        "seed": 1,
+        "embedding": {"shards": 2, "batch_size": 8},
+        "zero_shot": {"colours": {
+            "dataset": {"source": {"type": "csv", "path": "rows.csv", "id_column": "id"},
+                        "identity": {"kind": "declared", "name": "colours", "revision": "1"}},
+            "templates": ["a {label}", "something {label}"],
+            "sample_branch": "s", "text_branch": "t",
+            "extractors": {"enc": {"type": "callable", "branches": {"s": "zs_stage_enc:samples", "t": "zs_stage_enc:texts"}}},
+            "compression": {"method": "pca", "n_components": 2},
+            "zero_shot": zero_shot,
+        }},
+    }
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    (tmp_path / "zs_stage_enc.py").write_text(ENCODERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    centers = np.random.default_rng(5).normal(size=(3, 5))
+    with open("rows.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "a", "b", "c", "d", "e", "label"])
+        for i in range(30):
+            c = i % 3
+            writer.writerow([f"r{i}", *(centers[c] + 0.7 * rng.normal(size=5)).tolist(), ("red", "green", "blue")[c]])
+    return tmp_path
+
+
+def _run_all(config):
+    """Every job of the plan, in dependency order, through the runners; returns the plan."""
+    wp = plan(config)
+    for fp, spec in wp.specs.items():
+        jobs.run_plan(wp.spec_json(fp), plan_path(fp))
+    by_stage = lambda stage: [s for s in wp.specs.values() if s["stage"] == stage]  # noqa: E731
+    for spec in by_stage("zero-shot-protocol"):
+        zs_jobs.run_write_protocol(plan_path(spec["fingerprint"]), protocol_path(spec["fingerprint"]))
+    for spec in by_stage("zero-shot-embed"):
+        fp, side = spec["fingerprint"], spec["side"]
+        protocol = spec["protocol"]["path"] if side == "prompts" else None
+        shards = [shard_path(side, fp, i, len(spec["shards"])) for i in range(len(spec["shards"]))]
+        for i, path in enumerate(shards):
+            zs_jobs.run_embed_shard(plan_path(fp), side, i, path, protocol=protocol)
+        zs_jobs.run_merge(plan_path(fp), shards, embedding_path(side, fp))
+    for spec in by_stage("compress-zero-shot"):
+        zs_jobs.run_compress(plan_path(spec["fingerprint"]), spec["samples"]["path"], compressed_path(spec["fingerprint"]))
+    for spec in by_stage("score-zero-shot"):
+        raw = None if spec["raw_samples"] is None else spec["raw_samples"]["path"]
+        zs_jobs.run_score(plan_path(spec["fingerprint"]), spec["samples"]["path"], spec["prompts"]["path"],
+                          spec["protocol"]["path"], score_path(spec["fingerprint"]), raw_samples=raw)
+    return wp
+
+
+def _report_spec(wp):
+    return wp.spec(wp.zero_shot_reports["colours"])
+
+
+def test_artifact_scores_equal_in_process_and_reports_rebuild_from_score_keys(workdir):
+    config = _config(top_k=[1, 2], sample_batch_size=4)
+    wp = _run_all(config)
+    spec = _report_spec(wp)
+    scores = [c["score"]["path"] for c in spec["candidates"]]
+    assert main(["zero-shot-from-artifacts", "--plan-json", plan_path(spec["fingerprint"]), "--protocol",
+                 spec["protocol"]["path"], *[a for s in scores for a in ("--score-key", s)], "--json-output", "r.json",
+                 "--markdown-output", "r.md"]) == 0
+    written = json.loads((workdir / "r.json").read_text())
+    expected = zero_shot_benchmarks_from_config(config)["colours"].run().to_dict()
+    assert comparable(written) == comparable(expected)
+    assert [c["name"] for c in written["candidate_results"]] == ["enc", "enc[pca_2]"]
+    assert written["candidate_results"][0]["zero_shot"]["metrics"]["accuracy"] > 0.6
+    assert written["dataset_summary"]["prompts"][0] == {"label": "blue", "text": "a blue", "template_id": "template_0",
+                                                        "display": "blue"}
+    # without a plan: names and provenance come from the score artifacts themselves
+    assert main(["zero-shot-from-artifacts", "--protocol", spec["protocol"]["path"], "--benchmark", "colours",
+                 *[a for s in scores for a in ("--score-key", s)], "--json-output", "r2.json", "--markdown-output", "r2.md"]) == 0
+    assert comparable(json.loads((workdir / "r2.json").read_text())) == comparable(written)
+
+
+def test_a_report_combines_only_matching_settings(workdir):
+    first = _run_all(_config())
+    other = _run_all(_config(similarity="dot"))
+    a = _report_spec(first)["candidates"][0]["score"]["path"]
+    b = _report_spec(other)["candidates"][0]["score"]["path"]
+    assert a != b  # settings are part of the score key: nothing is overwritten
+    with pytest.raises(ArtifactError, match="zero_shot differ"):
+        zs_jobs.run_report(_report_spec(first)["protocol"]["path"], [a, b], "x.json", "x.md")
+    assert main(["zero-shot-from-artifacts", "--protocol", _report_spec(first)["protocol"]["path"], "--score-key", a,
+                 "--score-key", b, "--json-output", "x.json", "--markdown-output", "x.md"]) == 2
+
+
+def test_protocol_artifacts_are_verified_before_any_embedding_is_scored(workdir):
+    wp = _run_all(_config())
+    ref = _report_spec(wp)["protocol"]
+    payload = json.loads((workdir / ref["path"]).read_text())["payload"]
+    recipe = json.loads((workdir / ref["path"]).read_text())["manifest"]["recipe"]
+    assert zs_jobs.read_zero_shot_protocol(ref, ref["path"]).fingerprint() == ref["fingerprint"]
+    stale = copy.deepcopy(payload)
+    stale["prompts"][0]["text"] = "a navy blue"  # a well-formed artifact whose payload is not the planned protocol
+    write_json_artifact("stale.json", "protocol", stale, fingerprint=ref["fingerprint"], recipe=recipe)
+    with pytest.raises(ArtifactError, match=f"stale.json: the protocol payload hashes to .*, not {ref['fingerprint']}"):
+        zs_jobs.read_zero_shot_protocol(ref, "stale.json")
+    unknown = {**payload, "schema": "vertebrae.zero-shot-protocol/v2"}
+    write_json_artifact("unknown.json", "protocol", unknown, fingerprint=ref["fingerprint"], recipe=recipe)
+    with pytest.raises(ArtifactError, match="unknown.json: invalid zero-shot protocol: .*schema"):
+        zs_jobs.read_zero_shot_protocol(ref, "unknown.json")
+    write_json_artifact("recipe.json", "protocol", payload, fingerprint=ref["fingerprint"],
+                        recipe={**recipe, "source_dataset_identity_key": "declared:other@1"})
+    with pytest.raises(ArtifactError, match="recipe.json: manifest recipe"):
+        zs_jobs.read_zero_shot_protocol(ref, "recipe.json")
+    text = (workdir / ref["path"]).read_text()
+    (workdir / "corrupt.json").write_text(text.replace('"a blue"', '"a bleu"'))
+    with pytest.raises(ArtifactError, match="corrupt.json: content hash mismatch"):
+        zs_jobs.read_zero_shot_protocol(ref, "corrupt.json")
+    score = next(s for s in wp.specs.values() if s["stage"] == "score-zero-shot" and s["pair"] is None)
+    with pytest.raises(ArtifactError, match="stale.json"):
+        zs_jobs.run_score(plan_path(score["fingerprint"]), score["samples"]["path"], score["prompts"]["path"],
+                          "stale.json", "never.json")
+    assert not (workdir / "never.json").exists()
+
+
+def test_stale_compressed_samples_and_mixed_inputs_are_refused(workdir):
+    wp = _run_all(_config())
+    spec = next(s for s in wp.specs.values() if s["stage"] == "score-zero-shot" and s["pair"] is not None)
+    artifact = read_embeddings(spec["samples"]["path"], fingerprint=spec["samples"]["fingerprint"])
+    write_embeddings("stale.h5", artifact.matrix * 1.0001, list(artifact.row_ids), fingerprint=spec["samples"]["fingerprint"],
+                     recipe=artifact.manifest["recipe"], metadata=artifact.manifest["metadata"])
+    args = (plan_path(spec["fingerprint"]), "stale.h5", spec["prompts"]["path"], spec["protocol"]["path"], "out.json")
+    with pytest.raises(ArtifactError, match="stale.h5: refitting the compression on the raw samples does not reproduce"):
+        zs_jobs.run_score(*args, raw_samples=spec["raw_samples"]["path"])
+    with pytest.raises(ValidationError, match="needs --raw-samples"):
+        zs_jobs.run_score(*args)
+    write_embeddings("raw-tagged.h5", artifact.matrix, list(artifact.row_ids), fingerprint=spec["samples"]["fingerprint"],
+                     recipe=artifact.manifest["recipe"], metadata={"compression_pair": "0123456789abcdef"})
+    with pytest.raises(ArtifactError, match="compressed by pair '0123456789abcdef', expected"):
+        zs_jobs.run_score(plan_path(spec["fingerprint"]), "raw-tagged.h5", spec["prompts"]["path"], spec["protocol"]["path"],
+                          "out.json", raw_samples=spec["raw_samples"]["path"])
+    with pytest.raises(ValidationError, match="plan embeds side 'prompts', not 'samples'"):
+        prompt_spec = next(s for s in wp.specs.values() if s["stage"] == "zero-shot-embed" and s["side"] == "prompts")
+        zs_jobs.run_embed_shard(plan_path(prompt_spec["fingerprint"]), "samples", 0, "x.h5")
+
+
+def test_specs_are_rechecked_against_the_current_declaration(workdir):
+    wp = plan(_config())
+    protocol_spec = next(s for s in wp.specs.values() if s["stage"] == "zero-shot-protocol")
+    edited = copy.deepcopy(protocol_spec)
+    edited["declaration"]["templates"] = ["a {label}", "something else {label}"]
+    with pytest.raises(ValidationError, match="re-plan"):
+        jobs.run_plan(json.dumps(edited), "p.json")
+    embed = next(s for s in wp.specs.values() if s["stage"] == "zero-shot-embed" and s["side"] == "samples")
+    tampered = copy.deepcopy(embed)
+    tampered["branch"] = "t"
+    with pytest.raises(ValidationError, match="does not match its recipe"):
+        jobs.run_plan(json.dumps(tampered), "p.json")
+    counts = {s["side"]: len(s["shards"]) for s in wp.specs.values() if s["stage"] == "zero-shot-embed"}
+    assert counts == {"samples": 2, "prompts": 2}
+
+
+def test_config_errors_name_the_key(workdir):
+    bad = _config()
+    bad["zero_shot"]["colours"]["templates"] = ["a {colour}"]
+    with pytest.raises(ConfigError, match=r"zero_shot.colours: template 0 'a \{colour\}': unknown field"):
+        plan(bad)
+    bad = _config()
+    bad["zero_shot"]["colours"]["prompts"] = [{"label": "red", "texts": ["r"]}, {"label": "blue", "texts": ["b"]}]
+    with pytest.raises(ConfigError, match="exactly one of prompts"):
+        plan(bad)
+    del bad["zero_shot"]["colours"]["templates"]
+    with pytest.raises(ConfigError, match=r"\['green'\] have no prompt"):
+        plan(bad)
+    bad = _config()
+    bad["zero_shot"]["colours"]["text_branch"] = "image"
+    with pytest.raises(ConfigError, match="extractors.enc: .*text_branch 'image' is not one of its branches"):
+        plan(bad)
+    bad = _config()
+    bad["zero_shot"]["colours"]["extractors"]["enc"]["branches"]["t"] = "zs_stage_enc:nothing"
+    with pytest.raises(ConfigError, match=r"extractors.enc.branches.t: .*has no attribute 'nothing'"):
+        plan(bad)
+    bad = _config(similarity="euclid")
+    with pytest.raises(ConfigError, match="zero_shot.colours.zero_shot.similarity"):
+        plan(bad)
+
+
+def test_shards_are_capped_per_side_and_score_keys_include_every_setting(workdir):
+    config = _config()
+    config["embedding"]["shards"] = 8
+    wp = plan(config)
+    counts = {s["side"]: len(s["shards"]) for s in wp.specs.values() if s["stage"] == "zero-shot-embed"}
+    assert counts == {"samples": 8, "prompts": 6}  # 30 samples; 3 classes x 2 templates = 6 prompts
+
+    def score_fps(cfg):
+        return sorted(fp for fp, s in plan(cfg).specs.items() if s["stage"] == "score-zero-shot")
+
+    base = score_fps(_config())
+    overlap = _config()
+    overlap["zero_shot"]["colours"]["scoring"] = {"k": 2}
+    assert set(score_fps(overlap)).isdisjoint(base)
+    assert set(score_fps(_config(primary_metric="macro_f1"))).isdisjoint(base)
+    seeded = _config()
+    seeded["seed"] = 2
+    assert set(score_fps(seeded)).isdisjoint(base)

@@ -1,0 +1,104 @@
+"""The default workflow through the SLURM profile on a real single-node cluster; its reports equal a local run's.
+
+The cluster (munge, slurmctld, slurmd; profiles/slurm/localhost/cluster.sh) is started once per test session and
+stopped afterwards unless it was already running (``.ci/run`` starts it itself). The profile is installed the way
+the README tells users (``profiles/slurm/install.sh`` into a private XDG config home), and the run uses it by name:
+``snakemake --profile slurm --profile profiles/slurm/localhost``. Without SLURM (no root, no apt) the test is
+skipped, unless VERTEBRAE_REQUIRE_SLURM=1 (as in .ci/run) turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from workflow_support import REPO, comparable, job_counts, write_config
+
+CLUSTER = REPO / "profiles" / "slurm" / "localhost" / "cluster.sh"
+WORKFLOW_TIMEOUT_S = int(os.environ.get("VERTEBRAE_SLURM_TIMEOUT", "3000"))
+
+
+def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in its own process group; on timeout SIGKILL the whole group (snakemake and its local jobs)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"{' '.join(cmd[:4])} ... killed after {timeout} s:\n{out[-6000:]}") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running single-node SLURM cluster for the whole session; yields the seconds its start took."""
+    require = os.environ.get("VERTEBRAE_REQUIRE_SLURM") == "1"
+    try:
+        was_running = subprocess.run([str(CLUSTER), "status"], capture_output=True, timeout=60).returncode == 0
+    except subprocess.TimeoutExpired:
+        was_running = False
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([str(CLUSTER), "start"], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        proc = subprocess.CompletedProcess([], 1, "", "cluster.sh start timed out after 300 s")
+    seconds = time.monotonic() - started
+    if proc.returncode != 0:
+        message = f"no SLURM cluster: {proc.stderr.strip()[-2000:]}"
+        if require:
+            pytest.fail(message)
+        pytest.skip(message)
+    yield seconds
+    if not was_running:
+        try:
+            subprocess.run([str(CLUSTER), "stop"], capture_output=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def test_default_workflow_on_slurm_equals_local_run(slurm_cluster, default_run, default_config, tmp_path):
+    config_home = tmp_path / "xdg"
+    env = dict(os.environ, XDG_CONFIG_HOME=str(config_home),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    install = subprocess.run([str(REPO / "profiles/slurm/install.sh"), "root", "debug"], env=env, capture_output=True,
+                             text=True, timeout=30)
+    assert install.returncode == 0, install.stderr
+    assert (config_home / "snakemake/slurm/config.yaml").is_file()
+
+    workdir = tmp_path / "run"
+    write_config(workdir, default_config)
+    snakemake = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+                 "--profile", "slurm", "--profile", str(REPO / "profiles/slurm/localhost")]
+    planned = job_counts(_run([*snakemake, "-n", "--quiet", "rules"], cwd=workdir, env=env, timeout=300).stdout)
+    started = time.monotonic()
+    proc = _run(snakemake, cwd=workdir, env=env, timeout=WORKFLOW_TIMEOUT_S)
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-8000:]
+    assert "Using profiles slurm" in proc.stdout or "Using profile" in proc.stdout
+
+    # every job of a rule that is not a local bookkeeping rule was submitted to SLURM, once
+    submitted = Counter(re.findall(r"submitted with SLURM jobid \d+ \(log: \S*/slurm_logs/rule_(\w+)/", proc.stdout))
+    assert {"embed_shard", "merge_embeddings", "score"} <= set(submitted), submitted
+    assert all(submitted[rule] == planned[rule] for rule in submitted), (submitted, planned)
+    assert not {"plan", "report", "figures"} & set(submitted)
+
+    reports = sorted(p.relative_to(default_run) for p in (default_run / "results" / "reports").glob("*/report.json"))
+    assert reports, "the local run wrote no report"
+    for path in reports:
+        on_slurm = json.loads((workdir / path).read_text(encoding="utf-8"))
+        local = json.loads((default_run / path).read_text(encoding="utf-8"))
+        assert comparable(on_slurm) == comparable(local), path
+        assert (workdir / path).with_name("ranking.png").stat().st_size > 0
+    print(f"\nSLURM: cluster start {slurm_cluster:.1f} s; default workflow on SLURM {seconds:.1f} s "
+          f"({sum(planned.values())} jobs, {sum(submitted.values())} submitted to SLURM)")

@@ -1,0 +1,301 @@
+"""Inference plumbing shared by the PyTorch-based extractors (torch is imported only inside the functions).
+
+- ``resolve_device("auto" | "cpu" | "cuda" | "cuda:1" | "mps")``: auto picks cuda, then mps, then cpu.
+- ``inference(module, device, dtype)``: a context with the module in eval mode (each submodule's training flag
+  restored afterwards), ``torch.inference_mode`` and, on a GPU with ``dtype`` float16 / bfloat16, autocast.
+- ``batches(...)``: a DataLoader over a Python sequence, in order (no shuffling), with worker processes for
+  decoding, a collate function and an optional tqdm progress bar.
+- ``load_image(path, row_id)``: an RGB PIL image; a missing or undecodable file raises ValidationError naming
+  the row and the path.
+- ``file_sha256`` / ``folder_digest``: content hashes of weight and preprocessing files for recipes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.errors import ConfigError, ValidationError
+
+AUTOCAST_DTYPES = ("float16", "bfloat16")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def vertebrae_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vertebrae")
+    except PackageNotFoundError:  # a source checkout that is not installed
+        return "0+unknown"
+
+
+def check_device(device: str, *, where: str) -> str:
+    if not isinstance(device, str) or device.split(":")[0] not in DEVICES:
+        raise ConfigError(f"{where}.device: must be one of {DEVICES} (or cuda:N), got {device!r}")
+    return device
+
+
+def check_dtype(dtype: str | None, *, where: str) -> str | None:
+    if dtype is not None and dtype not in AUTOCAST_DTYPES:
+        raise ConfigError(f"{where}.dtype: autocast dtype must be null or one of {AUTOCAST_DTYPES}, got {dtype!r}")
+    return dtype
+
+
+def resolve_device(device: str = "auto") -> Any:
+    import torch
+
+    if device != "auto":
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+@contextlib.contextmanager
+def eval_mode(module: Any) -> Iterator[Any]:
+    """The module in eval mode; every submodule's training flag is restored on exit."""
+    flags = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        yield module
+    finally:
+        for m, flag in flags:
+            m.training = flag
+
+
+@contextlib.contextmanager
+def inference(module: Any, device: Any, dtype: str | None = None) -> Iterator[None]:
+    """Eval mode + inference_mode (+ autocast to ``dtype`` on cuda / mps; on cpu ``dtype`` is ignored)."""
+    import torch
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(eval_mode(module))
+        stack.enter_context(torch.inference_mode())
+        if dtype is not None and device.type in ("cuda", "mps"):
+            stack.enter_context(torch.autocast(device.type, dtype=getattr(torch, dtype)))
+        yield
+
+
+def batches(items: Sequence[Any], *, batch_size: int, collate: Callable[[list[Any]], Any],
+            load: Callable[[int], Any] | None = None, num_workers: int = 0, progress: bool = False,
+            desc: str = "embedding") -> Iterator[Any]:
+    """Collated batches of ``load(i)`` (default ``items[i]``) over ``items``, in order.
+
+    ``num_workers > 0`` decodes in worker processes (torch DataLoader); exceptions raised there reach the caller
+    with their message.
+    """
+    n = len(items)
+    if num_workers > 0:
+        from torch.utils.data import DataLoader
+
+        loader: Any = DataLoader(_Indexed(items, load), batch_size=batch_size, shuffle=False,
+                                 num_workers=num_workers, collate_fn=collate)
+    elif load is None:  # slices keep numeric rows contiguous (no per-row copies)
+        loader = (collate(items[a:a + batch_size]) for a in range(0, n, batch_size))
+    else:
+        loader = (collate([load(i) for i in range(a, min(a + batch_size, n))]) for a in range(0, n, batch_size))
+    if progress:
+        from tqdm.auto import tqdm
+
+        loader = tqdm(loader, total=(n + batch_size - 1) // batch_size, desc=desc, unit="batch")
+    yield from loader
+
+
+class _Indexed:
+    """A map-style dataset over a sequence (``load(i)`` or ``items[i]``)."""
+
+    def __init__(self, items: Sequence[Any], load: Callable[[int], Any] | None) -> None:
+        self.items, self.load = items, load
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.load(i) if self.load is not None else self.items[i]
+
+
+def load_image(path: str, row_id: Any) -> Any:
+    """The image at ``path`` as RGB; ValidationError naming the row and path when missing or undecodable."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except FileNotFoundError:
+        raise ValidationError(f"row {row_id!r}: image file not found: {path}") from None
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ValidationError(f"row {row_id!r}: cannot decode image {path}: {exc}") from None
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (memoised per path, size and modification time)."""
+    path = Path(path)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(chunk)
+        _HASHES[key] = digest.hexdigest()
+    return _HASHES[key]
+
+
+def folder_digest(folder: str | Path) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file in a model folder (sorted; hidden files and dirs skipped)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"model folder not found: {folder}")
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                path = Path(root) / name
+                out[path.relative_to(folder).as_posix()] = file_sha256(path)
+    if not out:
+        raise ConfigError(f"model folder {folder} holds no files")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# the shared base of model extractors
+
+
+def _as_items(inputs: Any, modality: str, *, name: str, branch: str | None) -> tuple[list[Any], list[Any]]:
+    """(items, row ids for messages) from RawInputs, a list of texts, or a list of image paths / PIL images / arrays."""
+    from vertebrae.core.inputs import RawInputs
+
+    if isinstance(inputs, RawInputs):
+        if inputs.kind != modality:
+            raise ValidationError(f"extractor {name!r} (branch {branch!r}) encodes {modality} rows, got {inputs.kind} "
+                                  f"rows (first row id {inputs.ids[0]!r})" if len(inputs) else f"extractor {name!r}: no rows")
+        return list(inputs.values), list(inputs.ids)
+    items = list(inputs.tolist() if hasattr(inputs, "tolist") and modality == "text" else inputs)
+    if modality == "text":
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                raise ValidationError(f"extractor {name!r} (branch {branch!r}) encodes texts; row {i} is "
+                                      f"{type(item).__name__}")
+    return items, list(range(len(items)))
+
+
+class _ImageRows:
+    """Picklable per-row image loader for DataLoader workers: path -> RGB image -> ``transform``."""
+
+    def __init__(self, items: Sequence[Any], ids: Sequence[Any], transform: Callable[[Any], Any] | None) -> None:
+        self.items, self.ids, self.transform = items, ids, transform
+
+    def __call__(self, i: int) -> Any:
+        item = self.items[i]
+        if isinstance(item, (str, os.PathLike)):
+            item = load_image(os.fspath(item), self.ids[i])
+        elif not hasattr(item, "convert"):  # a HxWxC uint8 array
+            import numpy as np
+            from PIL import Image
+
+            item = Image.fromarray(np.asarray(item))
+        else:
+            item = item.convert("RGB")
+        return item if self.transform is None else self.transform(item)
+
+
+class ModelExtractor:
+    """Mixin for extractors that run a PyTorch model lazily loaded on first use.
+
+    Subclasses define ``branch_modality`` ({branch: "text" | "image"}), ``default_branch`` (used when a protocol
+    names no branch), ``_load()`` (returns the loaded state, with a ``module`` attribute), ``_image_transform``,
+    ``_collate(branch, items)`` and ``_forward(branch, batch) -> torch.Tensor``. ``transform`` streams rows in
+    batches of ``batch_size`` and returns float32 numpy rows in input order.
+    """
+
+    branch_modality: dict[str | None, str]
+    default_branch: str | None = None
+
+    def _init_runtime(self, *, device: str = "auto", dtype: str | None = None, batch_size: int = 32,
+                      num_workers: int = 0, progress: bool = False, where: str = "extractor") -> None:
+        self.device = check_device(device, where=where)
+        self.dtype = check_dtype(dtype, where=where)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"{where}.batch_size: must be a positive integer, got {batch_size!r}")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ConfigError(f"{where}.num_workers: must be a non-negative integer, got {num_workers!r}")
+        self.batch_size, self.num_workers, self.progress = batch_size, num_workers, bool(progress)
+        self._state: Any = None
+
+    def runtime_recipe(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "vertebrae_version": vertebrae_version()}
+
+    def check_branch(self, branch: str | None) -> None:
+        if branch is None or branch in self.branch_modality:
+            return
+        raise ValidationError(f"extractor {self.name!r} encodes through branches "  # type: ignore[attr-defined]
+                              f"{[b for b in self.branch_modality if b is not None]}, got {branch!r}")
+
+    def loaded(self) -> Any:
+        if self._state is None:
+            self._state = self._load()
+        return self._state
+
+    def torch_device(self) -> Any:
+        if getattr(self, "_torch_device", None) is None:
+            self._torch_device = resolve_device(self.device)  # resolved once: probing cuda per batch costs time
+        return self._torch_device
+
+    def _image_transform(self, branch: str | None) -> Callable[[Any], Any] | None:
+        return None
+
+    def transform(self, inputs: Any, *, branch: str | None = None) -> Any:
+        import numpy as np
+
+        self.check_branch(branch)
+        branch = branch if branch is not None else self.default_branch
+        modality = self.branch_modality[branch]
+        items, ids = _as_items(inputs, modality, name=self.name, branch=branch)  # type: ignore[attr-defined]
+        state = self.loaded()
+        device = self.torch_device()
+        load = _ImageRows(items, ids, self._image_transform(branch)) if modality == "image" else None
+        workers = self.num_workers if modality == "image" else 0
+        outs = []
+        with inference(state.module, device, self.dtype):
+            for batch in batches(items, batch_size=self.batch_size, collate=lambda b: self._collate(branch, b),
+                                 load=load, num_workers=workers, progress=self.progress,
+                                 desc=f"{self.name}:{branch or modality}"):  # type: ignore[attr-defined]
+                outs.append(self._forward(branch, batch).float().cpu().numpy())
+        if not outs:
+            raise ValidationError(f"extractor {self.name!r}: no rows to encode")  # type: ignore[attr-defined]
+        return np.concatenate(outs, axis=0)
+
+    # subclass hooks
+    def _load(self) -> Any:
+        raise NotImplementedError
+
+    def _collate(self, branch: str | None, items: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def _forward(self, branch: str | None, batch: Any) -> Any:
+        raise NotImplementedError
+
+
+_SKLEARN_DEFAULTS = {"random_state": 0, "allow_sparse": True}  # schema defaults filled into every extractor
+
+
+def model_options(decl: Any, *, where: str) -> dict[str, Any]:
+    """A model adapter's constructor keywords from its config declaration (``type`` and untouched sklearn-only
+    defaults dropped; a sklearn-only key set to anything else is an error naming it)."""
+    opts = {k: v for k, v in decl.items() if k != "type"}
+    for key, default in _SKLEARN_DEFAULTS.items():
+        if key in opts:
+            if opts[key] != default:
+                raise ConfigError(f"{where}.{key}: applies to type sklearn only")
+            del opts[key]
+    return opts

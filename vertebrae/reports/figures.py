@@ -1,0 +1,264 @@
+"""Report figures with matplotlib (Agg backend, no display): ranking, per-class scores, confusion matrix.
+
+Three building blocks take plain numbers and return a ``matplotlib.figure.Figure``:
+
+- :func:`ranking_figure` — one horizontal bar per candidate (best first), the primary score on the bar;
+- :func:`per_class_figure` — a classes x candidates heat map of per-class scores (values printed in the cells);
+- :func:`confusion_matrix_figure` — rows = true class, columns = predicted class, cells = counts, colour = the
+  row-normalised fraction (each row sums to 1 over a class's samples).
+
+:func:`report_figures` picks the right pair for a report JSON (labelled, retrieval or zero-shot) and
+:func:`write_report_figures` renders both to files atomically. Bad input raises ValidationError naming what is
+wrong (the candidate, the class, the matrix shape); nothing is drawn from invalid numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.errors import ArtifactError, ValidationError
+
+FIGURES = ("ranking", "detail")
+LABELLED_SCHEMA = "vertebrae.report/v1"
+RETRIEVAL_SCHEMA = "vertebrae.retrieval-report/v1"
+ZERO_SHOT_SCHEMA = "vertebrae.zero-shot-report/v1"
+
+
+def report_names(final_outputs: Sequence[str]) -> list[str]:
+    """Benchmark names of the ``results/reports/<name>/report.json`` targets among ``final_outputs``."""
+    return [Path(p).parent.name for p in final_outputs if Path(p).name == "report.json"]
+
+
+def report_names_pattern(final_outputs: Sequence[str]) -> str:
+    """A regular expression matching exactly those benchmark names (the figures rule's wildcard constraint)."""
+    import re
+
+    return "|".join(re.escape(name) for name in report_names(final_outputs)) or "no-report"
+
+
+def figure_targets(final_outputs: Sequence[str]) -> list[str]:
+    """``results/reports/<name>/<figure>.png`` for every report among ``final_outputs`` (the figures rule's outputs)."""
+    return [str(Path(p).parent / f"{figure}.png") for p in final_outputs if Path(p).name == "report.json" for figure in FIGURES]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _finite(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValidationError(f"{what}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def ranking_figure(names: Sequence[str], scores: Sequence[float], *, metric: str, title: str | None = None):
+    """Horizontal bars of ``scores`` in the given order (first on top), each labelled with its value."""
+    if len(names) != len(scores) or not names:
+        raise ValidationError(f"ranking figure: {len(names)} names for {len(scores)} scores (need at least one of each)")
+    values = [_finite(s, f"ranking figure: score of candidate {n!r}") for n, s in zip(names, scores)]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.4))
+    positions = list(range(len(names)))[::-1]
+    bars = ax.barh(positions, values, color="#4c72b0")
+    ax.set_yticks(positions, labels=[str(n) for n in names])
+    ax.bar_label(bars, labels=[f"{v:.4f}" for v in values], padding=3, fontsize=8)
+    low = min(0.0, min(values))
+    high = max(values)
+    ax.set_xlim(low, high + 0.15 * (high - low or 1.0))
+    ax.set_xlabel(metric)
+    ax.set_title(title or f"Ranking by {metric}")
+    fig.tight_layout()
+    return fig
+
+
+def per_class_figure(class_names: Sequence[str], scores: Mapping[str, Sequence[float | None]], *, metric: str,
+                     title: str | None = None):
+    """Heat map with one row per class and one column per candidate; ``None`` cells (no score) stay blank."""
+    if not class_names or not scores:
+        raise ValidationError("per-class figure: needs at least one class and one candidate")
+    columns = list(scores)
+    grid = []
+    for name in columns:
+        column = list(scores[name])
+        if len(column) != len(class_names):
+            raise ValidationError(f"per-class figure: candidate {name!r} has {len(column)} scores for {len(class_names)} classes")
+        grid.append([math.nan if v is None else _finite(v, f"per-class figure: candidate {name!r}, class {c!r}")
+                     for c, v in zip(class_names, column)])
+    rows = [[grid[j][i] for j in range(len(columns))] for i in range(len(class_names))]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(1.1 * len(columns) + 2.5, 0.4 * len(class_names) + 1.8))
+    image = ax.imshow(rows, aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(len(columns)), labels=columns, rotation=30, ha="right")
+    ax.set_yticks(range(len(class_names)), labels=[str(c) for c in class_names])
+    for i, row in enumerate(rows):
+        for j, value in enumerate(row):
+            if not math.isnan(value):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white" if value < 0.6 else "black")
+    fig.colorbar(image, ax=ax, label=metric)
+    ax.set_title(title or f"Per-class {metric}")
+    fig.tight_layout()
+    return fig
+
+
+def confusion_matrix_figure(matrix: Sequence[Sequence[int]], class_names: Sequence[str], *, title: str | None = None):
+    """Counts of (true class = row, predicted class = column); colour is the fraction of the row."""
+    n = len(class_names)
+    if n == 0 or len(matrix) != n or any(len(row) != n for row in matrix):
+        shape = f"{len(matrix)} x {sorted({len(r) for r in matrix})}" if len(matrix) else "empty"
+        raise ValidationError(f"confusion matrix: shape {shape} does not match {n} class names")
+    counts = []
+    for name, row in zip(class_names, matrix):
+        for value in row:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(f"confusion matrix: row of class {name!r} holds {value!r}, expected counts >= 0")
+        counts.append([int(v) for v in row])
+    fractions = [[v / sum(row) if sum(row) else 0.0 for v in row] for row in counts]
+    plt = _pyplot()
+    size = 0.45 * n + 2.5
+    fig, ax = plt.subplots(figsize=(size + 1.0, size))
+    image = ax.imshow(fractions, cmap="Blues", vmin=0.0, vmax=1.0)
+    labels = [str(c) for c in class_names]
+    ax.set_xticks(range(n), labels=labels, rotation=45, ha="right")
+    ax.set_yticks(range(n), labels=labels)
+    ax.set_xlabel("predicted class")
+    ax.set_ylabel("true class")
+    if n <= 30:
+        for i, row in enumerate(counts):
+            for j, value in enumerate(row):
+                ax.text(j, i, str(value), ha="center", va="center", fontsize=7,
+                        color="white" if fractions[i][j] > 0.5 else "black")
+    fig.colorbar(image, ax=ax, label="fraction of the true class")
+    ax.set_title(title or "Confusion matrix")
+    fig.tight_layout()
+    return fig
+
+
+def _ranked(candidates: list[dict[str, Any]], ranking: list[str]) -> list[dict[str, Any]]:
+    by_name = {c["name"]: c for c in candidates}
+    missing = [name for name in ranking if name not in by_name]
+    if missing:
+        raise ValidationError(f"report ranks unknown candidates {missing}")
+    return [by_name[name] for name in ranking]
+
+
+def _labelled_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
+    ranked = _ranked(report["extractor_results"], report["ranking"])
+    if not ranked:  # no aggregate-valid candidate: show every candidate, unranked
+        ranked = list(report["extractor_results"])
+    metric = ranked[0]["primary_metric_name"] if ranked else "primary score"
+    figures = {"ranking": ranking_figure([c["name"] for c in ranked], [c["primary_score"] for c in ranked], metric=metric,
+                                         title=f"{name}: ranking by {metric}")}
+    labels = report["dataset_summary"].get("labels") or {}
+    if labels:
+        keys = list(labels)
+        figures["detail"] = per_class_figure(
+            [labels[k] for k in keys], {c["name"]: [c["overlap"]["per_class_scores"].get(k) for k in keys] for c in ranked},
+            metric="OverlapIndex class score", title=f"{name}: per-class separation")
+    else:  # regression: no classes; the primary score with its stability interval instead
+        figures["detail"] = _interval_figure(ranked, metric, f"{name}: {metric} with stability interval")
+    return figures
+
+
+def _interval_figure(ranked: list[dict[str, Any]], metric: str, title: str):
+    plt = _pyplot()
+    names = [c["name"] for c in ranked]
+    scores = [_finite(c["primary_score"], f"candidate {c['name']!r}") for c in ranked]
+    low, high = [], []
+    for c, s in zip(ranked, scores):
+        summary = (c.get("stability") or {}).get("summary") or {}
+        lo, hi = summary.get("interval_low"), summary.get("interval_high")
+        low.append(0.0 if lo is None else max(0.0, s - float(lo)))
+        high.append(0.0 if hi is None else max(0.0, float(hi) - s))
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.4))
+    positions = list(range(len(names)))[::-1]
+    ax.barh(positions, scores, xerr=[low, high], color="#55a868", capsize=3)
+    ax.set_yticks(positions, labels=names)
+    ax.set_xlabel(metric)
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def _retrieval_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
+    ranked = _ranked(report["candidate_results"], report["ranking"])
+    metric = report["metadata"].get("primary_metric") or "primary score"
+    figures = {"ranking": ranking_figure([c["name"] for c in ranked], [c["primary_score"] for c in ranked], metric=metric,
+                                         title=f"{name}: ranking by {metric}")}
+    family = metric.split("@")[0] if "@" in metric else "ndcg"
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    all_ks = set()
+    for c in ranked:
+        metrics = c["score"]["forward"]["metrics"]
+        ks = sorted(int(k.split("@")[1]) for k in metrics if k.startswith(f"{family}@"))
+        all_ks.update(ks)
+        ax.plot(ks, [_finite(metrics[f"{family}@{k}"], f"candidate {c['name']!r}, {family}@{k}") for k in ks],
+                marker="o", label=c["name"])
+    ax.set_xlabel("k")
+    ax.set_ylabel(family)
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(all_ks), labels=[str(k) for k in sorted(all_ks)])
+    ax.minorticks_off()
+    ax.legend(fontsize=8)
+    ax.set_title(f"{name}: {family}@k per candidate")
+    fig.tight_layout()
+    figures["detail"] = fig
+    return figures
+
+
+def _zero_shot_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
+    ranked = _ranked(report["candidate_results"], report["ranking"])
+    metric = ranked[0]["primary_metric"] if ranked else "primary score"
+    figures = {"ranking": ranking_figure([c["name"] for c in ranked], [c["primary_score"] for c in ranked], metric=metric,
+                                         title=f"{name}: ranking by {metric}")}
+    best = ranked[0]["zero_shot"]
+    labels = best.get("labels") or {}
+    figures["detail"] = confusion_matrix_figure(best["confusion_matrix"], [labels.get(k, k) for k in best["class_keys"]],
+                                                title=f"{name}: confusion matrix of {ranked[0]['name']}")
+    return figures
+
+
+def report_figures(report: Mapping[str, Any], *, name: str = "report") -> dict[str, Any]:
+    """``{"ranking": Figure, "detail": Figure}`` for a labelled, retrieval or zero-shot report dict.
+
+    The detail figure is the per-class score heat map (labelled classes / labels), the primary score with its
+    stability interval (regression), metric@k curves (retrieval) or the best candidate's confusion matrix
+    (zero-shot).
+    """
+    schema = report.get("schema") if isinstance(report, Mapping) else None
+    builders = {LABELLED_SCHEMA: _labelled_figures, RETRIEVAL_SCHEMA: _retrieval_figures, ZERO_SHOT_SCHEMA: _zero_shot_figures}
+    if schema not in builders:
+        raise ValidationError(f"report {name!r}: unknown report schema {schema!r}; expected one of {sorted(builders)}")
+    try:
+        return builders[schema](dict(report), name)
+    except (KeyError, TypeError, IndexError) as exc:
+        raise ValidationError(f"report {name!r}: malformed {schema} report ({type(exc).__name__}: {exc})") from None
+
+
+def write_report_figures(report_path: str | Path, ranking_path: str | Path, detail_path: str | Path) -> None:
+    """Render :func:`report_figures` of the JSON report at ``report_path``; each file is written atomically."""
+    from vertebrae.core.artifacts import atomic_write
+
+    try:
+        report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"report {report_path}: cannot be read as JSON: {exc}") from None
+    try:
+        figures = report_figures(report, name=report.get("metadata", {}).get("benchmark") or Path(report_path).parent.name)
+    except ValidationError as exc:
+        raise ValidationError(f"{report_path}: {exc}") from None
+    plt = _pyplot()
+    for key, path in (("ranking", ranking_path), ("detail", detail_path)):
+        suffix = Path(path).suffix.lstrip(".") or "png"
+        with atomic_write(path) as tmp:
+            figures[key].savefig(tmp, format=suffix, dpi=110, metadata={"Software": None} if suffix == "png" else None)
+        plt.close(figures[key])
