@@ -105,7 +105,8 @@ def test_shard_files_are_named_by_fingerprint_and_capped(default_run, default_co
         folder = "results/retrieval/embeddings" if workflow_plan.spec(fp).get("protocol") == "retrieval" else "results/embeddings"
         assert workflow_plan.shard_paths(fp) == [f"{folder}/{fp}/shard-{i}-of-{n}.h5" for i in range(n)]
         assert all((default_run / p).exists() for p in workflow_plan.shard_paths(fp))
-    assert sorted(counts) == [1] * 7 + [4] * 3  # diabetes 3 + retrieval 4 endpoints in 1 shard; digits 3 in 4
+    # one shard each: diabetes 3, topics 1 (labelled and zero-shot share it), retrieval 6 endpoints; digits 3 in 4
+    assert sorted(counts) == [1] * 10 + [4] * 3
 
 
 def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_config):
