@@ -152,14 +152,20 @@ def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path, *, s
 
 
 def run_merge(plan: str | Path, shards: Sequence[str | Path], output: str | Path) -> None:
-    spec = load_plan(plan, "embed")
+    merge_shard_files(plan, load_plan(plan, "embed"), shards, output, endpoint="endpoint")
+
+
+def merge_shard_files(plan: str | Path, spec: Mapping[str, Any], shards: Sequence[str | Path], output: str | Path,
+                      *, endpoint: str) -> None:
+    """Verify each shard against its planned fingerprint, merge in row order and write the endpoint artifact;
+    ``endpoint`` names the spec key holding the endpoint name (errors cite it)."""
     if len(shards) != len(spec["shards"]):
         raise ValidationError(f"{plan}: {len(shards)} shard files given, the plan has {len(spec['shards'])}")
     blocks = []
     for i, path in enumerate(shards):
         artifact = read_embeddings(path, fingerprint=shard_fingerprint(spec, i))
         blocks.append(EmbeddingBlock(artifact.matrix, artifact.row_ids))
-    block = merge_blocks(blocks, [rid for b in blocks for rid in b.row_ids], endpoint=spec["endpoint"])
+    block = merge_blocks(blocks, [rid for b in blocks for rid in b.row_ids], endpoint=spec[endpoint])
     if block.matrix.shape[0] != spec["n_rows"]:
         raise ValidationError(f"{plan}: merged shards hold {block.matrix.shape[0]} rows, expected {spec['n_rows']}")
     write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=spec["fingerprint"], recipe=spec["recipe"])

@@ -91,13 +91,10 @@ def read_zero_shot_protocol(ref: Mapping[str, str], path: str | Path):
     return protocol
 
 
-def _shard_fp(spec: Mapping[str, Any], index: int) -> str:
-    return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
-
-
 def run_embed_shard(plan: str | Path, side: str, shard_index: int, output: str | Path, *, protocol: str | Path | None = None) -> None:
     from vertebrae.data.declared import load_declared_rows
     from vertebrae.stages.common import embed_rows
+    from vertebrae.stages.jobs import shard_fingerprint
 
     spec = _load_plan(plan, "zero-shot-embed")
     if spec["side"] != side:
@@ -115,24 +112,14 @@ def run_embed_shard(plan: str | Path, side: str, shard_index: int, output: str |
             raise ValidationError(f"{protocol}: {len(zs_protocol.prompts)} prompts, the plan expected {spec['n_rows']}")
         inputs, row_ids = zs_protocol.prompt_inputs()[start:stop], zs_protocol.prompt_ids()[start:stop]
     block = embed_rows(_extractor(spec), inputs, row_ids, batch_size=spec["batch_size"], endpoint=side, branch=spec["branch"])
-    write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=_shard_fp(spec, shard_index),
+    write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=shard_fingerprint(spec, shard_index),
                      recipe={"parent": spec["fingerprint"], "rows": [start, stop]})
 
 
 def run_merge(plan: str | Path, shards: Sequence[str | Path], output: str | Path) -> None:
-    from vertebrae.stages.common import EmbeddingBlock, merge_blocks
+    from vertebrae.stages.jobs import merge_shard_files
 
-    spec = _load_plan(plan, "zero-shot-embed")
-    if len(shards) != len(spec["shards"]):
-        raise ValidationError(f"{plan}: {len(shards)} shard files given, the plan has {len(spec['shards'])}")
-    blocks = []
-    for i, path in enumerate(shards):
-        artifact = read_embeddings(path, fingerprint=_shard_fp(spec, i))
-        blocks.append(EmbeddingBlock(artifact.matrix, artifact.row_ids))
-    block = merge_blocks(blocks, [rid for b in blocks for rid in b.row_ids], endpoint=spec["side"])
-    if block.matrix.shape[0] != spec["n_rows"]:
-        raise ValidationError(f"{plan}: merged shards hold {block.matrix.shape[0]} rows, expected {spec['n_rows']}")
-    write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    merge_shard_files(plan, _load_plan(plan, "zero-shot-embed"), shards, output, endpoint="side")
 
 
 def run_write_protocol(plan: str | Path, output: str | Path) -> None:
