@@ -60,9 +60,10 @@ def unit(t):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=256, help="images / texts per adapter")
+    parser.add_argument("--rows", type=int, default=1024,
+                        help="images / texts per adapter (each timing should last well over 0.1 s)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (both sides)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="process",
