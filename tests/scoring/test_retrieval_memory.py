@@ -10,8 +10,8 @@ Peak memory is measured with ``tracemalloc`` around the ``score`` call only: num
 with tracemalloc, so every array the scorer creates is counted, as are Python objects (per-query lists, ids);
 the caller's inputs exist before tracing starts and are not. Two budgets are checked: 64 MiB, and the
 tightest budget admission accepts (``8 (nq + ng) d + 8 qbs gbs`` = 42.2 MiB here), since the module promises
-that what it allocates after admission stays inside that. Measured peak: 38.6 MiB. The full-size run takes
-about 20 s under tracemalloc on a 2-core machine (block sizes 128 x 8192; other block sizes were no faster);
+that what it allocates after admission stays inside that. Measured peak: 39.0-39.2 MiB. The full-size run takes
+about 15 s under tracemalloc on a 2-core machine (block sizes 128 x 8192; other block sizes were no faster);
 the size is kept because the bound only means something when the budget is far below the dense matrix and
 close to the working set.
 """

@@ -64,6 +64,7 @@ as many workers as ``max_dense_bytes`` holds score blocks beside the endpoints.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -934,7 +935,7 @@ class _Workspace:
         self._buffers: dict[str, np.ndarray] = {}
 
     def get(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        n = math.prod(shape) * np.dtype(dtype).itemsize
         buffer = self._buffers.get(name)
         if buffer is None or buffer.size < n:
             buffer = self._buffers[name] = np.empty(n, dtype=np.uint8)
@@ -1785,13 +1786,15 @@ def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, directio
     nq, ng = len(Q), len(G)
     starts = range(0, ng, config.gallery_block_size)
     shards = [G[gs:min(gs + config.gallery_block_size, ng)] for gs in starts]  # views (CSR: sliced once)
+    local = threading.local()  # one workspace per worker thread, reused by all its blocks
 
     def query_block(qs: int) -> RetrievalPartial:
         qe = min(qs + config.query_block_size, nq)
         state = _BlockState(_BlockPositives.of(positives.rows(qs, qe)), Q[qs:qe], G, 0)
         state.count_positives(0, ng)
         block_exclusions = None if exclusions is None else exclusions[qs:qe]
-        workspace = _Workspace()
+        workspace = getattr(local, "workspace", None) or _Workspace()
+        local.workspace = workspace
         for gs, shard in zip(starts, shards):
             state.add_shard(shard, gs, block_exclusions, qs, config, workspace)
         return state.partial(qs, ((0, ng),))
