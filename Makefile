@@ -6,10 +6,40 @@ export PATH := $(BIN):$(PATH)
 
 .PHONY: setup demo test lint bench clean report slurm-profile slurm-start slurm-stop
 
+EXTRAS := workflow,test,models
+# Setup installs with uv (itself pip-installed into the venv first; ~3x faster than pip here: it fetches and unpacks
+# wheels in parallel and skips compiling every module up front) and falls back to pip when uv cannot be had or
+# fails. uv is given pip's configured sources (find-links, index URLs, constraints: `pip config list`) and, like
+# pip, picks the best version across all of them, so both install the same packages from the same places.
+define UV_SOURCES_PY
+import ast, shlex, subprocess, sys
+flags = {"find-links": "--find-links", "index-url": "--index-url", "extra-index-url": "--extra-index-url",
+         "constraint": "--constraint"}
+listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+args = []
+for line in listing.splitlines():
+    key, _, value = line.partition("=")
+    scope, _, name = key.rpartition(".")
+    if name in flags and scope in ("global", "install", ":env:"):
+        for item in ast.literal_eval(value).split():
+            if [flags[name], item] not in [args[i:i + 2] for i in range(0, len(args), 2)]:
+                args += [flags[name], item]
+print(shlex.join(args))
+endef
+export UV_SOURCES_PY
+# Modules are compiled to bytecode on first import instead (uv's default), so bytecode caching must be on.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[workflow,test,models]'
+	if $(BIN)/python -m pip install --quiet uv; then \
+		sources=$$($(BIN)/python -c "$$UV_SOURCES_PY") && \
+		eval "$(BIN)/uv pip install --quiet --python $(BIN)/python --index-strategy unsafe-best-match $$sources \
+			-e '.[$(EXTRAS)]'"; \
+	else false; fi || { \
+		echo "uv unavailable or failed: installing with pip"; \
+		$(BIN)/python -m pip install --quiet --upgrade pip && \
+		$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'; }
 	touch $@
 
 setup: $(VENV)/.installed

@@ -73,3 +73,36 @@ def test_import_vertebrae_is_light():
     code = "import sys, vertebrae, vertebrae.cli; print(sorted(m for m in ('numpy', 'scipy', 'h5py', 'sklearn', 'torch') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+PLAN_RUN = r"""
+import json, sys
+from vertebrae.cli import main
+
+outcomes = {}
+for stage, spec in json.loads(sys.argv[1]).items():
+    code = main(["plan", "--spec", spec, "--output", f"plans/{stage}.json"])
+    outcomes[stage] = {"code": code, "loaded": sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)}
+print(json.dumps(outcomes))
+"""
+
+
+def test_plan_of_a_spec_without_an_extractor_imports_no_array_library(tmp_path):
+    """`vertebrae plan` runs once per job spec (about fifty times per workflow): for the specs that name no
+    extractor it only checks a fingerprint and writes JSON, without scipy, HDF5, scikit-learn or a model library."""
+    from vertebrae.workflow import plan
+
+    config = {"benchmarks": {"b": {
+        "dataset": {"source": {"type": "sklearn", "name": "iris"}, "identity": {"kind": "declared", "name": "iris", "revision": 1}},
+        "extractors": {"p": {"type": "precomputed"}, "s": {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA"}]}},
+        "compression": [{"method": "pca", "n_components": 2}],
+    }}}
+    p = plan(config)
+    specs = {stage: p.spec_json(p.fingerprints(stage)[0]) for stage in ("protocol", "compress", "score", "report")}
+    heavy = HEAVY + ("scipy", "h5py", "sklearn", "pandas")
+    proc = subprocess.run([sys.executable, "-c", PLAN_RUN, json.dumps(specs), json.dumps(heavy)], capture_output=True,
+                          text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outcomes = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert outcomes == {stage: {"code": 0, "loaded": []} for stage in specs}
+    assert sorted(path.name for path in (tmp_path / "plans").iterdir()) == sorted(f"{stage}.json" for stage in specs)

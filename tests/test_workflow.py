@@ -87,7 +87,7 @@ def test_the_default_config_is_valid(default_config):
     assert list(valid["benchmarks"]) == ["digits", "diabetes", "topics_labelled"]
     digits, diabetes = valid["benchmarks"]["digits"], valid["benchmarks"]["diabetes"]
     assert list(digits["extractors"]) == ["pixels", "pca16", "random_projection16"]
-    assert "shards" not in digits  # embedding.shards (4) applies
+    assert "shards" not in digits  # embedding.shards (2) applies
     assert [(c["method"], c["n_components"]) for c in digits["compression"]] == [("pca", 8)]
     assert digits["stability"]["enabled"] is True and digits["stability"]["repeats"] == 3
     assert digits["separatix"]["enabled"] is True and digits["separatix"]["max_samples"] == 600
@@ -351,12 +351,12 @@ def test_every_spec_fingerprint_hashes_its_recipe(default_plan):
 
 
 # hand-computed: edges are n_rows * i // count
-#   digits, 4 shards of 1797 rows: 0, 449 (1797/4 = 449.25), 898 (898.5), 1347 (1347.75), 1797
+#   digits, 2 shards of 1797 rows: 0, 898 (1797/2 = 898.5), 1797
 #   diabetes, its own single shard of 442 rows: 0, 442
 #   digits_search, its own single shard per side: the queries are rows i % 6 == 0 of the 1797 digits, i.e.
 #   0, 6, ..., 1794 (1797 = 6 * 299 + 3): 300 rows; the gallery the other 1797 - 300 = 1497 rows
 EXPECTED_SHARDS = {
-    "digits": (1797, [[0, 449], [449, 898], [898, 1347], [1347, 1797]]),
+    "digits": (1797, [[0, 898], [898, 1797]]),
     "diabetes": (442, [[0, 442]]),
     ("digits_search", "query"): (300, [[0, 300]]),
     ("digits_search", "gallery"): (1497, [[0, 1497]]),

@@ -155,11 +155,17 @@ def _dispatch(args: argparse.Namespace) -> None:
         from vertebrae.reports.figures import write_report_figures
 
         return write_report_figures(args.report, args.ranking_output, args.detail_output)
+    if args.command in ("plan", "plan-retrieval", "plan-zero-shot"):
+        # one job spec checked and written: about fifty per workflow run, so a light module of its own
+        from vertebrae.stages.plan import run_plan
+
+        return run_plan(args.spec, args.output)
+    if args.command.startswith(("embed-zero-shot", "merge-zero-shot", "write-zero-shot", "compress-zero-shot",
+                                "score-zero-shot", "zero-shot-")):
+        return _dispatch_zero_shot(args)
     from vertebrae.stages import jobs
 
-    if args.command in ("plan", "plan-retrieval"):
-        jobs.run_plan(args.spec, args.output)
-    elif args.command == "fit-extractor":
+    if args.command == "fit-extractor":
         jobs.run_fit(args.plan_json, args.output)
     elif args.command == "embed-shard":
         jobs.run_embed_shard(args.plan_json, args.shard_index, args.output)
@@ -185,11 +191,6 @@ def _dispatch(args: argparse.Namespace) -> None:
         jobs.run_retrieval_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
     elif args.command == "report":
         jobs.run_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
-    elif args.command == "plan-zero-shot":
-        jobs.run_plan(args.spec, args.output)
-    elif args.command.startswith(("embed-zero-shot", "merge-zero-shot", "write-zero-shot", "compress-zero-shot",
-                                  "score-zero-shot", "zero-shot-")):
-        _dispatch_zero_shot(args)
 
 
 def _dispatch_zero_shot(args: argparse.Namespace) -> None:

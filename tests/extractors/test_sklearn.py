@@ -276,3 +276,30 @@ def test_precomputed_passes_rows_through():
     assert extractor.transform(sparse) is sparse
     assert extractor.learns is False and extractor.reusable is True
     assert extractor.recipe() == {"type": "precomputed"} == PrecomputedExtractor("other").recipe()
+
+
+def test_fitted_state_round_trip_does_not_import_torch(tmp_path):
+    """skops' trusted-type scan walks scikit-learn's packages, torch array-API shim included; a fitted-state
+    save and load (every fit and sklearn embed job) must not pay torch's import for it, and the shim stays
+    importable afterwards."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+import numpy as np
+from vertebrae.extractors import SklearnExtractor
+from vertebrae.extractors.registry import build_extractor
+decl = {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 2}}]}
+X = np.random.default_rng(0).normal(size=(20, 5))
+a = build_extractor("pca", decl, where="t")
+a.fit(X)
+b = build_extractor("pca", decl, where="t")
+b.load_fitted(a.fitted_state())
+assert np.array_equal(a.transform(X), b.transform(X))
+print("torch" in sys.modules)
+import sklearn.externals.array_api_compat.torch
+print("torch" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]

@@ -21,7 +21,7 @@ EXPECTED_JOBS = {
     # topics_search (retrieval): 1 protocol + 2 embed + 1 score + 1 report
     "plan": 48,
     "fit_extractor": 5,
-    "embed_shard": 16,  # digits: 3 extractors x 4 shards; diabetes: 3 x 1; topics_labelled: 1 x 1
+    "embed_shard": 10,  # digits: 3 extractors x 2 shards; diabetes: 3 x 1; topics_labelled: 1 x 1
     "merge_embeddings": 7,
     "compress": 3,
     "write_protocol": 3,
@@ -105,8 +105,8 @@ def test_shard_files_are_named_by_fingerprint_and_capped(default_run, default_co
         folder = "results/retrieval/embeddings" if workflow_plan.spec(fp).get("protocol") == "retrieval" else "results/embeddings"
         assert workflow_plan.shard_paths(fp) == [f"{folder}/{fp}/shard-{i}-of-{n}.h5" for i in range(n)]
         assert all((default_run / p).exists() for p in workflow_plan.shard_paths(fp))
-    # one shard each: diabetes 3, topics 1 (labelled and zero-shot share it), retrieval 6 endpoints; digits 3 in 4
-    assert sorted(counts) == [1] * 10 + [4] * 3
+    # one shard each: diabetes 3, topics 1 (labelled and zero-shot share it), retrieval 6 endpoints; digits 3 in 2
+    assert sorted(counts) == [1] * 10 + [2] * 3
 
 
 def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_config):
@@ -122,7 +122,7 @@ def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_confi
     changed["benchmarks"]["digits"]["extractors"]["pca16"]["steps"][1]["params"]["n_components"] = 8
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 6, "fit_extractor": 1, "embed_shard": 4, "merge_embeddings": 1, "compress": 1, "score": 2,
+    assert counts == {"plan": 6, "fit_extractor": 1, "embed_shard": 2, "merge_embeddings": 1, "compress": 1, "score": 2,
                       "report": 1, "figures": 1, "all": 1}
 
 

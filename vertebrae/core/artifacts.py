@@ -15,15 +15,17 @@ import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
-
-import h5py
-import numpy as np
-import scipy.sparse
+from typing import TYPE_CHECKING, Any
 
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS, canonical_json, sha256_hex, to_json_value
 
+if TYPE_CHECKING:
+    import h5py
+    import numpy as np
+
+# numpy, scipy.sparse and h5py are imported by the embedding readers and writers that use them, so that jobs
+# writing JSON artifacts only (``vertebrae plan`` runs about fifty times per workflow) start without them.
 _FLOAT_DTYPES = ("float32", "float64")
 
 
@@ -94,6 +96,8 @@ class EmbeddingArtifact:
 def _content_hash(fmt: str, dtype: str, shape: Sequence[int], nnz: int | None,
                   arrays: Sequence[np.ndarray], row_ids: Sequence[str]) -> str:
     """SHA-256 over a header (format, dtype, shape, nnz), the arrays' little-endian bytes, then the row ids."""
+    import numpy as np
+
     h = hashlib.sha256()
     header = {"format": fmt, "dtype": dtype, "shape": [int(s) for s in shape], "nnz": nnz}
     h.update(canonical_json(header).encode("utf-8") + b"\n")
@@ -105,6 +109,9 @@ def _content_hash(fmt: str, dtype: str, shape: Sequence[int], nnz: int | None,
 
 def _normalise_matrix(matrix: Any) -> tuple[str, str, Any, list[np.ndarray]]:
     """Return (format, dtype name, matrix, arrays to store and hash); raise ValidationError if unusable."""
+    import numpy as np
+    import scipy.sparse
+
     if scipy.sparse.issparse(matrix):
         if matrix.ndim != 2:
             raise ValidationError(f"embedding matrix must be 2-D, got shape {matrix.shape}")
@@ -134,6 +141,9 @@ def write_embeddings(path: str | os.PathLike, matrix: Any, row_ids: Sequence[str
     ``matrix``: 2-D float32/float64 ndarray (dtype kept) or scipy sparse matrix (stored as canonical CSR).
     ``row_ids``: one str per row. Raises ValidationError on bad input, before anything is written.
     """
+    import h5py
+    import numpy as np
+
     _check_fingerprint_arg(fingerprint)
     fmt, dtype, matrix, arrays = _normalise_matrix(matrix)
     if isinstance(row_ids, (str, bytes)) or not hasattr(row_ids, "__iter__"):
@@ -168,6 +178,8 @@ def write_embeddings(path: str | os.PathLike, matrix: Any, row_ids: Sequence[str
 @contextmanager
 def _open_h5(path: str) -> Iterator[h5py.File]:
     """Open an HDF5 file read-only, turning missing, unreadable or malformed files into ArtifactError."""
+    import h5py
+
     if not os.path.isfile(path):
         raise _fail(path, "file not found")
     try:
@@ -199,6 +211,10 @@ def read_manifest(path: str | os.PathLike) -> dict:
 
 def read_embeddings(path: str | os.PathLike, *, fingerprint: str | None) -> EmbeddingArtifact:
     """Load and fully verify an embedding artifact (schema, fingerprint if given, structure, content hash)."""
+    import h5py
+    import numpy as np
+    import scipy.sparse
+
     path = os.fspath(path)
     with _open_h5(path) as f:
         manifest = _h5_manifest(path, f, fingerprint)

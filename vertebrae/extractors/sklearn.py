@@ -22,6 +22,31 @@ from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.extractors.base import Extractor
 
+_TORCH_SHIM = "sklearn.externals.array_api_compat.torch"
+
+
+def _skops_io() -> Any:
+    """``skops.io``, imported without torch.
+
+    skops builds its trusted-type list from ``sklearn.utils.all_estimators()``, whose package walk imports every
+    subpackage, including scikit-learn's vendored torch array-API shim, which imports torch (3-4 s per process)
+    although no estimator lives there. While skops loads, the shim is marked unimportable (the walk skips
+    packages that fail to import); afterwards it imports normally again.
+    """
+    import sys
+
+    if "skops.io" in sys.modules or "torch" in sys.modules or _TORCH_SHIM in sys.modules:
+        import skops.io
+
+        return skops.io
+    sys.modules[_TORCH_SHIM] = None  # type: ignore[assignment]
+    try:
+        import skops.io
+    finally:
+        if sys.modules.get(_TORCH_SHIM, 0) is None:
+            del sys.modules[_TORCH_SHIM]
+    return skops.io
+
 TRUSTED_MODULE_PREFIXES = ("sklearn.", "numpy.", "scipy.sparse.", "builtins.")
 
 
@@ -137,21 +162,19 @@ class SklearnExtractor(Extractor):
         return out if sp.issparse(out) else np.asarray(out)
 
     def fitted_state(self) -> dict[str, Any]:
-        import skops.io
-
+        skops_io = _skops_io()
         if self._fitted is None:
             raise ValidationError(f"extractor {self.name!r} has no fitted state to save")
-        return {"format": "skops", "data": base64.b64encode(skops.io.dumps(self._fitted)).decode("ascii")}
+        return {"format": "skops", "data": base64.b64encode(skops_io.dumps(self._fitted)).decode("ascii")}
 
     def load_fitted(self, state: Mapping[str, Any], *, source: str = "fitted state") -> None:
-        import skops.io
-
+        skops_io = _skops_io()
         if state.get("format") != "skops":
             raise ArtifactError(f"{source}: unknown fitted-state format {state.get('format')!r}, expected 'skops'")
         data = base64.b64decode(state["data"])
-        untrusted = skops.io.get_untrusted_types(data=data)
+        untrusted = skops_io.get_untrusted_types(data=data)
         allowed = set(self._declared_classes) | {_class_path(type(self.estimator))}
         refused = [t for t in untrusted if t not in allowed and not _trusted_library_type(t)]
         if refused:
             raise ArtifactError(f"{source}: refusing to load untrusted types {refused}")
-        self._fitted = skops.io.loads(data, trusted=untrusted)
+        self._fitted = skops_io.loads(data, trusted=untrusted)

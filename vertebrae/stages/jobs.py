@@ -1,12 +1,12 @@
 """File-level stage runners: read verified artifacts, call the stage functions, write artifacts atomically.
 
 Each ``run_*`` is what one CLI subcommand (and so one workflow rule) does. Job specs come from
-``vertebrae.workflow.plan`` and are written by ``run_plan`` after re-deriving their fingerprints.
+``vertebrae.workflow.plan`` and are written by ``run_plan`` (``vertebrae.stages.plan``, re-exported here) after
+re-deriving their fingerprints.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,13 +15,13 @@ from typing import Any
 from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.data.declared import declared_row_count, load_declared_dataset, load_declared_rows
+from vertebrae.data.declared import load_declared_dataset, load_declared_rows
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.labelled import encode_row_ids
 from vertebrae.data.retrieval import RetrievalProtocol
-from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_row_counts
+from vertebrae.data.retrieval_sources import load_retrieval_source
 from vertebrae.retrieval_results import RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
 from vertebrae.stages.retrieval import (
@@ -33,7 +33,8 @@ from vertebrae.stages.retrieval import (
     score_retrieval,
 )
 from vertebrae.scoring.metrics import CallableMetric
-from vertebrae.stages.common import EmbeddingBlock, embed_rows, embedding_recipe, fit_recipe, merge_blocks, shard_bounds
+from vertebrae.stages.common import EmbeddingBlock, embed_rows, merge_blocks
+from vertebrae.stages.plan import KIND_OF_STAGE, ZERO_SHOT_STAGES, check_spec, run_plan
 from vertebrae.stages.labelled import (
     LabelledProtocol,
     ScoringPlan,
@@ -45,12 +46,6 @@ from vertebrae.stages.labelled import (
     score_embeddings,
 )
 
-KIND_OF_STAGE = {
-    "fit": "fitted-extractor", "embed": "embedding", "compress": "compressed", "protocol": "protocol", "score": "score",
-    "report": "report", "retrieval-protocol": "protocol", "compress-retrieval": "compressed",
-    "score-retrieval": "score", "retrieval-report": "report",
-}
-ZERO_SHOT_STAGES = ("zero-shot-embed", "zero-shot-protocol", "compress-zero-shot", "score-zero-shot", "zero-shot-report")
 BASE_DIR = Path(".")
 
 
@@ -59,49 +54,8 @@ def _extractor(spec: Mapping[str, Any]):
     return build_extractor(decl["name"], decl["decl"], where=decl["where"])
 
 
-def check_spec(spec: Mapping[str, Any]) -> None:
-    """Re-derive a job spec's fingerprint (and, for extractor jobs, its recipe and shards) from its content."""
-    stage = spec.get("stage")
-    if isinstance(stage, str) and stage in ZERO_SHOT_STAGES:
-        from vertebrae.stages.zero_shot_jobs import check_zero_shot_spec
-
-        check_zero_shot_spec(spec)
-        return
-    if stage not in KIND_OF_STAGE:
-        raise ValidationError(f"job spec has unknown stage {stage!r}")
-    if fingerprint(KIND_OF_STAGE[stage], spec["recipe"]) != spec["fingerprint"]:
-        raise ValidationError(f"job spec {spec['fingerprint']}: its recipe does not hash to its fingerprint")
-    if stage in ("fit", "embed"):
-        extractor = _extractor(spec)
-        recipe = (fit_recipe(spec["identity"], spec["endpoint"], extractor) if stage == "fit"
-                  else embedding_recipe(spec["identity"], spec["endpoint"], extractor, spec.get("branch"),
-                                        fit_endpoint=spec.get("fit_endpoint")))
-        if recipe != spec["recipe"]:
-            raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match its recipe")
-    if stage == "embed":
-        n_rows = _endpoint_rows(spec)
-        if n_rows != spec["n_rows"] or [list(b) for b in shard_bounds(n_rows, len(spec["shards"]))] != spec["shards"]:
-            raise ValidationError(f"{spec['where']}: the source now has {n_rows} rows, the plan expected {spec['n_rows']}; re-plan")
-
-
-def _endpoint_rows(spec: Mapping[str, Any]) -> int:
-    if spec.get("protocol") == "retrieval":
-        counts = retrieval_row_counts(spec["dataset"]["source"], base_dir=BASE_DIR, where=f"{spec['where']}.source")
-        return counts[0] if spec["side"] == "query" else counts[1]
-    return declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
-
-
 def _retrieval_source(spec: Mapping[str, Any]):
     return load_retrieval_source(spec["dataset"]["source"], base_dir=BASE_DIR, where=f"{spec['where']}.source")
-
-
-def run_plan(spec_text: str, output: str | Path) -> None:
-    try:
-        spec = json.loads(spec_text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"job spec is not JSON: {exc}") from None
-    check_spec(spec)
-    write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
 def load_plan(path: str | Path, stage: str) -> dict[str, Any]:
@@ -304,5 +258,6 @@ def run_retrieval_report(plan: str | Path, protocol: str | Path, scores: Sequenc
     report.save_markdown(markdown_output)
 
 
-__all__ = ["run_plan", "run_fit", "run_embed_shard", "run_merge", "run_compress", "run_write_protocol", "run_score", "run_report",
+__all__ = ["KIND_OF_STAGE", "ZERO_SHOT_STAGES", "check_spec",
+           "run_plan", "run_fit", "run_embed_shard", "run_merge", "run_compress", "run_write_protocol", "run_score", "run_report",
            "run_write_retrieval_relevance", "run_compress_retrieval", "run_score_retrieval", "run_retrieval_report"]

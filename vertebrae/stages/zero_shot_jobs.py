@@ -2,7 +2,7 @@
 
 One function per CLI subcommand: ``embed-zero-shot-shard``, ``merge-zero-shot-embeddings``,
 ``write-zero-shot-protocol``, ``compress-zero-shot``, ``score-zero-shot`` and ``zero-shot-from-artifacts``
-(``plan-zero-shot`` is ``vertebrae.stages.jobs.run_plan``, which calls ``check_zero_shot_spec``).
+(``plan-zero-shot`` is ``vertebrae.stages.plan.run_plan``, which calls ``check_zero_shot_spec``).
 """
 
 from __future__ import annotations
@@ -36,10 +36,6 @@ def _protocol_dataset(spec: Mapping[str, Any]):
 
 def check_zero_shot_spec(spec: Mapping[str, Any]) -> None:
     """Re-derive a zero-shot job spec's fingerprint from its content (the protocol: from its declaration)."""
-    from vertebrae.data.declared import declared_row_count
-    from vertebrae.stages.common import shard_bounds
-    from vertebrae.stages.zero_shot import prompt_embedding_recipe, sample_embedding_recipe
-
     stage = spec["stage"]
     if stage == "zero-shot-protocol":
         zs = _protocol_dataset(spec)
@@ -50,6 +46,10 @@ def check_zero_shot_spec(spec: Mapping[str, Any]) -> None:
     if fingerprint(KINDS[stage], spec["recipe"]) != spec["fingerprint"]:
         raise ValidationError(f"job spec {spec['fingerprint']}: its recipe does not hash to its fingerprint")
     if stage == "zero-shot-embed":
+        from vertebrae.data.declared import declared_row_count
+        from vertebrae.stages.common import shard_bounds
+        from vertebrae.stages.zero_shot import prompt_embedding_recipe, sample_embedding_recipe
+
         extractor = _extractor(spec)
         if spec["side"] == "samples":
             recipe = sample_embedding_recipe(spec["identity"], extractor, spec["branch"])
