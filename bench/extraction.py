@@ -1,6 +1,6 @@
 """Extraction throughput harness (not a test): each model adapter vs a minimal hand-written loop.
 
-Run: ``python bench/extraction.py`` (a few minutes on a laptop CPU; ``--rows`` / ``--repeat`` / ``--device`` to
+Run: ``python bench/extraction.py`` (about 5 minutes on a 2-core CPU; ``--rows`` / ``--repeat`` / ``--device`` to
 change). It prints the machine, one table row per adapter (rows, batch size, adapter and hand-written seconds,
 throughput ratio = hand-written seconds / adapter seconds, so > 1 means the adapter is faster), and ends with
 ``min_ratio=X.XX`` (the worst adapter).
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=512,
                         help="images / texts per adapter (each timing should last well over 0.1 s)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeat", type=int, default=9, help="timed adapter / hand-written pairs per adapter")
+    parser.add_argument("--repeat", type=int, default=15, help="timed adapter / hand-written pairs per adapter")
     parser.add_argument("--min-seconds", type=float, default=0.5,
                         help="short adapters are called repeatedly inside one timing, to last about this long")
     parser.add_argument("--device", default="auto")
