@@ -16,7 +16,6 @@ from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared import load_declared_dataset, load_declared_rows
-from vertebrae.extractors.registry import build_extractor
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.labelled import encode_row_ids
@@ -34,7 +33,7 @@ from vertebrae.stages.retrieval import (
 )
 from vertebrae.scoring.metrics import CallableMetric
 from vertebrae.stages.common import EmbeddingBlock, embed_rows, merge_blocks
-from vertebrae.stages.plan import KIND_OF_STAGE, ZERO_SHOT_STAGES, check_spec, run_plan
+from vertebrae.stages.plan import BASE_DIR, KIND_OF_STAGE, ZERO_SHOT_STAGES, check_spec, run_plan, spec_extractor
 from vertebrae.stages.labelled import (
     LabelledProtocol,
     ScoringPlan,
@@ -45,14 +44,6 @@ from vertebrae.stages.labelled import (
     protocol_recipe,
     score_embeddings,
 )
-
-BASE_DIR = Path(".")
-
-
-def _extractor(spec: Mapping[str, Any]):
-    decl = spec["extractor"]
-    return build_extractor(decl["name"], decl["decl"], where=decl["where"])
-
 
 def _retrieval_source(spec: Mapping[str, Any]):
     return load_retrieval_source(spec["dataset"]["source"], base_dir=BASE_DIR, where=f"{spec['where']}.source")
@@ -73,7 +64,7 @@ def run_fit(plan: str | Path, output: str | Path) -> None:
         inputs = _retrieval_source(spec).gallery
     else:
         inputs = load_declared_dataset(spec["dataset"], base_dir=BASE_DIR, where=spec["where"]).inputs
-    extractor = _extractor(spec)
+    extractor = spec_extractor(spec)
     extractor.fit(inputs)
     write_json_artifact(output, "fitted-extractor", extractor.fitted_state(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
@@ -90,7 +81,7 @@ def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path, *, s
     if not 0 <= shard_index < len(spec["shards"]):
         raise ValidationError(f"{plan}: shard index {shard_index} is outside 0..{len(spec['shards']) - 1}")
     start, stop = spec["shards"][shard_index]
-    extractor = _extractor(spec)
+    extractor = spec_extractor(spec)
     if spec["fit"] is not None:
         state = read_json_artifact(spec["fit"]["path"], "fitted-extractor", fingerprint=spec["fit"]["fingerprint"])
         extractor.load_fitted(state, source=spec["fit"]["path"])

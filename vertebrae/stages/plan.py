@@ -22,10 +22,11 @@ KIND_OF_STAGE = {
     "score-retrieval": "score", "retrieval-report": "report",
 }
 ZERO_SHOT_STAGES = ("zero-shot-embed", "zero-shot-protocol", "compress-zero-shot", "score-zero-shot", "zero-shot-report")
-BASE_DIR = Path(".")
+BASE_DIR = Path(".")  # relative data paths in job specs resolve against the working directory
 
 
-def _extractor(spec: Mapping[str, Any]):
+def spec_extractor(spec: Mapping[str, Any]):
+    """The extractor a job spec declares (``spec["extractor"]``: name, declaration, config location)."""
     from vertebrae.extractors.registry import build_extractor
 
     decl = spec["extractor"]
@@ -47,7 +48,7 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     if stage in ("fit", "embed"):
         from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 
-        extractor = _extractor(spec)
+        extractor = spec_extractor(spec)
         recipe = (fit_recipe(spec["identity"], spec["endpoint"], extractor) if stage == "fit"
                   else embedding_recipe(spec["identity"], spec["endpoint"], extractor, spec.get("branch"),
                                         fit_endpoint=spec.get("fit_endpoint")))
@@ -80,4 +81,5 @@ def run_plan(spec_text: str, output: str | Path) -> None:
     write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
-__all__ = ["KIND_OF_STAGE", "ZERO_SHOT_STAGES", "check_spec", "endpoint_rows", "run_plan"]
+__all__ = ["BASE_DIR", "KIND_OF_STAGE", "ZERO_SHOT_STAGES", "check_spec", "endpoint_rows", "run_plan",
+           "spec_extractor"]

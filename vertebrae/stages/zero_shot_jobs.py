@@ -15,17 +15,10 @@ from typing import Any
 from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
+from vertebrae.stages.plan import BASE_DIR, spec_extractor
 
-BASE_DIR = Path(".")
 KINDS = {"zero-shot-embed": "embedding", "compress-zero-shot": "compressed", "score-zero-shot": "score",
          "zero-shot-report": "report", "zero-shot-protocol": "protocol"}
-
-
-def _extractor(spec: Mapping[str, Any]):
-    from vertebrae.extractors.registry import build_extractor
-
-    decl = spec["extractor"]
-    return build_extractor(decl["name"], decl["decl"], where=decl["where"])
 
 
 def _protocol_dataset(spec: Mapping[str, Any]):
@@ -50,7 +43,7 @@ def check_zero_shot_spec(spec: Mapping[str, Any]) -> None:
         from vertebrae.stages.common import shard_bounds
         from vertebrae.stages.zero_shot import prompt_embedding_recipe, sample_embedding_recipe
 
-        extractor = _extractor(spec)
+        extractor = spec_extractor(spec)
         if spec["side"] == "samples":
             recipe = sample_embedding_recipe(spec["identity"], extractor, spec["branch"])
             n_rows = declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
@@ -111,7 +104,7 @@ def run_embed_shard(plan: str | Path, side: str, shard_index: int, output: str |
         if len(zs_protocol.prompts) != spec["n_rows"]:
             raise ValidationError(f"{protocol}: {len(zs_protocol.prompts)} prompts, the plan expected {spec['n_rows']}")
         inputs, row_ids = zs_protocol.prompt_inputs()[start:stop], zs_protocol.prompt_ids()[start:stop]
-    block = embed_rows(_extractor(spec), inputs, row_ids, batch_size=spec["batch_size"], endpoint=side, branch=spec["branch"])
+    block = embed_rows(spec_extractor(spec), inputs, row_ids, batch_size=spec["batch_size"], endpoint=side, branch=spec["branch"])
     write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=shard_fingerprint(spec, shard_index),
                      recipe={"parent": spec["fingerprint"], "rows": [start, stop]})
 
