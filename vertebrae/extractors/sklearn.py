@@ -35,15 +35,13 @@ def _skops_io() -> Any:
     """
     import sys
 
-    if "skops.io" in sys.modules or "torch" in sys.modules or _TORCH_SHIM in sys.modules:
-        import skops.io
-
-        return skops.io
-    sys.modules[_TORCH_SHIM] = None  # type: ignore[assignment]
+    hide = not {"skops.io", "torch", _TORCH_SHIM} & sys.modules.keys()  # nothing to save once any is loaded
+    if hide:
+        sys.modules[_TORCH_SHIM] = None  # type: ignore[assignment]
     try:
         import skops.io
     finally:
-        if sys.modules.get(_TORCH_SHIM, 0) is None:
+        if hide and sys.modules.get(_TORCH_SHIM, 0) is None:
             del sys.modules[_TORCH_SHIM]
     return skops.io
 
