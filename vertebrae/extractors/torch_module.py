@@ -143,15 +143,18 @@ class TorchExtractor(ModelExtractor, Extractor):
     def _transform_features(self, inputs: Any) -> Any:
         import numpy as np
 
-        from vertebrae.extractors.torch_runtime import batches, inference
+        from vertebrae.extractors.torch_runtime import batches, host_rows, inference
 
         rows = inputs.toarray() if hasattr(inputs, "toarray") else np.asarray(inputs)
-        state, device = self.loaded(), self.torch_device()
+        module, device, output = self.loaded().module, self.torch_device(), self.output_fn
+        move = device.type != "cpu"  # a cpu tensor's .to("cpu") is itself: skip the call per batch
         outs = []
-        with inference(state.module, device, self.dtype):
+        with inference(module, device, self.dtype):
             for batch in batches(rows, batch_size=self.batch_size, collate=self.collate_fn, progress=self.progress,
                                  desc=self.name):
-                outs.append(self._forward(None, batch).float().cpu().numpy())
+                if move and hasattr(batch, "to"):
+                    batch = batch.to(device)
+                outs.append(host_rows(output(module(batch), batch)))
         return np.concatenate(outs, axis=0)
 
     def _collate(self, branch: str | None, items: list[Any]) -> Any:
