@@ -194,6 +194,17 @@ def test_specs_are_rechecked_against_the_current_declaration(workdir):
         jobs.run_plan(json.dumps(tampered), "p.json")
     counts = {s["side"]: len(s["shards"]) for s in wp.specs.values() if s["stage"] == "zero-shot-embed"}
     assert counts == {"samples": 2, "prompts": 2}
+    for side in ("samples", "prompts"):  # a planned row count or shard bounds the source no longer gives
+        spec = next(s for s in wp.specs.values() if s["stage"] == "zero-shot-embed" and s["side"] == side)
+        jobs.run_plan(json.dumps(spec), f"{side}.json")  # as planned: accepted
+        stale = copy.deepcopy(spec)
+        stale["n_rows"] += 1
+        with pytest.raises(ValidationError, match="re-plan"):
+            jobs.run_plan(json.dumps(stale), "p.json")
+        stale = copy.deepcopy(spec)
+        stale["shards"][0][1] -= 1
+        with pytest.raises(ValidationError, match="re-plan"):
+            jobs.run_plan(json.dumps(stale), "p.json")
 
 
 def test_config_errors_name_the_key(workdir):

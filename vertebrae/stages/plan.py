@@ -46,7 +46,7 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     if fingerprint(KIND_OF_STAGE[stage], spec["recipe"]) != spec["fingerprint"]:
         raise ValidationError(f"job spec {spec['fingerprint']}: its recipe does not hash to its fingerprint")
     if stage in ("fit", "embed"):
-        from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+        from vertebrae.stages.common import embedding_recipe, fit_recipe
 
         extractor = spec_extractor(spec)
         recipe = (fit_recipe(spec["identity"], spec["endpoint"], extractor) if stage == "fit"
@@ -55,9 +55,15 @@ def check_spec(spec: Mapping[str, Any]) -> None:
         if recipe != spec["recipe"]:
             raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match its recipe")
         if stage == "embed":
-            n_rows = endpoint_rows(spec)
-            if n_rows != spec["n_rows"] or [list(b) for b in shard_bounds(n_rows, len(spec["shards"]))] != spec["shards"]:
-                raise ValidationError(f"{spec['where']}: the source now has {n_rows} rows, the plan expected {spec['n_rows']}; re-plan")
+            check_rows(spec, endpoint_rows(spec))
+
+
+def check_rows(spec: Mapping[str, Any], n_rows: int) -> None:
+    """An embedding spec's planned row count and shard bounds still hold for a source of ``n_rows`` rows."""
+    from vertebrae.stages.common import shard_bounds
+
+    if n_rows != spec["n_rows"] or [list(b) for b in shard_bounds(n_rows, len(spec["shards"]))] != spec["shards"]:
+        raise ValidationError(f"{spec['where']}: the source now has {n_rows} rows, the plan expected {spec['n_rows']}; re-plan")
 
 
 def endpoint_rows(spec: Mapping[str, Any]) -> int:
@@ -81,5 +87,5 @@ def run_plan(spec_text: str, output: str | Path) -> None:
     write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
-__all__ = ["BASE_DIR", "KIND_OF_STAGE", "ZERO_SHOT_STAGES", "check_spec", "endpoint_rows", "run_plan",
+__all__ = ["BASE_DIR", "KIND_OF_STAGE", "ZERO_SHOT_STAGES", "check_rows", "check_spec", "endpoint_rows", "run_plan",
            "spec_extractor"]

@@ -15,7 +15,7 @@ from typing import Any
 from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.stages.plan import BASE_DIR, spec_extractor
+from vertebrae.stages.plan import BASE_DIR, check_rows, endpoint_rows, spec_extractor
 
 KINDS = {"zero-shot-embed": "embedding", "compress-zero-shot": "compressed", "score-zero-shot": "score",
          "zero-shot-report": "report", "zero-shot-protocol": "protocol"}
@@ -39,21 +39,17 @@ def check_zero_shot_spec(spec: Mapping[str, Any]) -> None:
     if fingerprint(KINDS[stage], spec["recipe"]) != spec["fingerprint"]:
         raise ValidationError(f"job spec {spec['fingerprint']}: its recipe does not hash to its fingerprint")
     if stage == "zero-shot-embed":
-        from vertebrae.data.declared import declared_row_count
-        from vertebrae.stages.common import shard_bounds
         from vertebrae.stages.zero_shot import prompt_embedding_recipe, sample_embedding_recipe
 
         extractor = spec_extractor(spec)
         if spec["side"] == "samples":
             recipe = sample_embedding_recipe(spec["identity"], extractor, spec["branch"])
-            n_rows = declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
         else:
             recipe = prompt_embedding_recipe(spec["protocol"]["fingerprint"], extractor, spec["branch"])
-            n_rows = spec["n_rows"]
         if recipe != spec["recipe"]:
             raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match its recipe")
-        if n_rows != spec["n_rows"] or [list(b) for b in shard_bounds(n_rows, len(spec["shards"]))] != spec["shards"]:
-            raise ValidationError(f"{spec['where']}: the source now has {n_rows} rows, the plan expected {spec['n_rows']}; re-plan")
+        # the prompts' count is fixed by the protocol fingerprint checked above: only their shard bounds can be off
+        check_rows(spec, endpoint_rows(spec) if spec["side"] == "samples" else spec["n_rows"])
 
 
 def _load_plan(path: str | Path, stage: str) -> dict[str, Any]:
