@@ -282,7 +282,7 @@ def retrieval_config_from_decl(bench: Mapping[str, Any], *, where: str):
 def _plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config: Mapping[str, Any], base_dir: Path) -> None:
     from vertebrae.data.retrieval_sources import retrieval_row_counts
     from vertebrae.stages.retrieval import (
-        FIT_ENDPOINT, retrieval_compression_recipe, retrieval_protocol_recipe, retrieval_score_recipe,
+        FIT_ENDPOINT, retrieval_branch, retrieval_compression_recipe, retrieval_protocol_recipe, retrieval_score_recipe,
     )
 
     where = f"retrieval.{name}"
@@ -312,7 +312,7 @@ def _plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], c
             fit_ref = _ref(fit_fp, fitted_path(fit_fp))
         refs = {}
         for side in ("query", "gallery"):
-            branch = side if extractor.branches else None
+            branch = retrieval_branch(extractor, side, bench.get(f"{side}_branch"), where=where)
             e_recipe = embedding_recipe(identity_key, side, extractor, branch, fit_endpoint=FIT_ENDPOINT)
             bounds = shard_bounds(counts[side], n_shards)
             fp = result.add({
@@ -399,6 +399,6 @@ def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
             dataset, extractors, retrieval_config=retrieval_config_from_decl(bench, where=where), compression_config=compression,
             embedding_config=EmbeddingConfig(batch_size=config["embedding"]["batch_size"],
                                              shards=bench.get("shards", config["embedding"]["shards"])),
-            name=name,
+            query_branch=bench.get("query_branch"), gallery_branch=bench.get("gallery_branch"), name=name,
         )
     return benchmarks

@@ -3,7 +3,8 @@
 Columns: exactly one of ``text_column`` (the text itself) or ``image_column`` (an image file path, relative
 paths resolved against the manifest's folder); ``label_column`` (the label or target; ``label_dtype`` str, int
 or float); optional ``id_column`` (row ids; row order when absent). The format follows the suffix (``.csv``,
-``.parquet`` / ``.pq``) unless ``format`` names it.
+``.parquet`` / ``.pq``) unless ``format`` names it. A retrieval endpoint's manifest has no label column
+(``label_column=None``; its rows are matched by id through a relevance file).
 
 Problems name what is wrong: a missing column is a ConfigError naming the config key and the columns there
 are; an empty cell, an unparsable label or a missing image file is a ValidationError naming the row (its id,
@@ -30,10 +31,11 @@ _SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 @dataclass(frozen=True)
 class ManifestRows:
-    """Rows of a manifest: ``inputs`` (RawInputs), ``labels`` (one per row), ``row_ids`` (None = row order)."""
+    """Rows of a manifest: ``inputs`` (RawInputs), ``labels`` (one per row; None without a label column),
+    ``row_ids`` (None = row order)."""
 
     inputs: RawInputs
-    labels: list
+    labels: list | None
     row_ids: list | None
 
 
@@ -44,7 +46,7 @@ class ManifestSpec:
     path: Path
     text_column: str | None = None
     image_column: str | None = None
-    label_column: str = "label"
+    label_column: str | None = "label"
     id_column: str | None = None
     label_dtype: str = "str"
     format: str | None = None
@@ -193,6 +195,8 @@ def read_manifest(spec: ManifestSpec, rows: tuple[int, int] | None = None) -> Ma
                 raise ValidationError(f"{name}: image file not found: {path}")
             value = str(path)
         values.append(value)
-        labels.append(_label(columns[spec.label_column][offset + start], spec, name))
+        if spec.label_column is not None:
+            labels.append(_label(columns[spec.label_column][offset + start], spec, name))
     display_ids = ids if ids is not None else list(range(start, stop))
-    return ManifestRows(RawInputs(spec.kind, tuple(values), tuple(display_ids)), labels, None if ids is None else list(ids))
+    return ManifestRows(RawInputs(spec.kind, tuple(values), tuple(display_ids)),
+                        labels if spec.label_column is not None else None, None if ids is None else list(ids))

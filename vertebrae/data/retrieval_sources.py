@@ -1,6 +1,6 @@
 """Retrieval datasets declared in a workflow config.
 
-Two declarations:
+Three declarations:
 
 - ``{"type": "label_split", "source": <labelled source>, "query_every": 6, "grade": "label" | "label_and_mean"}``:
   rows ``i % query_every == 0`` of a labelled source (see ``sources.py``) are the queries, the other rows the
@@ -9,6 +9,10 @@ Two declarations:
 - ``{"type": "npz_pair", "path": ..., "queries_key": "queries", "gallery_key": "gallery",
   "query_ids_key": "query_ids", "gallery_ids_key": "gallery_ids", "relevance_path": qrels.tsv}``: embeddings
   or features of both sides in one ``.npz`` and tab-separated ``query_id  gallery_id  grade`` records.
+- ``{"type": "manifest_pair", "queries": <manifest>, "gallery": <manifest>, "relevance_path": qrels.tsv}``: raw
+  inputs of each side from its own manifest (``path``, ``text_column`` or ``image_column``, ``id_column``,
+  optional ``format``; see ``manifest.py``, without a label column), e.g. text queries against an image gallery,
+  and the same relevance records as ``npz_pair``.
 
 Ids are kept as given (ints for row positions of a label split, strings from files).
 """
@@ -25,6 +29,7 @@ import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.inputs import RawInputs
+from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
 from vertebrae.data.sources import load_source, source_row_count
 
 GRADES = ("label", "label_and_mean")
@@ -124,7 +129,34 @@ def _npz_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalS
                                arrays["gallery_ids"].tolist(), records)
 
 
-LOADERS = {"label_split": _label_split, "npz_pair": _npz_pair}
+_MANIFEST_KEYS = ("path", "text_column", "image_column", "id_column", "format")
+
+
+def _manifest_spec(decl: Any, base_dir: Path, where: str) -> ManifestSpec:
+    """One side's manifest: rows matched by id (``id_column`` required), no label column."""
+    if not isinstance(decl, Mapping):
+        raise ConfigError(f"{where}: a manifest declaration ({', '.join(_MANIFEST_KEYS)}) is required")
+    unknown = sorted(str(k) for k in decl if k not in _MANIFEST_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key for a manifest; allowed keys: {', '.join(_MANIFEST_KEYS)}")
+    for key in ("text_column", "image_column", "id_column", "format"):
+        value = decl.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigError(f"{where}.{key}: must be a non-empty string, got {value!r}")
+    if decl.get("id_column") is None:
+        raise ConfigError(f"{where}.id_column: required (the relevance records name rows by id)")
+    return ManifestSpec(_resolve(base_dir, decl.get("path"), f"{where}.path"), decl.get("text_column"),
+                        decl.get("image_column"), None, decl["id_column"], "str", decl.get("format"), where)
+
+
+def _manifest_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
+    sides = [read_manifest(_manifest_spec(decl.get(side), base_dir, f"{where}.{side}")) for side in ("queries", "gallery")]
+    records = _records(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"))
+    (queries, query_ids), (gallery, gallery_ids) = ((rows.inputs, rows.row_ids) for rows in sides)
+    return RetrievalSourceData(queries, gallery, list(query_ids), list(gallery_ids), records)
+
+
+LOADERS = {"label_split": _label_split, "manifest_pair": _manifest_pair, "npz_pair": _npz_pair}
 
 
 def load_retrieval_source(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> RetrievalSourceData:
@@ -141,5 +173,9 @@ def retrieval_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str)
         n = source_row_count(decl["source"], base_dir=base_dir, where=f"{where}.source")
         n_queries = (n + every - 1) // every
         return n_queries, n - n_queries
+    if decl.get("type") == "manifest_pair":
+        queries, gallery = (manifest_row_count(_manifest_spec(decl.get(side), base_dir, f"{where}.{side}"))
+                            for side in ("queries", "gallery"))
+        return queries, gallery
     data = load_retrieval_source(decl, base_dir=base_dir, where=where)
     return len(data.query_ids), len(data.gallery_ids)

@@ -26,6 +26,7 @@ from vertebrae.stages.retrieval import (
     QUERY,
     compress_retrieval_pair,
     endpoint_metadata,
+    retrieval_branch,
     retrieval_compression_recipe,
     retrieval_protocol_recipe,
     retrieval_protocol_summary,
@@ -38,8 +39,10 @@ from vertebrae.stages.retrieval import (
 class RetrievalBenchmark:
     """Compare extractors on one retrieval dataset; ``run()`` returns a RetrievalBenchmarkResult.
 
-    ``query_branch`` / ``gallery_branch`` name the branches of branch encoders (default "query" and "gallery"
-    for extractors that declare branches; same-modality extractors use one transform for both endpoints).
+    ``query_branch`` / ``gallery_branch`` name the branches that encode each endpoint (e.g. "text_branch" and
+    "image_branch" for text-to-image retrieval with an image-text model); by default an extractor with "query" /
+    "gallery" branches uses them, any other extractor its one (or default) transform for both endpoints
+    (``vertebrae.stages.retrieval.retrieval_branch``).
     """
 
     def __init__(
@@ -72,9 +75,7 @@ class RetrievalBenchmark:
 
     def _branch(self, extractor: Extractor, side: str) -> str | None:
         chosen = self.query_branch if side == QUERY else self.gallery_branch
-        if not extractor.branches:
-            return None
-        return chosen or side
+        return retrieval_branch(extractor, side, chosen, where=f"benchmark {self.name!r}")
 
     def _embed(self, extractor: Extractor, side: str, rows: Any, ids: Sequence[str], fit: bool):
         if self.dataset.query_modality == "embedding" and extractor.branches:

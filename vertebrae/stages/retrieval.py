@@ -24,6 +24,25 @@ QUERY, GALLERY = "query", "gallery"
 FIT_ENDPOINT = GALLERY
 
 
+def retrieval_branch(extractor: Any, side: str, chosen: str | None = None, *, where: str = "retrieval") -> str | None:
+    """The branch that encodes one endpoint (``side``: query or gallery).
+
+    An extractor without branches encodes both endpoints with its one transform (None). Otherwise ``chosen``
+    (``query_branch`` / ``gallery_branch``; a ValidationError naming ``where`` when the extractor has no such
+    branch), else the branch named like the side (explicit query / gallery encoders), else None: the extractor's
+    default branch for both endpoints (same-modality retrieval, e.g. images with an image-text model).
+    """
+    branches = tuple(getattr(extractor, "branches", ()) or ())
+    if not branches:
+        return None
+    if chosen is not None:
+        if chosen not in branches:
+            raise ValidationError(f"{where}.{side}_branch: extractor {extractor.name!r} has branches {list(branches)}, "
+                                  f"not {chosen!r}")
+        return chosen
+    return side if side in branches else None
+
+
 def retrieval_protocol_recipe(identity_key: str, exclude_same_id: bool) -> dict[str, Any]:
     """What determines the relevance protocol: the dataset identity (relevance is part of it) and exclusions."""
     return {"dataset": identity_key, "protocol": "retrieval", "exclude_same_id": bool(exclude_same_id)}
