@@ -139,14 +139,14 @@ def _manifest_spec(decl: Any, base_dir: Path, where: str) -> ManifestSpec:
     unknown = sorted(str(k) for k in decl if k not in _MANIFEST_KEYS)
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown key for a manifest; allowed keys: {', '.join(_MANIFEST_KEYS)}")
-    for key in ("text_column", "image_column", "id_column", "format"):
+    for key in _MANIFEST_KEYS:
         value = decl.get(key)
         if value is not None and (not isinstance(value, str) or not value):
             raise ConfigError(f"{where}.{key}: must be a non-empty string, got {value!r}")
-    if decl.get("id_column") is None:
-        raise ConfigError(f"{where}.id_column: required (the relevance records name rows by id)")
-    return ManifestSpec(_resolve(base_dir, decl.get("path"), f"{where}.path"), decl.get("text_column"),
-                        decl.get("image_column"), None, decl["id_column"], "str", decl.get("format"), where)
+    for key, why in (("path", "the manifest file"), ("id_column", "the relevance records name rows by id")):
+        if decl.get(key) is None:
+            raise ConfigError(f"{where}.{key}: required ({why})")
+    return ManifestSpec.from_decl({**decl, "label_column": None}, base_dir=base_dir, where=where)
 
 
 def _manifest_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
