@@ -113,7 +113,7 @@ def test_the_default_config_is_valid(default_config):
     # similarity and primary_metric as declared, the rest schema defaults
     assert search["retrieval"] == {
         "similarity": "cosine", "primary_metric": "ndcg@10", "ks": [1, 5, 10], "bidirectional": False,
-        "query_block_size": 128, "gallery_block_size": 10000, "max_dense_bytes": 2000000000, "worst_queries": 10,
+        "query_block_size": 512, "gallery_block_size": 10000, "max_dense_bytes": 2000000000, "worst_queries": 10,
     }
 
 

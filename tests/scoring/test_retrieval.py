@@ -349,7 +349,11 @@ def _tied_problem(rng, integer):
 
 @pytest.mark.parametrize("path", ["dense", "sparse"])
 @pytest.mark.parametrize("scan", ["float32", "float64"])
-def test_both_counting_paths_match_brute_force_on_ties(monkeypatch, path, scan):
+@pytest.mark.parametrize("group_bytes", [1, 100, retrieval._GROUP_BYTES], ids=["row-groups", "small-groups", "default"])
+def test_both_counting_paths_match_brute_force_on_ties(monkeypatch, path, scan, group_bytes):
+    # group_bytes: the kernel's passes run over groups of 1 row, of a few rows (prefixes of dense passes end
+    # inside groups) and, by default, of every row of these small blocks
+    monkeypatch.setattr(retrieval, "_GROUP_BYTES", group_bytes)
     monkeypatch.setattr(retrieval, "_DENSE_PASS_COST", 0.0 if path == "dense" else 1.0)
     monkeypatch.setattr(retrieval, "_SPARSE_CANDIDATE_COST", 1.0 if path == "dense" else 0.0)
     monkeypatch.setattr(retrieval, "_SCAN", scan)
