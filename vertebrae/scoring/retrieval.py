@@ -1134,10 +1134,13 @@ def _nonzero_words(mask: np.ndarray) -> np.ndarray:
 
 
 def _expand_words(mask: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, column) of the True entries of a (rows x width) bool ``mask`` inside the given 8-byte words."""
-    flat = (words[:, None] * 8 + np.arange(8)).ravel()
-    flat = flat[mask.ravel()[flat]]
-    return np.divmod(flat, mask.shape[1])
+    """(row, column) of the True entries of a (rows x width) bool ``mask`` inside the given 8-byte words (width
+    a multiple of 8, so no word spans two rows)."""
+    word, byte = np.nonzero(mask.view(np.uint64).ravel()[words].view(np.uint8).reshape(-1, 8))
+    words_per_row = mask.shape[1] // 8
+    word = words[word]
+    row = word // words_per_row
+    return row, (word - row * words_per_row) * 8 + byte
 
 
 def _block_product(Q_block: Endpoint, G_shard: Endpoint, similarity: str, workspace: _Workspace,
