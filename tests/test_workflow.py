@@ -350,13 +350,13 @@ def test_every_spec_fingerprint_hashes_its_recipe(default_plan):
         assert len(fp) == 16
 
 
-# hand-computed: edges are n_rows * i // count
-#   digits, 2 shards of 1797 rows: 0, 898 (1797/2 = 898.5), 1797
+# hand-computed: edges are batch_size * (batches * i // count), the last one capped at n_rows
+#   digits, 2 shards of 1797 rows in 8 batches of 256: 0, 256 * 4 = 1024, 1797
 #   diabetes, its own single shard of 442 rows: 0, 442
 #   digits_search, its own single shard per side: the queries are rows i % 6 == 0 of the 1797 digits, i.e.
 #   0, 6, ..., 1794 (1797 = 6 * 299 + 3): 300 rows; the gallery the other 1797 - 300 = 1497 rows
 EXPECTED_SHARDS = {
-    "digits": (1797, [[0, 898], [898, 1797]]),
+    "digits": (1797, [[0, 1024], [1024, 1797]]),  # 8 batches of 256 (the last one 5 rows), 4 per shard
     "diabetes": (442, [[0, 442]]),
     ("digits_search", "query"): (300, [[0, 300]]),
     ("digits_search", "gallery"): (1497, [[0, 1497]]),
@@ -382,8 +382,7 @@ def test_default_embed_specs_shard_all_rows_of_each_benchmark(default_plan):
         assert shards == expected
         assert shards[0][0] == 0 and shards[-1][1] == n_rows
         assert all(a[1] == b[0] for a, b in zip(shards, shards[1:]))
-        sizes = [b - a for a, b in shards]
-        assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n_rows
+        assert all(a % 256 == 0 for a, _ in shards)  # shards start on batch edges
         count = len(expected)
         assert default_plan.shard_counts[fp] == count
         directory = "results/retrieval/embeddings" if retrieval else "results/embeddings"
@@ -557,7 +556,7 @@ def npz_dir(tmp_path_factory) -> Path:
 def small_config() -> dict:
     return {
         "seed": 0,
-        "embedding": {"shards": 3},
+        "embedding": {"shards": 3, "batch_size": 10},
         "benchmarks": {"small": {
             "dataset": {"source": {"type": "npz", "path": "data.npz"},
                         "identity": {"kind": "declared", "name": "small", "revision": "1"}},
@@ -648,7 +647,7 @@ def test_fingerprints_do_not_depend_on_shards_or_batch_size(npz_dir):
     other = plan(config, base_dir=npz_dir)
     assert fps(base) == fps(other)
     for fp in other.fingerprints("embed"):
-        assert other.spec(fp)["shards"] == [[0, 15], [15, 30]]
+        assert other.spec(fp)["shards"] == [[0, 14], [14, 30]]  # 5 batches of 7 (the last 2 rows), cut 2 / 3
         assert other.spec(fp)["batch_size"] == 7
 
 
@@ -674,10 +673,10 @@ def test_two_benchmarks_sharing_dataset_and_extractor_share_embed_fingerprints(n
     ]
 
 
-def test_shard_count_is_capped_at_the_row_count(tmp_path):
+def test_shard_count_is_capped_at_the_batch_count(tmp_path):
     (tmp_path / "five.csv").write_text("f1,f2,label\n1,2,a\n3,4,b\n5,6,a\n7,8,b\n9,0,a\n", encoding="utf-8")
     config = {
-        "embedding": {"shards": 8},
+        "embedding": {"shards": 8, "batch_size": 1},
         "benchmarks": {"five": {
             "dataset": {"source": {"type": "csv", "path": "five.csv"}, "identity": {"kind": "declared", "name": "five", "revision": 1}},
             "extractors": {"raw": {"type": "precomputed"}},
@@ -694,6 +693,13 @@ def test_shard_count_is_capped_at_the_row_count(tmp_path):
     p = plan(config, base_dir=tmp_path)
     (fp,) = p.fingerprints("embed")
     assert p.spec(fp)["shards"] == [[0, 2], [2, 5]]
+
+    config["embedding"]["batch_size"] = 2  # 3 batches: at most 3 shards, cut on batch edges
+    del config["benchmarks"]["five"]["shards"]
+    p = plan(config, base_dir=tmp_path)
+    (fp,) = p.fingerprints("embed")
+    assert p.spec(fp)["shards"] == [[0, 2], [2, 4], [4, 5]]
+    assert p.shard_counts[fp] == 3
 
 
 def test_a_content_identity_is_hashed_at_plan_time(npz_dir, tmp_path):

@@ -207,7 +207,8 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPl
         dataset = bench["dataset"]
         identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
         n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
-        bounds = shard_bounds(n_rows, bench.get("shards", config["embedding"]["shards"]))
+        bounds = shard_bounds(n_rows, bench.get("shards", config["embedding"]["shards"]),
+                              batch_size=config["embedding"]["batch_size"])
         scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
         compressions = [compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])]
         common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
@@ -314,7 +315,7 @@ def _plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], c
         for side in ("query", "gallery"):
             branch = retrieval_branch(extractor, side, bench.get(f"{side}_branch"), where=where)
             e_recipe = embedding_recipe(identity_key, side, extractor, branch, fit_endpoint=FIT_ENDPOINT)
-            bounds = shard_bounds(counts[side], n_shards)
+            bounds = shard_bounds(counts[side], n_shards, batch_size=config["embedding"]["batch_size"])
             fp = result.add({
                 "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
                 "endpoint": side, "side": side, "branch": branch, "fit_endpoint": FIT_ENDPOINT, "n_rows": counts[side],

@@ -128,7 +128,7 @@ def plan_zero_shot(result, name: str, bench: Mapping[str, Any], config: Mapping[
             ("prompts", text_branch, prompt_embedding_recipe(protocol_fp, extractor, text_branch),
              len(protocol.prompts), {"protocol": protocol_ref, "where": where}),
         ):
-            shards = [list(b) for b in shard_bounds(n_rows, n_shards)]
+            shards = [list(b) for b in shard_bounds(n_rows, n_shards, batch_size=batch_size)]
             fp = fingerprint("embedding", recipe)
             if side == "samples" and branch is None:
                 # a branch-less encoder embeds the samples exactly as the labelled protocol does: share its job

@@ -39,7 +39,7 @@ ENCODERS = textwrap.dedent('''
 def _config(**zero_shot):
     return {
         "seed": 1,
-        "embedding": {"shards": 2, "batch_size": 8},
+        "embedding": {"shards": 2, "batch_size": 2},
         "zero_shot": {"colours": {
             "dataset": {"source": {"type": "csv", "path": "rows.csv", "id_column": "id"},
                         "identity": {"kind": "declared", "name": "colours", "revision": "1"}},
@@ -237,7 +237,8 @@ def test_shards_are_capped_per_side_and_score_keys_include_every_setting(workdir
     config["embedding"]["shards"] = 8
     wp = plan(config)
     counts = {s["side"]: len(s["shards"]) for s in wp.specs.values() if s["stage"] == "zero-shot-embed"}
-    assert counts == {"samples": 8, "prompts": 6}  # 30 samples; 3 classes x 2 templates = 6 prompts
+    # capped at each side's batch count (batches of 2): 30 samples, 3 classes x 2 templates = 6 prompts
+    assert counts == {"samples": 8, "prompts": 3}
 
     def score_fps(cfg):
         return sorted(fp for fp, s in plan(cfg).specs.items() if s["stage"] == "score-zero-shot")

@@ -82,7 +82,7 @@ def test_text_to_image_and_image_to_image_retrieval_with_open_clip(tmp_path, mon
     clip = {"type": "open_clip", "model": "local-dir:models/clip", "batch_size": 4, "device": "cpu"}
     identity = {"kind": "declared", "revision": "1"}
     config = {
-        "embedding": {"shards": 2, "batch_size": 5},
+        "embedding": {"shards": 2, "batch_size": 2},  # 3 picture queries: 2 batches, so 2 shards
         "retrieval": {
             "captions": {
                 "dataset": {

@@ -42,7 +42,7 @@ PROMPT_JOBS = {"plan_zero_shot", "embed_zero_shot_prompts", "merge_zero_shot_pro
 
 def _config(prompts: list[dict]) -> dict:
     return {
-        "embedding": {"shards": 2, "batch_size": 16},
+        "embedding": {"shards": 2, "batch_size": 4},  # 5 prompts: 2 batches, so 2 shards
         "zero_shot": {
             "toy": {
                 "dataset": {"source": {"type": "csv", "path": "data/toy.csv", "id_column": "id", "label_column": "label"},

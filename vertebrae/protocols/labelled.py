@@ -43,7 +43,8 @@ ENDPOINT = "samples"
 
 @dataclass(frozen=True)
 class EmbeddingConfig:
-    """How embeddings are computed: rows per extractor call and shards per endpoint."""
+    """How embeddings are computed: rows per extractor call and shards per endpoint (cut on batch edges, so
+    the embeddings do not depend on ``shards``; at most ceil(rows / batch_size) of them)."""
 
     batch_size: int = 256
     shards: int = 1

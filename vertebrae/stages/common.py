@@ -37,14 +37,22 @@ class EmbeddingBlock:
         }
 
 
-def shard_bounds(n_rows: int, requested: int) -> list[tuple[int, int]]:
-    """Contiguous, balanced row ranges; the shard count is capped at the row count."""
+def shard_bounds(n_rows: int, requested: int, *, batch_size: int) -> list[tuple[int, int]]:
+    """Contiguous row ranges that start on multiples of ``batch_size``, balanced in whole batches.
+
+    Every shard then embeds exactly the batches an unsharded run embeds ([k bs, (k + 1) bs)), so the merged
+    embeddings are bit-identical whatever the shard count (a model's output for a row may depend in its last
+    bits on the other rows of its batch). The shard count is capped at the number of batches.
+    """
     if n_rows < 1:
         raise ValidationError("an endpoint needs at least one row to be embedded")
     if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
         raise ValidationError(f"shard count must be a positive integer, got {requested!r}")
-    count = min(requested, n_rows)
-    edges = [n_rows * i // count for i in range(count + 1)]
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}")
+    batches = -(-n_rows // batch_size)
+    count = min(requested, batches)
+    edges = [min(n_rows, batch_size * (batches * i // count)) for i in range(count + 1)]
     return list(zip(edges[:-1], edges[1:]))
 
 
@@ -151,12 +159,12 @@ def embed_endpoint(
         extractor.fit(inputs)
     if memory is not None:
         accumulator = EmbeddingAccumulator(inputs.shape[0], memory, endpoint=endpoint)
-        for a, b in shard_bounds(inputs.shape[0], shards):
+        for a, b in shard_bounds(inputs.shape[0], shards, batch_size=batch_size):
             embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch,
                        accumulator=accumulator)
         return EmbeddingBlock(accumulator.result(), tuple(row_ids))
     blocks = [
         embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch)
-        for a, b in shard_bounds(inputs.shape[0], shards)
+        for a, b in shard_bounds(inputs.shape[0], shards, batch_size=batch_size)
     ]
     return merge_blocks(blocks, row_ids, endpoint=endpoint)

@@ -62,7 +62,8 @@ def check_rows(spec: Mapping[str, Any], n_rows: int) -> None:
     """An embedding spec's planned row count and shard bounds still hold for a source of ``n_rows`` rows."""
     from vertebrae.stages.common import shard_bounds
 
-    if n_rows != spec["n_rows"] or [list(b) for b in shard_bounds(n_rows, len(spec["shards"]))] != spec["shards"]:
+    bounds = [list(b) for b in shard_bounds(n_rows, len(spec["shards"]), batch_size=spec["batch_size"])]
+    if n_rows != spec["n_rows"] or bounds != spec["shards"]:
         raise ValidationError(f"{spec['where']}: the source now has {n_rows} rows, the plan expected {spec['n_rows']}; re-plan")
 
 
