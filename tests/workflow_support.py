@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -52,6 +53,11 @@ def job_counts(dry_run_stdout: str) -> dict[str, int]:
 
 
 TIMING_KEYS = ("timings", "runtime", "runtime_seconds", "total_seconds")
+
+
+def written_report(workdir: Path, benchmark: str) -> dict:
+    """The report.json the workflow wrote for ``benchmark`` under ``workdir``."""
+    return json.loads((workdir / "results" / "reports" / benchmark / "report.json").read_text(encoding="utf-8"))
 
 
 def comparable(report: dict) -> dict:

@@ -4,13 +4,12 @@ model (local-dir) and a tiny transformers ViT, in 2 shards each; the reports equ
 from __future__ import annotations
 
 import csv
-import json
 
 import numpy as np
 import pytest
 
 from vertebrae.workflow import benchmarks_from_config
-from workflow_support import comparable, job_counts, snakemake, write_config
+from workflow_support import comparable, job_counts, snakemake, write_config, written_report
 
 
 def test_image_manifest_with_open_clip_and_hf_vision(tmp_path, monkeypatch):
@@ -46,7 +45,7 @@ def test_image_manifest_with_open_clip_and_hf_vision(tmp_path, monkeypatch):
     counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout)
     assert counts["embed_shard"] == 4 and counts.get("fit_extractor", 0) == 0
     snakemake(tmp_path)
-    written = json.loads((tmp_path / "results/reports/pictures/report.json").read_text())
+    written = written_report(tmp_path, "pictures")
     monkeypatch.chdir(tmp_path)  # model folders in a config are relative to the working directory, like the workflow's
     expected = benchmarks_from_config(config, base_dir=tmp_path)["pictures"].run().to_dict()
     assert comparable(written) == comparable(expected)
@@ -114,11 +113,11 @@ def test_text_to_image_and_image_to_image_retrieval_with_open_clip(tmp_path, mon
     assert all(len(s["shards"]) == 2 for s in specs)
     snakemake(tmp_path)
     in_process = retrieval_benchmarks_from_config(config, base_dir=tmp_path)
-    for name in ("captions", "pictures"):
-        written = json.loads((tmp_path / f"results/reports/{name}/report.json").read_text())
-        assert comparable(written) == comparable(in_process[name].run().to_dict())
-    written = json.loads((tmp_path / "results/reports/captions/report.json").read_text())
-    assert written["dataset_summary"]["n_queries"] == 6 and written["dataset_summary"]["n_gallery"] == 12
+    written = {name: written_report(tmp_path, name) for name in ("captions", "pictures")}
+    for name, report in written.items():
+        assert comparable(report) == comparable(in_process[name].run().to_dict())
+    captions = written["captions"]["dataset_summary"]
+    assert captions["n_queries"] == 6 and captions["n_gallery"] == 12
 
 
 def test_retrieval_branch_keys_are_checked_at_plan_time(tmp_path):

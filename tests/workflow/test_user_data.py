@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_digits
 
 from vertebrae.workflow import benchmarks_from_config
-from workflow_support import comparable, job_counts, snakemake, write_config
+from workflow_support import comparable, job_counts, snakemake, write_config, written_report
 
 
 
@@ -51,12 +49,11 @@ def test_own_embeddings_dense_and_sparse_match_in_process(tmp_path):
     assert counts["embed_shard"] == 3 + 3 + 2 and counts["report"] == 2
     snakemake(tmp_path)
     in_process = benchmarks_from_config(config, base_dir=tmp_path)
-    for name in ("dense", "sparse"):
-        written = json.loads((tmp_path / f"results/reports/{name}/report.json").read_text())
-        assert comparable(written) == comparable(in_process[name].run().to_dict())
-    dense = json.loads((tmp_path / "results/reports/dense/report.json").read_text())
+    written = {name: written_report(tmp_path, name) for name in ("dense", "sparse")}
+    for name, report in written.items():
+        assert comparable(report) == comparable(in_process[name].run().to_dict())
+    dense, sparse = written["dense"], written["sparse"]
     assert dense["dataset_summary"]["labels"]["digit-3"] == "digit-3"
     assert dense["extractor_results"][0]["embedding_metadata"]["dtype"] == "float32"
-    sparse = json.loads((tmp_path / "results/reports/sparse/report.json").read_text())
     assert sparse["extractor_results"][0]["overlap"]["metadata"]["input_sparse"] is True
     assert sparse["dataset_summary"]["identity"].startswith("content:")
