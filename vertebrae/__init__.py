@@ -19,7 +19,8 @@ _EXPORTS = {
     "vertebrae.core.labels": ("LabelCatalog",),
     "vertebrae.data.labelled": ("BenchmarkDataset",),
     "vertebrae.extractors": ("PrecomputedExtractor", "SklearnExtractor"),
-    "vertebrae.protocols.labelled": ("Benchmark", "CacheConfig", "EmbeddingConfig", "Evaluator"),
+    "vertebrae.protocols.labelled": ("Benchmark", "Evaluator"),
+    "vertebrae.core.config": ("CacheConfig", "EmbeddingConfig"),
     "vertebrae.results": ("BenchmarkResult", "ExtractorResult"),
     "vertebrae.scoring.overlap": (
         "ContinuousOverlapScoringConfig", "OverlapIndexScorer", "OverlapScoreResult", "OverlapScoringConfig",

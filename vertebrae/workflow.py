@@ -359,7 +359,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
     """In-process ``Benchmark`` objects for every benchmark of ``config``, with the workflow's settings."""
-    from vertebrae.protocols.labelled import Benchmark, EmbeddingConfig
+    from vertebrae.protocols.labelled import Benchmark
+    from vertebrae.core.config import EmbeddingConfig
 
     config = validate_config(config)
     benchmarks = {}
@@ -383,7 +384,7 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
 def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
     """In-process ``RetrievalBenchmark`` objects for every retrieval benchmark of ``config``."""
     from vertebrae.data.retrieval_sources import load_retrieval_source
-    from vertebrae.protocols.labelled import EmbeddingConfig
+    from vertebrae.core.config import EmbeddingConfig
     from vertebrae.protocols.retrieval import RetrievalBenchmark
 
     config = validate_config(config)

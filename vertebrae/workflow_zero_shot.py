@@ -177,7 +177,7 @@ def plan_zero_shot(result, name: str, bench: Mapping[str, Any], config: Mapping[
 def zero_shot_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
     """In-process ``ZeroShotBenchmark`` objects for every zero-shot benchmark of ``config``."""
     from vertebrae.compression import EmbeddingCompressionConfig
-    from vertebrae.protocols.labelled import EmbeddingConfig
+    from vertebrae.core.config import EmbeddingConfig
     from vertebrae.protocols.zero_shot import ZeroShotBenchmark
     from vertebrae.workflow import validate_config
 

@@ -7,7 +7,7 @@ import pytest
 
 from vertebrae.core.errors import BudgetError, ValidationError
 from vertebrae.core.memory import MemoryConfig
-from vertebrae.data.labelled import encode_row_ids
+from vertebrae.core.arrays import encode_row_ids
 from vertebrae.extractors.callable import CallableExtractor
 from vertebrae.stages.common import embed_endpoint
 

@@ -12,7 +12,8 @@ from vertebrae.core.inputs import RawInputs
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.extractors.torch_module import TorchExtractor
-from vertebrae.protocols.labelled import CacheConfig, EmbeddingConfig, _embed_cached
+from vertebrae.protocols.labelled import _embed_cached
+from vertebrae.core.config import CacheConfig, EmbeddingConfig
 from vertebrae.stages.common import embed_endpoint, embedding_recipe
 from tiny_models import char_counts, make_mlp, second_half
 

@@ -15,7 +15,7 @@ from vertebrae.core.memory import MemoryConfig
 from vertebrae.data.zero_shot import ZeroShotDataset
 from vertebrae.extractors import PrecomputedExtractor, SklearnExtractor
 from vertebrae.extractors.callable import CallableRetrievalExtractor
-from vertebrae.protocols.labelled import CacheConfig, EmbeddingConfig
+from vertebrae.core.config import CacheConfig, EmbeddingConfig
 from vertebrae.protocols.zero_shot import ZeroShotBenchmark, ZeroShotCandidate
 from vertebrae.scoring.zero_shot import ZeroShotConfig, ZeroShotScorer
 from vertebrae.stages.common import EmbeddingBlock

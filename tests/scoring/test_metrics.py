@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.labels import LabelCatalog
-from vertebrae.data.labelled import encode_row_ids
+from vertebrae.core.arrays import encode_row_ids
 from vertebrae.data.targets import build_targets
 from vertebrae.scoring.metrics import (
     CallableMetric,

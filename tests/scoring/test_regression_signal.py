@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vertebrae.data.labelled import encode_row_ids
+from vertebrae.core.arrays import encode_row_ids
 from vertebrae.data.targets import regression_targets
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer
 

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from vertebrae.core.errors import ValidationError
-from vertebrae.data.labelled import encode_row_ids
+from vertebrae.core.arrays import encode_row_ids
 from vertebrae.data.targets import classification_targets, multilabel_targets, regression_targets
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
 from vertebrae.scoring.stability import (

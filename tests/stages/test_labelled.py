@@ -20,7 +20,6 @@ from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig, run_stability_analysis
 from vertebrae.stages.common import EmbeddingBlock
 from vertebrae.stages.labelled import (
-    LabelledProtocol,
     ScoringPlan,
     build_protocol,
     build_report,
@@ -30,6 +29,7 @@ from vertebrae.stages.labelled import (
     score_embeddings,
     score_recipe,
 )
+from vertebrae.data.labelled import LabelledProtocol
 
 N_PER_CLASS = 15
 

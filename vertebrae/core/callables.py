@@ -31,6 +31,15 @@ def import_callable(path: str) -> Any:
     return obj
 
 
+def import_object(path: str, *, where: str) -> Any:
+    """Import ``module.attr`` or ``module:attr``; ConfigError naming ``where`` when it cannot."""
+    module_name, _, attr = path.replace(":", ".").rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError):
+        raise ConfigError(f"{where}: cannot import {path!r}") from None
+
+
 def callable_path(fn: Any) -> str | None:
     """``module:qualname`` of an importable top-level function that resolves back to ``fn``, else None."""
     module_name = getattr(fn, "__module__", None)

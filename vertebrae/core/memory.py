@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from vertebrae.core.arrays import stack_blocks
 from vertebrae.core.errors import BudgetError, ValidationError
 
 
@@ -86,6 +87,4 @@ class EmbeddingAccumulator:
         if self.spilled is not None:
             self.spilled.flush()
             return self.spilled
-        from vertebrae.stages.common import stack_blocks
-
         return stack_blocks(self.parts, self.endpoint)

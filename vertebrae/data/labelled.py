@@ -7,7 +7,6 @@ numeric inputs. Dense inputs stay dense and sparse inputs become CSR; nothing is
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,73 +14,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.errors import IdentityError, LabelError, ValidationError
+from vertebrae.core.errors import ArtifactError, IdentityError, LabelError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
 from vertebrae.core.identity import DatasetIdentity, require_identity
 from vertebrae.core.inputs import RawInputs
 from vertebrae.core.labels import LabelCatalog, describe_key, semantic_key
+from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
 from vertebrae.data.targets import TARGET_TYPES, Targets, build_targets
 
 MODALITIES = ("embedding", "features", "text", "image")
-
-
-def as_matrix(values: Any, *, what: str) -> np.ndarray | sp.csr_matrix:
-    """A 2-D float matrix: CSR for any scipy sparse input, else a numeric numpy array (dtype kept if float)."""
-    if sp.issparse(values):
-        matrix = sp.csr_matrix(values)
-        if matrix.dtype.kind not in "fiub":
-            raise ValidationError(f"{what} must be numeric, got dtype {matrix.dtype}")
-        if matrix.dtype.kind != "f":
-            matrix = matrix.astype(np.float64)
-        return matrix
-    matrix = np.asarray(values)
-    if matrix.ndim != 2:
-        raise ValidationError(f"{what} must be a 2-D matrix (rows x dimensions), got shape {matrix.shape}")
-    if matrix.dtype.kind not in "fiub":
-        raise ValidationError(f"{what} must be numeric, got dtype {matrix.dtype}")
-    return matrix if matrix.dtype.kind == "f" else matrix.astype(np.float64)
-
-
-def nonfinite_rows(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray:
-    """Indices of rows holding a NaN or an infinity."""
-    if sp.issparse(matrix):
-        bad = ~np.isfinite(matrix.data)
-        if not bad.any():
-            return np.zeros(0, dtype=np.int64)
-        row_of_entry = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
-        return np.unique(row_of_entry[bad])
-    return np.flatnonzero(~np.isfinite(matrix).all(axis=1))
-
-
-def check_finite(matrix: np.ndarray | sp.csr_matrix, row_ids: Sequence[str], *, what: str, offset: int = 0) -> None:
-    """Raise naming up to 10 row ids whose values are NaN or infinite (indices counted from ``offset``)."""
-    bad = nonfinite_rows(matrix)
-    if bad.size:
-        shown = ", ".join(f"{describe_key(row_ids[i])} (index {offset + i})" for i in bad[:10])
-        more = ", ..." if bad.size > 10 else ""
-        raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}{more}")
-
-
-def encode_row_ids(row_ids: Sequence[Any] | None, n_rows: int, *, what: str) -> tuple[str, ...]:
-    """Row ids as semantic keys (row order when None); duplicates and unsupported ids are refused."""
-    if row_ids is None:
-        return tuple(semantic_key(i) for i in range(n_rows))
-    row_ids = list(row_ids.tolist() if isinstance(row_ids, np.ndarray) else row_ids)
-    if len(row_ids) != n_rows:
-        raise ValidationError(f"{what}: {len(row_ids)} row ids for {n_rows} rows")
-    keys = []
-    for i, value in enumerate(row_ids):
-        if isinstance(value, np.integer):
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise ValidationError(f"{what}: row id at index {i} must be a str or an int, got {value!r}")
-        keys.append(semantic_key(value))
-    duplicates = [key for key, count in Counter(keys).items() if count > 1]
-    if duplicates:
-        first = duplicates[0]
-        rows = [i for i, key in enumerate(keys) if key == first][:5]
-        raise ValidationError(f"{what}: duplicate row id {row_ids[rows[0]]!r} at rows {rows}")
-    return tuple(keys)
 
 
 def content_digest(matrix: Any, targets: Targets, row_ids: Sequence[str]) -> str:
@@ -262,3 +203,32 @@ class BenchmarkDataset:
             "groups": None if self.groups is None else {"name": self.groups_name, "n_groups": len(set(self.groups))},
             **self.targets.summary(),
         }
+
+
+@dataclass(frozen=True)
+class LabelledProtocol:
+    """The targets every candidate is scored against, in row order, with optional independence groups."""
+
+    row_ids: tuple[str, ...]
+    targets: Targets
+    dataset_summary: dict[str, Any]
+    groups: tuple[str, ...] | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "row_ids": list(self.row_ids),
+            "targets": self.targets.to_payload(),
+            "groups": None if self.groups is None else list(self.groups),
+            "dataset_summary": self.dataset_summary,
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any], *, source: str = "protocol") -> LabelledProtocol:
+        try:
+            targets = Targets.from_payload(payload["targets"])
+        except (KeyError, ValueError) as exc:
+            raise ArtifactError(f"{source}: invalid targets: {exc}") from None
+        groups = payload.get("groups")
+        if targets.n_rows != len(payload["row_ids"]) or (groups is not None and len(groups) != targets.n_rows):
+            raise ArtifactError(f"{source}: targets, groups and row ids have different lengths")
+        return cls(tuple(payload["row_ids"]), targets, dict(payload["dataset_summary"]), None if groups is None else tuple(groups))

@@ -35,7 +35,7 @@ from vertebrae.core.errors import IdentityError, LabelError, ValidationError
 from vertebrae.core.fingerprint import canonical_json
 from vertebrae.core.identity import DatasetIdentity, require_identity
 from vertebrae.core.labels import _parse_key, describe_key, semantic_key
-from vertebrae.data.labelled import as_matrix, check_finite, encode_row_ids
+from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
 
 PROTOCOL_SCHEMA = "vertebrae.retrieval-protocol/v1"
 _PAYLOAD_KEYS = ("schema", "query_ids", "gallery_ids", "relevance", "exclusions", "exclude_same_id")

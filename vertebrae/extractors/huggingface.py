@@ -39,7 +39,7 @@ def resolve_model_source(model: str | None, model_path_from: str | None, revisio
     if (model is None) == (model_path_from is None):
         raise ConfigError(f"{where}: declare exactly one of model (hub id or local folder) or model_path_from")
     if model_path_from is not None:
-        from vertebrae.extractors.sklearn import import_object
+        from vertebrae.core.callables import import_object
 
         fn = import_object(model_path_from, where=f"{where}.model_path_from")
         try:

@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.callables import import_object
 from vertebrae.extractors.base import Extractor
 
 _TORCH_SHIM = "sklearn.externals.array_api_compat.torch"
@@ -46,15 +47,6 @@ def _skops_io() -> Any:
     return skops.io
 
 TRUSTED_MODULE_PREFIXES = ("sklearn.", "numpy.", "scipy.sparse.", "builtins.")
-
-
-def import_object(path: str, *, where: str) -> Any:
-    """Import ``module.attr`` or ``module:attr``; ConfigError naming ``where`` when it cannot."""
-    module_name, _, attr = path.replace(":", ".").rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError):
-        raise ConfigError(f"{where}: cannot import {path!r}") from None
 
 
 def _class_path(cls: type) -> str:

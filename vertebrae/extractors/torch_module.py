@@ -86,7 +86,7 @@ class TorchExtractor(ModelExtractor, Extractor):
                      **kwargs: Any) -> TorchExtractor:
         """A module built by the importable ``factory(**params)`` (weights loaded lazily from a safetensors or
         torch state-dict file); collate / output / image_transform are importable ``module:function`` paths."""
-        from vertebrae.extractors.sklearn import import_object
+        from vertebrae.core.callables import import_object
 
         where = where or f"extractor {name!r}"
         params = dict(params or {})

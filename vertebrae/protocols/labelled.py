@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import fingerprint
+from vertebrae.core.config import CacheConfig, EmbeddingConfig
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.extractors.base import Extractor
 from vertebrae.results import BenchmarkResult, ExtractorResult
@@ -39,33 +39,6 @@ from vertebrae.stages.labelled import (
 )
 
 ENDPOINT = "samples"
-
-
-@dataclass(frozen=True)
-class EmbeddingConfig:
-    """How embeddings are computed: rows per extractor call and shards per endpoint (cut on batch edges, so
-    the embeddings do not depend on ``shards``; at most ceil(rows / batch_size) of them)."""
-
-    batch_size: int = 256
-    shards: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("batch_size", "shards"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValidationError(f"EmbeddingConfig.{name} must be a positive integer, got {value!r}")
-
-
-@dataclass(frozen=True)
-class CacheConfig:
-    """Reuse merged embeddings across runs from ``cache_dir`` (off by default)."""
-
-    enabled: bool = False
-    cache_dir: str | Path | None = None
-
-    def __post_init__(self) -> None:
-        if self.enabled and self.cache_dir is None:
-            raise ValidationError("CacheConfig.cache_dir is required when the cache is enabled")
 
 
 def _embed_cached(extractor: Extractor, dataset: BenchmarkDataset, embedding: EmbeddingConfig, cache: CacheConfig) -> tuple[EmbeddingBlock, str, str]:

@@ -17,7 +17,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.memory import MemoryConfig
 from vertebrae.data.retrieval import RetrievalDataset
 from vertebrae.extractors.base import Extractor
-from vertebrae.protocols.labelled import EmbeddingConfig
+from vertebrae.core.config import EmbeddingConfig
 from vertebrae.retrieval_results import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig
 from vertebrae.stages.common import embed_endpoint, embedding_recipe

@@ -22,7 +22,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.memory import MemoryConfig
 from vertebrae.data.zero_shot import ZeroShotDataset
 from vertebrae.extractors.base import Extractor
-from vertebrae.protocols.labelled import CacheConfig, EmbeddingConfig
+from vertebrae.core.config import CacheConfig, EmbeddingConfig
 from vertebrae.scoring.overlap import OverlapScoringConfig
 from vertebrae.scoring.zero_shot import ZeroShotConfig
 from vertebrae.stages.common import EmbeddingBlock, embed_endpoint

@@ -441,7 +441,7 @@ class LabelRetrievalMetric(Metric):
                 "primary": self.primary, "query_block": self.query_block}
 
     def _prepare(self, embeddings: Any, row_ids: tuple[str, ...]) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray | None]:
-        from vertebrae.data.labelled import as_matrix, check_finite
+        from vertebrae.core.arrays import as_matrix, check_finite
 
         matrix = as_matrix(embeddings, what="embeddings")
         check_finite(matrix, row_ids, what="embeddings")

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
-from vertebrae.data.labelled import as_matrix, check_finite, encode_row_ids
+from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
 
 FORBIDDEN_KMEANS_KWARGS = ("n_clusters", "random_state")
 

@@ -75,7 +75,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import ArtifactError, BudgetError, ConfigError, LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import describe_key, semantic_key
-from vertebrae.data.labelled import as_matrix, check_finite
+from vertebrae.core.arrays import as_matrix, check_finite
 from vertebrae.scoring.metrics import SIMILARITIES, parse_retrieval_metric
 from vertebrae.scoring.metrics import _row_norms as _sparse_row_norms
 

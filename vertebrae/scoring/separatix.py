@@ -98,7 +98,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import BudgetError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
-from vertebrae.data.labelled import as_matrix, nonfinite_rows
+from vertebrae.core.arrays import as_matrix, nonfinite_rows
 
 BUDGETS = ("fast", "standard", "extended")
 DENSIFY_POLICIES = ("warn_and_sample", "skip", "fail")

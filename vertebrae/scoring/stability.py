@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
-from vertebrae.data.labelled import as_matrix, encode_row_ids
+from vertebrae.core.arrays import as_matrix, encode_row_ids
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
 
 STABILITY_MODES = ("prototype", "subsample")

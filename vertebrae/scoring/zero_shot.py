@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import ArtifactError, BudgetError, ConfigError, LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import describe_key, semantic_key
-from vertebrae.data.labelled import as_matrix, check_finite
+from vertebrae.core.arrays import as_matrix, check_finite
 
 __all__ = ["ZeroShotConfig", "ZeroShotResult", "ZeroShotScorer", "admit", "build_prototypes", "score_encoded"]
 
@@ -373,7 +373,7 @@ class ZeroShotScorer:
               sample_ids: Sequence[Any] | None = None, prompt_texts: Sequence[str] | None = None) -> ZeroShotResult:
         """``labels``: one class per sample; ``class_labels``: the declared class order; ``prompt_labels``: the class
         of each prompt row."""
-        from vertebrae.data.labelled import encode_row_ids
+        from vertebrae.core.arrays import encode_row_ids
 
         def keys(values: Sequence[Any], what: str) -> list[str]:
             out = []

@@ -17,7 +17,8 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.labels import describe_key
 from vertebrae.core.memory import EmbeddingAccumulator, MemoryConfig
-from vertebrae.data.labelled import as_matrix, check_finite
+from vertebrae.core.arrays import as_matrix, check_finite
+from vertebrae.core.arrays import stack_blocks
 from vertebrae.extractors.base import Extractor
 
 
@@ -108,17 +109,6 @@ def embed_rows(
     if n_rows == 0:
         raise ValidationError(f"endpoint {endpoint!r}: no rows to embed")
     return None if external else EmbeddingBlock(accumulator.result(), tuple(row_ids))
-
-
-def stack_blocks(parts: list[Any], name: str) -> np.ndarray | sp.csr_matrix:
-    """Row-wise concatenation (CSR if any part is sparse); widths must agree."""
-    if not parts:
-        raise ValidationError(f"{name!r}: no rows to embed")
-    if len({p.shape[1] for p in parts}) > 1:
-        raise ValidationError(f"extractor {name!r} returned batches of different widths: {sorted({p.shape[1] for p in parts})}")
-    if any(sp.issparse(p) for p in parts):
-        return sp.vstack([sp.csr_matrix(p) for p in parts], format="csr")
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
 
 def merge_blocks(blocks: Sequence[EmbeddingBlock], expected_row_ids: Sequence[str], *, endpoint: str) -> EmbeddingBlock:

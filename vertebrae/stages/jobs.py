@@ -18,7 +18,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared import load_declared_dataset, load_declared_rows
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.data.declared import identity_from_decl
-from vertebrae.data.labelled import encode_row_ids
+from vertebrae.core.arrays import encode_row_ids
 from vertebrae.data.retrieval import RetrievalProtocol
 from vertebrae.data.retrieval_sources import load_retrieval_source
 from vertebrae.retrieval_results import RetrievalCandidateResult
@@ -35,7 +35,6 @@ from vertebrae.scoring.metrics import CallableMetric
 from vertebrae.stages.common import EmbeddingBlock, embed_rows, merge_blocks
 from vertebrae.stages.plan import BASE_DIR, KIND_OF_STAGE, ZERO_SHOT_STAGES, check_spec, run_plan, spec_extractor
 from vertebrae.stages.labelled import (
-    LabelledProtocol,
     ScoringPlan,
     build_protocol,
     build_report,
@@ -44,6 +43,7 @@ from vertebrae.stages.labelled import (
     protocol_recipe,
     score_embeddings,
 )
+from vertebrae.data.labelled import LabelledProtocol
 
 def _retrieval_source(spec: Mapping[str, Any]):
     return load_retrieval_source(spec["dataset"]["source"], base_dir=BASE_DIR, where=f"{spec['where']}.source")

@@ -8,11 +8,11 @@ from importlib.metadata import version
 from typing import Any
 
 from vertebrae import __version__
-from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
 from vertebrae.core.labels import describe_key
-from vertebrae.data.targets import Targets
 from vertebrae.data.labelled import BenchmarkDataset
+from vertebrae.data.labelled import LabelledProtocol
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.compression import EmbeddingCompressionConfig, fit_paired_compression
 from vertebrae.scoring.metrics import Metric, metric_from_config
@@ -25,35 +25,6 @@ from vertebrae.scoring.overlap import (
 from vertebrae.scoring.separatix import SeparatixConfig, SeparatixScorer
 from vertebrae.scoring.stability import StabilityConfig, run_stability_analysis
 from vertebrae.stages.common import EmbeddingBlock
-
-
-@dataclass(frozen=True)
-class LabelledProtocol:
-    """The targets every candidate is scored against, in row order, with optional independence groups."""
-
-    row_ids: tuple[str, ...]
-    targets: Targets
-    dataset_summary: dict[str, Any]
-    groups: tuple[str, ...] | None = None
-
-    def to_payload(self) -> dict[str, Any]:
-        return {
-            "row_ids": list(self.row_ids),
-            "targets": self.targets.to_payload(),
-            "groups": None if self.groups is None else list(self.groups),
-            "dataset_summary": self.dataset_summary,
-        }
-
-    @classmethod
-    def from_payload(cls, payload: Mapping[str, Any], *, source: str = "protocol") -> LabelledProtocol:
-        try:
-            targets = Targets.from_payload(payload["targets"])
-        except (KeyError, ValueError) as exc:
-            raise ArtifactError(f"{source}: invalid targets: {exc}") from None
-        groups = payload.get("groups")
-        if targets.n_rows != len(payload["row_ids"]) or (groups is not None and len(groups) != targets.n_rows):
-            raise ArtifactError(f"{source}: targets, groups and row ids have different lengths")
-        return cls(tuple(payload["row_ids"]), targets, dict(payload["dataset_summary"]), None if groups is None else tuple(groups))
 
 
 def protocol_recipe(identity_key: str, target_declaration: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,83 @@
+"""Matrix checks shared by every protocol: numeric 2-D matrices, finite rows, row ids, block stacking."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from vertebrae.core.errors import ValidationError
+from vertebrae.core.labels import describe_key, semantic_key
+
+
+def as_matrix(values: Any, *, what: str) -> np.ndarray | sp.csr_matrix:
+    """A 2-D float matrix: CSR for any scipy sparse input, else a numeric numpy array (dtype kept if float)."""
+    if sp.issparse(values):
+        matrix = sp.csr_matrix(values)
+        if matrix.dtype.kind not in "fiub":
+            raise ValidationError(f"{what} must be numeric, got dtype {matrix.dtype}")
+        if matrix.dtype.kind != "f":
+            matrix = matrix.astype(np.float64)
+        return matrix
+    matrix = np.asarray(values)
+    if matrix.ndim != 2:
+        raise ValidationError(f"{what} must be a 2-D matrix (rows x dimensions), got shape {matrix.shape}")
+    if matrix.dtype.kind not in "fiub":
+        raise ValidationError(f"{what} must be numeric, got dtype {matrix.dtype}")
+    return matrix if matrix.dtype.kind == "f" else matrix.astype(np.float64)
+
+
+def nonfinite_rows(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray:
+    """Indices of rows holding a NaN or an infinity."""
+    if sp.issparse(matrix):
+        bad = ~np.isfinite(matrix.data)
+        if not bad.any():
+            return np.zeros(0, dtype=np.int64)
+        row_of_entry = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+        return np.unique(row_of_entry[bad])
+    return np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+
+
+def check_finite(matrix: np.ndarray | sp.csr_matrix, row_ids: Sequence[str], *, what: str, offset: int = 0) -> None:
+    """Raise naming up to 10 row ids whose values are NaN or infinite (indices counted from ``offset``)."""
+    bad = nonfinite_rows(matrix)
+    if bad.size:
+        shown = ", ".join(f"{describe_key(row_ids[i])} (index {offset + i})" for i in bad[:10])
+        more = ", ..." if bad.size > 10 else ""
+        raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}{more}")
+
+
+def encode_row_ids(row_ids: Sequence[Any] | None, n_rows: int, *, what: str) -> tuple[str, ...]:
+    """Row ids as semantic keys (row order when None); duplicates and unsupported ids are refused."""
+    if row_ids is None:
+        return tuple(semantic_key(i) for i in range(n_rows))
+    row_ids = list(row_ids.tolist() if isinstance(row_ids, np.ndarray) else row_ids)
+    if len(row_ids) != n_rows:
+        raise ValidationError(f"{what}: {len(row_ids)} row ids for {n_rows} rows")
+    keys = []
+    for i, value in enumerate(row_ids):
+        if isinstance(value, np.integer):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValidationError(f"{what}: row id at index {i} must be a str or an int, got {value!r}")
+        keys.append(semantic_key(value))
+    duplicates = [key for key, count in Counter(keys).items() if count > 1]
+    if duplicates:
+        first = duplicates[0]
+        rows = [i for i, key in enumerate(keys) if key == first][:5]
+        raise ValidationError(f"{what}: duplicate row id {row_ids[rows[0]]!r} at rows {rows}")
+    return tuple(keys)
+
+
+def stack_blocks(parts: list[Any], name: str) -> np.ndarray | sp.csr_matrix:
+    """Row-wise concatenation (CSR if any part is sparse); widths must agree."""
+    if not parts:
+        raise ValidationError(f"{name!r}: no rows to embed")
+    if len({p.shape[1] for p in parts}) > 1:
+        raise ValidationError(f"extractor {name!r} returned batches of different widths: {sorted({p.shape[1] for p in parts})}")
+    if any(sp.issparse(p) for p in parts):
+        return sp.vstack([sp.csr_matrix(p) for p in parts], format="csr")
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
