@@ -40,6 +40,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.records import check_bool, from_record, is_int, is_real
 
 METHODS = (
     "none", "pca", "incremental_pca", "truncated_svd", "gaussian_random_projection",
@@ -59,8 +60,7 @@ def _invalid(name: str, message: str) -> ValidationError:
 
 
 def _int_value(value: Any, name: str, *, minimum: int, maximum: int | None = None) -> int:
-    if (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum
-            or (maximum is not None and value > maximum)):
+    if not is_int(value) or value < minimum or (maximum is not None and value > maximum):
         bound = f"in [{minimum}, {maximum}]" if maximum is not None else f">= {minimum}"
         raise _invalid(name, f"must be an integer {bound}, got {value!r}")
     return int(value)
@@ -89,8 +89,7 @@ class EmbeddingCompressionConfig:
 
     def __post_init__(self) -> None:
         for name in ("enabled", "whiten", "assume_matryoshka"):
-            if not isinstance(getattr(self, name), bool):
-                raise _invalid(name, f"must be a bool, got {getattr(self, name)!r}")
+            check_bool(getattr(self, name), _CFG, name, error=ValidationError)
         if not isinstance(self.method, str) or self.method not in METHODS:
             raise _invalid("method", f"must be one of {', '.join(METHODS)}; got {self.method!r}")
         if not isinstance(self.precision, str) or self.precision not in PRECISIONS:
@@ -105,7 +104,7 @@ class EmbeddingCompressionConfig:
         set_("random_state", _int_value(self.random_state, "random_state", minimum=0, maximum=2**32 - 1))
         pv = self.preserve_variance
         if pv is not None:
-            if isinstance(pv, bool) or not isinstance(pv, (int, float, np.integer, np.floating)) or not 0 < pv < 1:
+            if not is_real(pv) or not 0 < pv < 1:
                 raise _invalid("preserve_variance", f"must be a fraction strictly between 0 and 1, got {pv!r}")
             set_("preserve_variance", float(pv))
 
@@ -138,12 +137,7 @@ class EmbeddingCompressionConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EmbeddingCompressionConfig:
         """Inverse of ``to_dict``; unknown fields are refused."""
-        if not isinstance(data, Mapping):
-            raise ValidationError(f"{_CFG}.from_dict needs a mapping, got {type(data).__name__}")
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValidationError(f"unknown {_CFG} fields: {sorted(map(str, unknown))}")
-        return cls(**data)
+        return from_record(cls, data, error=ValidationError)
 
     def variant_suffix(self) -> str:
         """Short variant label: ``pca_16``, ``pca_var0.9``, ``pca_16_whiten``, ``truncated_svd_64``,

@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
+from vertebrae.core.records import check_bool, from_record, is_int, one_of, positive_int, record_fields
 from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
 
 FORBIDDEN_KMEANS_KWARGS = ("n_clusters", "random_state")
@@ -55,14 +56,12 @@ def _decode_label(label: Any) -> Any:
 
 
 def _positive_int(value: Any, field_name: str, owner: str = "OverlapScoringConfig") -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValidationError(f"{owner}.{field_name} must be a positive integer, got {value!r}")
-    return int(value)
+    return positive_int(value, owner, field_name, error=ValidationError)
 
 
 @dataclass(frozen=True)
 class OverlapScoringConfig:
-    """MiniBatchKMeans-facing settings of OverlapIndex scoring (spec/scoring.md)."""
+    """MiniBatchKMeans-facing settings of OverlapIndex scoring."""
 
     k: Any = "auto"
     min_k: int = 10
@@ -89,8 +88,7 @@ class OverlapScoringConfig:
         if self.offline_chunk_size is not None:
             _positive_int(self.offline_chunk_size, "offline_chunk_size")
         _positive_int(self.max_dense_bytes, "max_dense_bytes")
-        if not isinstance(self.normalize_embeddings, bool):
-            raise ValidationError(f"OverlapScoringConfig.normalize_embeddings must be a bool, got {self.normalize_embeddings!r}")
+        check_bool(self.normalize_embeddings, "OverlapScoringConfig", "normalize_embeddings", error=ValidationError)
         if not isinstance(self.kmeans_kwargs, Mapping):
             raise ValidationError("OverlapScoringConfig.kmeans_kwargs must be a mapping")
         for name in FORBIDDEN_KMEANS_KWARGS:
@@ -126,10 +124,7 @@ class OverlapScoringConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OverlapScoringConfig:
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValidationError(f"unknown OverlapScoringConfig fields: {sorted(unknown)}")
-        data = dict(data)
+        data = record_fields(cls, data, error=ValidationError)
         if isinstance(data.get("k"), Mapping):
             data["k"] = {_decode_label(label): v for label, v in data["k"].items()}
         if data.get("exclude_classes") is not None:
@@ -182,7 +177,7 @@ def _summary(values: Sequence[float]) -> dict[str, float] | None:
 
 @dataclass(frozen=True)
 class ContinuousOverlapScoringConfig:
-    """ContinuousOverlapIndex settings for explicit regression targets (spec/scoring.md).
+    """ContinuousOverlapIndex settings for explicit regression targets.
 
     ``null_mode`` defaults to ``"refit_permutation"``: overlapindex's ``"auto"`` switches to a fixed-structure
     null for n x n_null_permutations >= 100,000, whose null loss is too small and collapses the score to ~0
@@ -211,16 +206,14 @@ class ContinuousOverlapScoringConfig:
             "null_mode": ("refit_permutation", "auto", "fixed_structure_permutation"),
         }
         for field_name, allowed in choices.items():
-            if getattr(self, field_name) not in allowed:
-                raise ValidationError(f"{name}.{field_name} must be one of {allowed}, got {getattr(self, field_name)!r}")
+            one_of(getattr(self, field_name), allowed, name, field_name, error=ValidationError)
         for field_name in ("k", "top_k", "n_null_permutations", "max_dense_bytes"):
             _positive_int(getattr(self, field_name), field_name, name)
         if self.n_target_cells != "auto":
             _positive_int(self.n_target_cells, "n_target_cells", name)
         if self.offline_chunk_size is not None:
             _positive_int(self.offline_chunk_size, "offline_chunk_size", name)
-        if not isinstance(self.normalize_embeddings, bool):
-            raise ValidationError(f"{name}.normalize_embeddings must be a bool, got {self.normalize_embeddings!r}")
+        check_bool(self.normalize_embeddings, name, "normalize_embeddings", error=ValidationError)
         if not isinstance(self.kmeans_kwargs, Mapping) or set(self.kmeans_kwargs) & set(FORBIDDEN_KMEANS_KWARGS):
             raise ValidationError(f"{name}.kmeans_kwargs must be a mapping without {FORBIDDEN_KMEANS_KWARGS}")
         object.__setattr__(self, "kmeans_kwargs", dict(to_json_value(dict(self.kmeans_kwargs), f"{name}.kmeans_kwargs")))
@@ -230,10 +223,7 @@ class ContinuousOverlapScoringConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContinuousOverlapScoringConfig:
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValidationError(f"unknown ContinuousOverlapScoringConfig fields: {sorted(unknown)}")
-        return cls(**data)
+        return from_record(cls, data, error=ValidationError)
 
 
 def scoring_config_from_dict(data: Mapping[str, Any], target_type: str) -> OverlapScoringConfig | ContinuousOverlapScoringConfig:
@@ -283,7 +273,7 @@ def l2_normalize(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray | sp.csr_matr
 
 
 def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValidationError(f"seed must be a non-negative integer, got {seed!r}")
     return int(seed)
 

@@ -1,4 +1,4 @@
-"""Stability analysis: repeated OverlapIndex scoring (spec/scoring.md, "Stability analysis").
+"""Stability analysis: repeated OverlapIndex scoring.
 
 Every repeat is one ``OverlapIndexScorer(scoring_config).score_targets(...)`` call. The results are
 reported as *stability summaries* and *stability intervals*: descriptive statistics of the repeated
@@ -41,6 +41,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.records import from_record, is_int, is_real, non_negative_int, record_fields
 from vertebrae.core.arrays import as_matrix, encode_row_ids
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
 
@@ -53,14 +54,6 @@ MAX_SUBSAMPLE_DRAWS = 100
 """Multi-label and regression draws per repeat before the minimums are declared unmet."""
 
 _REMEDY = "use a larger subsample_fraction or mode='prototype'"
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 @dataclass(frozen=True)
@@ -92,17 +85,17 @@ class StabilityConfig:
         object.__setattr__(self, "enabled", bool(self.enabled))
         if not isinstance(self.mode, str) or self.mode not in STABILITY_MODES:
             raise ConfigError(f"{name}.mode must be one of {STABILITY_MODES}, got {self.mode!r}")
-        if not _is_int(self.repeats) or self.repeats < 2:
+        if not is_int(self.repeats) or self.repeats < 2:
             raise ConfigError(f"{name}.repeats must be an integer >= 2, got {self.repeats!r}")
         object.__setattr__(self, "repeats", int(self.repeats))
-        if not _is_real(self.interval_level) or not 0.0 < float(self.interval_level) < 1.0:
+        if not is_real(self.interval_level) or not 0.0 < float(self.interval_level) < 1.0:
             raise ConfigError(f"{name}.interval_level must be a number strictly between 0 and 1, got {self.interval_level!r}")
         object.__setattr__(self, "interval_level", float(self.interval_level))
         if self.mode == "subsample":
             fraction = self.subsample_fraction
             if fraction is None:
                 raise ConfigError(f"{name}.subsample_fraction is required when mode='subsample' (a number in (0, 1])")
-            if not _is_real(fraction) or not 0.0 < float(fraction) <= 1.0:
+            if not is_real(fraction) or not 0.0 < float(fraction) <= 1.0:
                 raise ConfigError(f"{name}.subsample_fraction must be a number in (0, 1], got {fraction!r}")
             object.__setattr__(self, "subsample_fraction", float(fraction))
         elif self.subsample_fraction is not None:
@@ -110,27 +103,20 @@ class StabilityConfig:
                 f"{name}.subsample_fraction applies only to mode='subsample'; leave it None for mode='prototype', "
                 f"got {self.subsample_fraction!r}"
             )
-        if not _is_int(self.random_state) or self.random_state < 0:
-            raise ConfigError(f"{name}.random_state must be a non-negative integer, got {self.random_state!r}")
-        object.__setattr__(self, "random_state", int(self.random_state))
+        object.__setattr__(self, "random_state", non_negative_int(self.random_state, name, "random_state"))
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StabilityConfig:
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"StabilityConfig must be a mapping, got {type(data).__name__}")
-        if "stratified" in data:
+        if isinstance(data, Mapping) and "stratified" in data:
             raise ConfigError(
                 "StabilityConfig.stratified has been removed: categorical subsampling is always target-aware "
                 "(per class for single-label targets, preserving every active label for multi-label targets); "
                 "delete the 'stratified' field from the configuration"
             )
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"unknown StabilityConfig fields: {sorted(map(str, unknown))}")
-        return cls(**data)
+        return from_record(cls, data)
 
 
 @dataclass(frozen=True)
@@ -164,9 +150,7 @@ class StabilityResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StabilityResult:
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValidationError(f"unknown StabilityResult fields: {sorted(map(str, unknown))}")
+        data = record_fields(cls, data, error=ValidationError)
         missing = [name for name in cls.__dataclass_fields__ if name != "warnings" and name not in data]
         if missing:
             raise ValidationError(f"StabilityResult is missing fields: {missing}")
@@ -315,7 +299,7 @@ def run_stability_analysis(
         raise ValidationError("StabilityConfig.enabled is False; skip the stability analysis instead of running it")
     if not isinstance(targets, Targets):
         raise ValidationError(f"targets must be vertebrae.data.targets.Targets, got {type(targets).__name__}")
-    if not _is_int(seed) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValidationError(f"seed must be a non-negative integer, got {seed!r}")
     scorer = OverlapIndexScorer(scoring_config)
     scorer.config_for(targets.target_type)  # refuse a config of the wrong kind before any work

@@ -1,4 +1,4 @@
-"""Exact, memory-bounded zero-shot scoring against fixed prompt prototypes (spec/zero-shot.md).
+"""Exact, memory-bounded zero-shot scoring against fixed prompt prototypes.
 
 Definitions
 -----------
@@ -36,10 +36,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.errors import ArtifactError, BudgetError, ConfigError, LabelError, ValidationError
+from vertebrae.core.errors import ArtifactError, BudgetError, LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import describe_key, semantic_key
-from vertebrae.core.arrays import as_matrix, check_finite
+from vertebrae.core.records import cutoffs, from_record, non_negative_int, one_of, positive_int
+from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
 
 __all__ = ["ZeroShotConfig", "ZeroShotResult", "ZeroShotScorer", "admit", "build_prototypes", "score_encoded"]
 
@@ -50,10 +51,7 @@ TIE_RULE = "first maximum in declared class order"
 _LIST = 10
 
 
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ConfigError(f"ZeroShotConfig.{name} must be a positive integer, got {value!r}")
-    return int(value)
+_OWNER = "ZeroShotConfig"
 
 
 @dataclass(frozen=True)
@@ -68,38 +66,19 @@ class ZeroShotConfig:
     primary_metric: str = "accuracy"
 
     def __post_init__(self) -> None:
-        if self.similarity not in SIMILARITIES:
-            raise ConfigError(f"ZeroShotConfig.similarity must be one of {SIMILARITIES}, got {self.similarity!r}")
-        if self.primary_metric not in PRIMARY_METRICS:
-            raise ConfigError(f"ZeroShotConfig.primary_metric must be one of {PRIMARY_METRICS}, got {self.primary_metric!r}")
-        ks = self.top_k
-        if isinstance(ks, (str, bytes)) or not isinstance(ks, (Sequence, np.ndarray)) or len(ks) == 0:
-            raise ConfigError(f"ZeroShotConfig.top_k must be a non-empty sequence of positive integers, got {ks!r}")
-        ks = tuple(_positive_int(k, "top_k") for k in ks)
-        if len(set(ks)) != len(ks):
-            raise ConfigError(f"ZeroShotConfig.top_k holds duplicates: {list(ks)}")
-        object.__setattr__(self, "top_k", tuple(sorted(ks)))
+        one_of(self.similarity, SIMILARITIES, _OWNER, "similarity")
+        one_of(self.primary_metric, PRIMARY_METRICS, _OWNER, "primary_metric")
+        object.__setattr__(self, "top_k", cutoffs(self.top_k, _OWNER, "top_k"))
         for name in ("sample_batch_size", "max_dense_bytes"):
-            object.__setattr__(self, name, _positive_int(getattr(self, name), name))
-        w = self.worst_samples
-        if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, np.integer)) or w < 0:
-            raise ConfigError(f"ZeroShotConfig.worst_samples must be a non-negative integer, got {w!r}")
-        object.__setattr__(self, "worst_samples", int(w))
+            object.__setattr__(self, name, positive_int(getattr(self, name), _OWNER, name))
+        object.__setattr__(self, "worst_samples", non_negative_int(self.worst_samples, _OWNER, "worst_samples"))
 
     def to_dict(self) -> dict[str, Any]:
         return {name: to_json_value(getattr(self, name)) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ZeroShotConfig:
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"ZeroShotConfig must be a mapping, got {type(data).__name__}")
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"unknown ZeroShotConfig fields: {sorted(unknown)}")
-        data = dict(data)
-        if isinstance(data.get("top_k"), list):
-            data["top_k"] = tuple(data["top_k"])
-        return cls(**data)
+        return from_record(cls, data, tuples=("top_k",))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -373,8 +352,6 @@ class ZeroShotScorer:
               sample_ids: Sequence[Any] | None = None, prompt_texts: Sequence[str] | None = None) -> ZeroShotResult:
         """``labels``: one class per sample; ``class_labels``: the declared class order; ``prompt_labels``: the class
         of each prompt row."""
-        from vertebrae.core.arrays import encode_row_ids
-
         def keys(values: Sequence[Any], what: str) -> list[str]:
             out = []
             for i, value in enumerate(values):

@@ -1,4 +1,4 @@
-"""SeparatixScorer and SeparatixConfig against the real separatix package (small data, budget "fast").
+"""SeparatixScorer against the real separatix package (small data, budget "fast"): gate, runs, probe summaries.
 
 Every run here is a real ``separatix.diagnose`` call; the spy only counts and records calls and always
 delegates to the real function.
@@ -16,12 +16,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import BudgetError, ValidationError
 from vertebrae.data.targets import build_targets
-from vertebrae.scoring.separatix import (
-    SeparatixConfig,
-    SeparatixResult,
-    SeparatixScorer,
-    metric_direction,
-)
+from vertebrae.scoring.separatix import SeparatixConfig, SeparatixResult, SeparatixScorer
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -102,68 +97,6 @@ def diagnose_calls(monkeypatch):
 
     monkeypatch.setattr(separatix, "diagnose", spy)
     return calls
-
-
-# --------------------------------------------------------------------------------------------------
-# config
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "field"),
-    [
-        ({"enabled": 1}, "enabled"),
-        ({"overlap_threshold": 1.5}, "overlap_threshold"),
-        ({"overlap_threshold": float("nan")}, "overlap_threshold"),
-        ({"overlap_threshold": True}, "overlap_threshold"),
-        ({"regression_overlap_threshold": -0.1}, "regression_overlap_threshold"),
-        ({"random_state": None}, "random_state"),
-        ({"random_state": -1}, "random_state"),
-        ({"random_state": 2**32}, "random_state"),
-        ({"random_state": 1.0}, "random_state"),
-        ({"budget": "slow"}, "budget"),
-        ({"densify_policy": "ignore"}, "densify_policy"),
-        ({"max_dense_bytes": 0}, "max_dense_bytes"),
-        ({"max_dense_bytes": 1.5}, "max_dense_bytes"),
-        ({"max_samples": 0}, "max_samples"),
-        ({"mlp_probes": "yes"}, "mlp_probes"),
-    ],
-)
-def test_config_validation_names_the_field(kwargs, field):
-    with pytest.raises(ValidationError, match=field):
-        SeparatixConfig(**kwargs)
-
-
-def test_config_defaults_and_round_trip():
-    config = SeparatixConfig()
-    assert config.to_dict() == {
-        "enabled": True, "overlap_threshold": 0.80, "regression_overlap_threshold": 0.30, "random_state": 0,
-        "budget": "fast", "densify_policy": "warn_and_sample", "max_dense_bytes": None, "max_samples": None,
-        "mlp_probes": False,
-    }
-    custom = SeparatixConfig(overlap_threshold=1, random_state=42, budget="standard", densify_policy="skip",
-                             max_dense_bytes=5 * 2**20, max_samples=1000, mlp_probes=True)
-    assert isinstance(custom.overlap_threshold, float)
-    assert SeparatixConfig.from_dict(json.loads(json.dumps(custom.to_dict()))) == custom
-    with pytest.raises(ValidationError, match="unknown SeparatixConfig fields"):
-        SeparatixConfig.from_dict({"enabled": True, "k": 3})
-
-
-def test_max_dense_mb_is_whole_mib_with_fallback():
-    assert SeparatixConfig().max_dense_mb(2_000_000_000) == 2_000_000_000 // 2**20 == 1907
-    assert SeparatixConfig(max_dense_bytes=3 * 2**20 + 5).max_dense_mb(2_000_000_000) == 3
-    assert SeparatixConfig(max_dense_bytes=3 * 2**20 - 1).max_dense_mb(2_000_000_000) == 2
-    assert SeparatixConfig(max_dense_bytes=10).max_dense_mb(2_000_000_000) == 1
-    with pytest.raises(ValidationError, match="fallback_max_dense_bytes"):
-        SeparatixConfig().max_dense_mb(0)
-
-
-def test_metric_directions():
-    for name in ("balanced_accuracy", "accuracy", "macro_f1", "micro_f1", "sample_jaccard", "r2_variance_weighted"):
-        assert metric_direction(name) == "larger_is_better"
-    for name in ("normalized_rmse_mean", "mae", "rmse", "hamming_loss"):
-        assert metric_direction(name) == "smaller_is_better"
-    for name in ("stability_balanced_accuracy_std", "per_target_r2_summary.min", "model_name"):
-        assert metric_direction(name) is None
 
 
 # --------------------------------------------------------------------------------------------------
