@@ -12,14 +12,13 @@ targets the float64 value array, groups a 1-D object array of keys or None. ``ta
 ``target_type``, ``label_catalog`` (``LabelCatalog.to_dict()`` or None) and ``target_names``. Embeddings are
 passed as they are: CSR stays sparse.
 
-``LabelRetrievalMetric`` is opt-in leave-one-out same-label retrieval for single-label targets; its rank and
-metric definitions are in its docstring.
+``LabelRetrievalMetric`` is opt-in leave-one-out same-label retrieval for single-label targets, computed by
+``scoring.retrieval.label`` with the retrieval metric kernels.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,9 @@ from vertebrae.core.callables import callable_path as derive_callable_path, impo
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import _parse_key, describe_key, semantic_key
+from vertebrae.scoring.retrieval.config import SIMILARITIES
+from vertebrae.scoring.retrieval.label import label_retrieval, prepare_rows
+from vertebrae.scoring.retrieval.metrics import metric_names, parse_retrieval_metric
 
 __all__ = [
     "CallableMetric",
@@ -357,57 +359,15 @@ class CallableMetric(Metric):
 # --------------------------------------------------------------------------------------------------
 # Leave-one-out same-label retrieval
 
-SIMILARITIES = ("cosine", "dot", "squared_l2")
-_METRIC_NAME = re.compile(r"^(map|mrr|(ndcg|precision|recall|hit_rate)@([1-9][0-9]*))$")
-
-
-def parse_retrieval_metric(name: Any, ks: Sequence[int], owner: str = "LabelRetrievalMetric.primary") -> str:
-    """Validate a metric name of the small ``map | mrr | family@K`` language (K must be one of ``ks``)."""
-    match = _METRIC_NAME.match(name) if isinstance(name, str) else None
-    if match is None:
-        raise ConfigError(f"{owner} must be 'map', 'mrr' or one of ndcg@K, precision@K, recall@K, hit_rate@K; got {name!r}")
-    if match.group(3) is not None and int(match.group(3)) not in ks:
-        raise ConfigError(f"{owner} {name!r} uses K={match.group(3)}, which is not in ks={list(ks)}")
-    return name
-
-
-def _row_norms(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray:
-    """Overflow-safe L2 norms of float64 rows (scaled by the row's largest magnitude)."""
-    if sp.issparse(matrix):
-        absolute = abs(matrix)
-        scale = absolute.max(axis=1).toarray().ravel()
-        safe = np.where(scale > 0, scale, 1.0)
-        scaled = sp.diags(1.0 / safe) @ absolute
-        return scale * np.sqrt(np.asarray(scaled.multiply(scaled).sum(axis=1)).ravel())
-    scale = np.abs(matrix).max(axis=1) if matrix.shape[1] else np.zeros(matrix.shape[0])
-    safe = np.where(scale > 0, scale, 1.0)
-    return scale * np.sqrt(((matrix / safe[:, None]) ** 2).sum(axis=1))
-
-
-def _divide_rows(matrix: np.ndarray | sp.csr_matrix, norms: np.ndarray) -> np.ndarray | sp.csr_matrix:
-    if sp.issparse(matrix):
-        out = matrix.copy()
-        out.data = out.data / np.repeat(norms, np.diff(out.indptr))
-        return out
-    return matrix / norms[:, None]
-
 
 class LabelRetrievalMetric(Metric):
     """Opt-in leave-one-out same-label retrieval for single-label classification targets.
 
-    Every row queries every *other* row (itself excluded); relevant = rows with the same label. Similarity:
-    ``cosine`` (rows L2-normalised; a zero row is an error), ``dot`` (raw inner product) or ``squared_l2``
-    (score ``-|q - g|^2``; ranked by the equivalent ``2 q.g - |g|^2``, leaving out the query's own constant
-    norm). Ranking is exact: the rank of a relevant row is 1 + the number of other rows scoring strictly
-    higher, or equal and earlier in row order (ties are broken by row order).
-
-    Per query with R relevant rows at ranks r_1 <= ... <= r_R: MRR = 1 / r_1; mAP = mean_i i / r_i;
-    precision@k = hits@k / k; recall@k = hits@k / R; hit_rate@k = 1 if hits@k > 0; NDCG@k with binary gains
-    = sum over relevant r <= k of 1 / log2(r + 1), divided by the same sum over ranks 1..min(R, k). Queries whose
-    class has no other row have no positives and are skipped with a warning. Aggregates are plain means over
-    the evaluated queries; ``score`` is the mean of ``primary``.
-
-    Work happens in blocks of ``query_block`` queries against all n rows (about 60 x query_block x n bytes).
+    Every row queries every *other* row; relevant = rows with the same label; ties are broken by row order
+    (ranking and blocks: ``scoring.retrieval.label``). Metrics: ``map``, ``mrr`` and ``family@k`` for k in
+    ``ks``, with binary gains (formulas: ``scoring.retrieval.metrics``). Queries whose class has no other row
+    have no positives and are skipped with a warning. Aggregates are plain means over the evaluated queries;
+    ``score`` is the mean of ``primary``.
     """
 
     def __init__(self, similarity: str = "cosine", ks: Sequence[int] = (1, 5, 10), primary: str = "map",
@@ -431,37 +391,11 @@ class LabelRetrievalMetric(Metric):
         self.query_block = int(query_block)
 
     def metric_names(self) -> list[str]:
-        names = ["map", "mrr"]
-        for family in ("ndcg", "precision", "recall", "hit_rate"):
-            names += [f"{family}@{k}" for k in self.ks]
-        return names
+        return list(metric_names(self.ks))
 
     def recipe(self) -> dict[str, Any]:
         return {"type": "label_retrieval", "name": self.name, "similarity": self.similarity, "ks": list(self.ks),
                 "primary": self.primary, "query_block": self.query_block}
-
-    def _prepare(self, embeddings: Any, row_ids: tuple[str, ...]) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray | None]:
-        from vertebrae.core.arrays import as_matrix, check_finite
-
-        matrix = as_matrix(embeddings, what="embeddings")
-        check_finite(matrix, row_ids, what="embeddings")
-        matrix = matrix.astype(np.float64) if matrix.dtype != np.float64 else matrix
-        if self.similarity == "cosine":
-            norms = _row_norms(matrix)
-            zero = np.flatnonzero(norms == 0)
-            if zero.size:
-                shown = ", ".join(f"row id {describe_key(row_ids[i])} (index {i})" for i in zero[:10])
-                more = ", ..." if zero.size > 10 else ""
-                raise ValidationError(
-                    f"{type(self).__name__} {self.name!r}: cosine similarity needs nonzero rows; "
-                    f"{zero.size} zero-norm row(s): {shown}{more}"
-                )
-            return _divide_rows(matrix, norms), None
-        if self.similarity == "squared_l2":
-            if sp.issparse(matrix):
-                return matrix, np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel()
-            return matrix, np.einsum("ij,ij->i", matrix, matrix)
-        return matrix, None
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
@@ -473,59 +407,13 @@ class LabelRetrievalMetric(Metric):
                 f"{targets.target_type} targets relevance must be declared explicitly (use RetrievalBenchmark)"
             )
         keys = _row_keys(row_ids, n)
-        matrix, squared = self._prepare(embeddings, keys)
+        where = f"{type(self).__name__} {self.name!r}"
+        matrix, squared = prepare_rows(embeddings, self.similarity, keys, where)
         catalog = targets.catalog
         codes = np.fromiter((catalog.index(k) for k in targets.values), dtype=np.int64, count=n)
-        names = self.metric_names()
-        per_query = np.full((n, len(names)), np.nan)
-        tied = np.zeros(n, dtype=bool)
-        transposed = matrix.T.tocsr() if sp.issparse(matrix) else matrix.T
-        positions = np.arange(1, n + 1, dtype=np.float64)
-        discounts = 1.0 / np.log2(positions + 1.0)
-        ideal = np.cumsum(discounts)
-        for start in range(0, n, self.query_block):
-            stop = min(start + self.query_block, n)
-            with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below, naming the rows
-                block = matrix[start:stop] @ transposed
-                scores = np.asarray(block.toarray() if sp.issparse(block) else block, dtype=np.float64)
-                if squared is not None:
-                    scores = 2.0 * scores - squared[None, :]
-            bad = np.flatnonzero(~np.isfinite(scores).all(axis=1))
-            if bad.size:
-                shown = ", ".join(f"row id {describe_key(keys[start + i])} (index {start + i})" for i in bad[:10])
-                raise ValidationError(f"{type(self).__name__} {self.name!r}: {self.similarity} similarity overflowed "
-                                      f"for query row(s) {shown}; rescale the embeddings")
-            rows = np.arange(stop - start)
-            scores[rows, start + rows] = -np.inf  # the query itself ranks after every other row
-            self._score_block(scores, codes, start, per_query, tied, names, discounts, ideal, positions)
-        return self._result(per_query, tied, codes, catalog, keys, names, matrix)
-
-    def _score_block(self, scores, codes, start, per_query, tied, names, discounts, ideal, positions) -> None:
-        b = scores.shape[0]
-        query = start + np.arange(b)
-        order = np.argsort(-scores, axis=1, kind="stable")  # descending score, ties in row order
-        relevant = (codes[order] == codes[query][:, None]) & (order != query[:, None])
-        n_relevant = relevant.sum(axis=1)
-        keep = n_relevant > 0
-        if not keep.any():
-            return
-        order, relevant, n_relevant, query = order[keep], relevant[keep], n_relevant[keep], query[keep]
-        sorted_scores = np.take_along_axis(scores[keep], order, axis=1)
-        tied[query] = ((sorted_scores[:, 1:] == sorted_scores[:, :-1]) & (relevant[:, 1:] != relevant[:, :-1])).any(axis=1)
-        hits = np.cumsum(relevant, axis=1)
-        n = scores.shape[1]
-        values = {
-            "map": (relevant * hits / positions).sum(axis=1) / n_relevant,
-            "mrr": 1.0 / (np.argmax(relevant, axis=1) + 1.0),
-        }
-        for k in self.ks:
-            hits_k = hits[:, min(k, n) - 1]
-            dcg = (relevant[:, :k] * discounts[:k]).sum(axis=1)
-            values[f"ndcg@{k}"] = np.minimum(dcg / ideal[np.minimum(n_relevant, k) - 1], 1.0)
-            values[f"precision@{k}"] = hits_k / k
-            values[f"recall@{k}"] = hits_k / n_relevant
-            values[f"hit_rate@{k}"] = (hits_k > 0).astype(np.float64)
-        per_query[query] = np.column_stack([values[name] for name in names])
+        per_query, tied = label_retrieval(matrix, squared, codes, keys, similarity=self.similarity, ks=self.ks,
+                                          query_block=self.query_block, where=where)
+        return self._result(per_query, tied, codes, catalog, keys, self.metric_names(), matrix)
 
     def _result(self, per_query, tied, codes, catalog, keys, names, matrix) -> MetricResult:
         n = len(codes)

@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import vertebrae.scoring.retrieval as retrieval
+import vertebrae.scoring.retrieval.kernel as kernel
+import vertebrae.scoring.retrieval.scorer as scorer
 from vertebrae.core.errors import BudgetError
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScorer
 
@@ -98,8 +99,9 @@ def test_budget_below_the_inputs_is_refused_before_scoring(inputs, monkeypatch):
     def must_not_run(*args, **kwargs):
         raise AssertionError("scoring work started although the budget cannot hold the inputs")
 
-    for name in ("prepare_endpoint", "positive_scores", "score_shard", "finalize"):
-        monkeypatch.setattr(retrieval, name, must_not_run)
+    for module, name in ((scorer, "prepare_endpoint"), (scorer, "positive_scores"), (kernel, "score_shard"),
+                         (scorer, "finalize")):
+        monkeypatch.setattr(module, name, must_not_run)
 
     outcome, peak = _traced_peak(lambda: RetrievalScorer(config).score(Q, G, relevance))
 

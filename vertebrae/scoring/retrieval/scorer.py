@@ -1,0 +1,189 @@
+"""``RetrievalScorer``: exact retrieval of every query against the whole gallery, inside a memory budget.
+
+Memory admission (``admit``), before any work: ``8 (nq + ng) d + 8 min(qbs, nq) min(gbs, ng)`` bytes (both
+directions when bidirectional) must fit ``max_dense_bytes`` (a sparse endpoint counts ``16 nnz + 8 (rows + 1)``
+instead of ``8 rows d``: it stays sparse), and ``nq ng`` must not exceed ``max_comparisons`` when set;
+otherwise ``BudgetError``. What is then allocated stays inside that: float rows are used in place and the only
+endpoint copies are the scan rows (float32; float64 rows beyond the float32 range; non-float input is first
+converted to float64); each worker thread holds one unit (``kernel``), so the scorer runs only as many workers
+as ``max_dense_bytes`` holds score blocks beside the endpoints.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from vertebrae.core.arrays import as_matrix
+from vertebrae.core.errors import BudgetError, ConfigError, ValidationError
+from vertebrae.scoring.retrieval.config import RetrievalConfig
+from vertebrae.scoring.retrieval.finalize import finalize
+from vertebrae.scoring.retrieval.inputs import (
+    _row_id_keys,
+    eligible_relevance,
+    exclusion_matrix,
+    prepare_endpoint,
+    relevance_matrix,
+)
+from vertebrae.scoring.retrieval.kernel import _BlockPositives, _BlockState, _Workspace
+from vertebrae.scoring.retrieval.partial import RetrievalPartial, merge_partials
+from vertebrae.scoring.retrieval.positives import positive_scores
+from vertebrae.scoring.retrieval.results import RetrievalResult, RetrievalScore
+
+_SCAN = "float32"  # the scan precision the scorer asks for (float64 only for rows beyond _FLOAT32_SAFE_NORM)
+
+
+def _endpoint_bytes(matrix: Any) -> int:
+    if sp.issparse(matrix):
+        return 16 * int(matrix.nnz) + 8 * (matrix.shape[0] + 1)
+    return 8 * int(matrix.shape[0]) * int(matrix.shape[1])
+
+
+def admit(config: RetrievalConfig, queries: Any, gallery: Any) -> None:
+    """Memory admission (module docstring): BudgetError saying what to lower."""
+    nq, ng = int(queries.shape[0]), int(gallery.shape[0])
+    endpoints = _endpoint_bytes(queries) + _endpoint_bytes(gallery)
+    directions = [(nq, ng)] + ([(ng, nq)] if config.bidirectional else [])
+    block = max(8 * min(config.query_block_size, a) * min(config.gallery_block_size, b) for a, b in directions)
+    total = endpoints + block
+    if total > config.max_dense_bytes:
+        if endpoints > config.max_dense_bytes:
+            hint = ("the float64 endpoints alone exceed it: shard the gallery (scoring decomposes over gallery "
+                    "shards) or raise RetrievalConfig.max_dense_bytes")
+        else:
+            hint = ("lower RetrievalConfig.query_block_size or RetrievalConfig.gallery_block_size, or raise "
+                    "RetrievalConfig.max_dense_bytes")
+        raise BudgetError(f"retrieval needs {total:,} bytes (float64 endpoints {endpoints:,} + score block {block:,} "
+                          f"= {min(config.query_block_size, nq)} x {min(config.gallery_block_size, ng)} x 8), more "
+                          f"than RetrievalConfig.max_dense_bytes={config.max_dense_bytes:,}; {hint}")
+    if config.max_comparisons is not None and nq * ng > config.max_comparisons:
+        raise BudgetError(f"retrieval compares {nq:,} queries x {ng:,} gallery items = {nq * ng:,} pairs, more than "
+                          f"RetrievalConfig.max_comparisons={config.max_comparisons:,}; raise it or score fewer rows")
+
+
+class RetrievalScorer:
+    """Exact retrieval of every query against the whole gallery, in (query block x gallery block) units.
+
+    ``threads``: how many query blocks are scored at once (None: as many as the loaded BLAS would use
+    threads, e.g. ``OMP_NUM_THREADS``), fewer when ``max_dense_bytes`` cannot hold that many score blocks
+    beside the endpoints. Results do not depend on it.
+    """
+
+    def __init__(self, config: RetrievalConfig | None = None, *, threads: int | None = None) -> None:
+        if config is not None and not isinstance(config, RetrievalConfig):
+            raise ValidationError(f"RetrievalScorer config must be a RetrievalConfig, got {type(config).__name__}")
+        if threads is not None and (isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer))
+                                    or threads < 1):
+            raise ConfigError(f"RetrievalScorer threads must be a positive integer or None, got {threads!r}")
+        self.config = config if config is not None else RetrievalConfig()
+        self.threads = None if threads is None else int(threads)
+
+    def workers(self, queries: Any, gallery: Any) -> int:
+        """Query blocks scored at once: ``threads`` (default: the BLAS thread count), capped so that the
+        endpoints plus one score block per worker fit ``max_dense_bytes`` (at least 1)."""
+        config = self.config
+        nq, ng = int(queries.shape[0]), int(gallery.shape[0])
+        threads = self.threads if self.threads is not None else _blas_threads()
+        directions = [(nq, ng)] + ([(ng, nq)] if config.bidirectional else [])
+        block = max(8 * min(config.query_block_size, a) * min(config.gallery_block_size, b) for a, b in directions)
+        spare = config.max_dense_bytes - _endpoint_bytes(queries) - _endpoint_bytes(gallery)
+        return max(1, min(threads, spare // max(1, block)))
+
+    def score(self, queries: Any, gallery: Any, relevance: Any, *, query_ids: Sequence[str] | None = None,
+              gallery_ids: Sequence[str] | None = None, exclusions: Any = None) -> RetrievalScore:
+        """Score queries against the gallery. ``relevance``: grades (CSR, array or {qi: {gi: grade}});
+        ``exclusions``: excluded pairs; ids: semantic-key strings used in messages and worst queries."""
+        config = self.config
+        Q = as_matrix(queries, what="Query embeddings")
+        G = as_matrix(gallery, what="Gallery embeddings")
+        nq, d = Q.shape
+        ng = G.shape[0]
+        if nq == 0 or ng == 0:
+            raise ValidationError(f"retrieval needs at least one query and one gallery item, got {nq} and {ng}")
+        if G.shape[1] != d:
+            raise ValidationError(f"Query embeddings have {d} dimensions but Gallery embeddings have {G.shape[1]}")
+        qkeys = _row_id_keys(query_ids, nq, "Query embeddings")
+        gkeys = _row_id_keys(gallery_ids, ng, "Gallery embeddings")
+        admit(config, Q, G)
+        grades = relevance_matrix(relevance, (nq, ng), query_ids=qkeys, gallery_ids=gkeys)
+        excluded = exclusion_matrix(exclusions, (nq, ng))
+        forward_relevance = eligible_relevance(grades, excluded, query_ids=qkeys, what="query")
+        reverse_relevance = None
+        if config.bidirectional:
+            reverse_relevance = eligible_relevance(forward_relevance.T.tocsr(), None, query_ids=gkeys,
+                                                   what="gallery item")
+        scan = _SCAN
+        workers = self.workers(Q, G)
+        Qp = prepare_endpoint(Q, config.similarity, what="Query embeddings", row_ids=qkeys, scan=scan, workers=workers)
+        Gp = prepare_endpoint(G, config.similarity, what="Gallery embeddings", row_ids=gkeys, scan=scan,
+                              workers=workers)
+        q_max, g_max = float(np.sqrt(Qp.sq.max())), float(np.sqrt(Gp.sq.max()))
+        if not (q_max + g_max) ** 2 < 1e300:
+            raise ValidationError(f"{config.similarity} similarity would overflow float64 (largest row norms: Query "
+                                  f"embeddings {q_max:.3g}, Gallery embeddings {g_max:.3g}); rescale the embeddings")
+        meta = {"n_dimensions": int(d), "query_sparse": bool(sp.issparse(Q)), "gallery_sparse": bool(sp.issparse(G))}
+        forward = _score_direction(Qp, Gp, forward_relevance, excluded, config, qkeys, gkeys, "forward", meta,
+                                   workers)
+        reverse = None
+        if config.bidirectional:
+            reverse_excluded = None if excluded is None else excluded.T.tocsr()
+            reverse = _score_direction(Gp, Qp, reverse_relevance, reverse_excluded, config, gkeys, qkeys, "reverse",
+                                       {**meta, "query_sparse": meta["gallery_sparse"],
+                                        "gallery_sparse": meta["query_sparse"]}, workers)
+        primary = forward.score if reverse is None else (forward.score + reverse.score) / 2.0
+        return RetrievalScore(forward, reverse, primary)
+
+
+def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, direction, metadata,
+                     workers: int) -> RetrievalResult:
+    """One direction: positives, every query block over every gallery shard (the same kernel and state as
+    ``score_shard``; a block's partial covers the whole gallery), merge, finalize. Query blocks are spread
+    over ``workers`` threads (``_map_blocks``); the partials do not depend on it."""
+    positives = positive_scores(Q, G, relevance, config=config, workers=workers)
+    nq, ng = len(Q), len(G)
+    starts = range(0, ng, config.gallery_block_size)
+    shards = [G[gs:min(gs + config.gallery_block_size, ng)] for gs in starts]  # views (CSR: sliced once)
+    local = threading.local()  # one workspace per worker thread, reused by all its blocks
+
+    def query_block(qs: int) -> RetrievalPartial:
+        qe = min(qs + config.query_block_size, nq)
+        state = _BlockState(_BlockPositives.of(positives.rows(qs, qe)), Q[qs:qe], G, 0)
+        state.count_positives(0, ng)
+        block_exclusions = None if exclusions is None else exclusions[qs:qe]
+        workspace = getattr(local, "workspace", None) or _Workspace()
+        local.workspace = workspace
+        for gs, shard in zip(starts, shards):
+            state.add_shard(shard, gs, block_exclusions, qs, config, workspace)
+        return state.partial(qs, ((0, ng),))
+
+    merged = merge_partials(_map_blocks(query_block, range(0, nq, config.query_block_size), workers))
+    return finalize(merged, positives, config, n_gallery=ng, query_ids=qkeys, gallery_ids=gkeys,
+                    direction=direction, metadata=metadata)
+
+
+def _map_blocks(fn, items: Sequence[int], workers: int) -> list[Any]:
+    """``[fn(i) for i in items]``, on ``workers`` threads when > 1. Each thread then runs single-threaded BLAS
+    (threadpoolctl, for the call's duration), so the process uses ``workers`` cores in all: while one thread
+    multiplies, another post-processes (numpy releases the GIL in both)."""
+    if workers <= 1 or len(items) <= 1:
+        return [fn(i) for i in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, items))
+
+
+def _blas_threads() -> int:
+    """The thread count the loaded BLAS would use (1 if unknown)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - a dependency of scikit-learn
+        return 1
+    counts = [int(pool.get("num_threads") or 1) for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    return max(counts, default=1)
