@@ -16,7 +16,7 @@ import pytest
 
 from vertebrae.core.errors import LabelError, ValidationError
 from vertebrae.core.fingerprint import canonical_json
-from vertebrae.core.labels import SCHEMA, LabelCatalog, LabelEntry, semantic_key
+from vertebrae.core.labels import SCHEMA, LabelCatalog, LabelEntry, semantic_key, semantic_keys
 
 
 class Color(enum.Enum):
@@ -291,3 +291,9 @@ def test_to_dict_is_canonical_json_and_preserves_order():
     assert [e["key"] for e in document["entries"]] == list(catalog.keys)
     document["entries"].reverse()
     assert LabelCatalog.from_dict(document).keys == tuple(reversed(catalog.keys))
+
+
+def test_semantic_keys_name_the_offending_item():
+    assert semantic_keys([1, "a"], lambda i: f"labels[{i}]") == ["@int:1", "a"]
+    with pytest.raises(LabelError, match=r"^labels\[1\]: "):
+        semantic_keys([1, object()], lambda i: f"labels[{i}]")

@@ -87,7 +87,7 @@ def test_cutoffs_are_sorted_distinct_positive_ints():
     for bad in ((), "15", 5, None):
         with pytest.raises(ConfigError, match=r"^Cfg\.ks must be a non-empty sequence of positive integers"):
             cutoffs(bad, "Cfg", "ks")
-    with pytest.raises(ConfigError, match=r"^Cfg\.ks must be a positive integer, got 0$"):
+    with pytest.raises(ConfigError, match=r"^Cfg\.ks must hold positive integers, got 0$"):
         cutoffs([1, 0], "Cfg", "ks")
     with pytest.raises(ConfigError, match=r"^Cfg\.ks holds duplicates: \[5, 1, 5\]$"):
         cutoffs([5, 1, 5], "Cfg", "ks")

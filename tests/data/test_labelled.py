@@ -363,3 +363,10 @@ def test_rows_slices_keep_the_format():
     block = ds.rows(1, 3)
     assert sp.issparse(block) and block.shape == (2, 3)
     np.testing.assert_array_equal(block.toarray(), _dense()[1:3])
+
+
+def test_with_groups_names_the_row_of_an_unsupported_group():
+    dataset = BenchmarkDataset.from_embeddings(_dense(3), ["a", "b", "a"], identity=ID, row_ids=["r0", "r1", "r2"])
+    with pytest.raises(LabelError, match=r"^group of row 'r1': "):
+        dataset.with_groups(["g", object(), "g"])
+    assert dataset.with_groups([1, "g", 1]).groups == ("@int:1", "g", "@int:1")

@@ -16,7 +16,7 @@ import json
 import math
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -431,3 +431,14 @@ class LabelCatalog:
                 f"label at row {row}: {_short(value)} (key {key!r}) is not in the catalog; {self._known()}"
             )
         return keys
+
+
+def semantic_keys(values: Iterable[Any], name: Callable[[int], str]) -> list[str]:
+    """The semantic key of each value; an unsupported value raises LabelError ``"{name(i)}: {reason}"``."""
+    keys = []
+    for i, value in enumerate(values):
+        try:
+            keys.append(semantic_key(value))
+        except LabelError as exc:
+            raise LabelError(f"{name(i)}: {exc}") from None
+    return keys

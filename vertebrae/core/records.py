@@ -115,7 +115,10 @@ def cutoffs(values: Any, owner: str, name: str, *, error: type[Exception] = Conf
     """The sorted tuple of a non-empty sequence of distinct positive integers."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)) or len(values) == 0:
         raise error(f"{owner}.{name} must be a non-empty sequence of positive integers, got {values!r}")
-    ks = tuple(positive_int(k, owner, name, error=error) for k in values)
+    for k in values:
+        if not is_int(k) or k < 1:
+            raise error(f"{owner}.{name} must hold positive integers, got {k!r}")
+    ks = tuple(int(k) for k in values)
     if len(set(ks)) != len(ks):
         raise error(f"{owner}.{name} holds duplicates: {list(ks)}")
     return tuple(sorted(ks))

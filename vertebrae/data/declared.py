@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vertebrae.core.arrays import encode_row_ids
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.identity import DatasetIdentity
 from vertebrae.core.labels import semantic_key
 from vertebrae.data.labelled import BenchmarkDataset
-from vertebrae.core.arrays import encode_row_ids
 from vertebrae.data.sources import load_source, source_row_count
 
 FEATURE_SOURCES = ("sklearn", "csv", "manifest")  # raw rows an extractor embeds (manifest: texts or images)

@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.errors import ArtifactError, IdentityError, LabelError, ValidationError
+from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
+from vertebrae.core.errors import ArtifactError, IdentityError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
 from vertebrae.core.identity import DatasetIdentity, require_identity
 from vertebrae.core.inputs import RawInputs
-from vertebrae.core.labels import LabelCatalog, describe_key, semantic_key
-from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
+from vertebrae.core.labels import LabelCatalog, describe_key, semantic_key, semantic_keys
 from vertebrae.data.targets import TARGET_TYPES, Targets, build_targets
 
 MODALITIES = ("embedding", "features", "text", "image")
@@ -148,12 +148,7 @@ class BenchmarkDataset:
         values = list(groups.tolist() if isinstance(groups, np.ndarray) else groups)
         if len(values) != self.n_rows:
             raise ValidationError(f"{len(values)} groups for {self.n_rows} rows; give one group per row")
-        keys = []
-        for i, value in enumerate(values):
-            try:
-                keys.append(semantic_key(value))
-            except LabelError as exc:
-                raise LabelError(f"group of row {describe_key(self.row_ids[i])}: {exc}") from None
+        keys = semantic_keys(values, lambda i: f"group of row {describe_key(self.row_ids[i])}")
         return replace(self, groups=tuple(keys), groups_name=str(name))
 
     @property

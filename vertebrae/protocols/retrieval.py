@@ -18,7 +18,7 @@ from vertebrae.core.memory import MemoryConfig
 from vertebrae.data.retrieval import RetrievalDataset
 from vertebrae.extractors.base import Extractor
 from vertebrae.core.config import EmbeddingConfig
-from vertebrae.retrieval_results import RetrievalBenchmarkResult, RetrievalCandidateResult
+from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig
 from vertebrae.stages.common import embed_endpoint, embedding_recipe
 from vertebrae.stages.retrieval import (

@@ -41,7 +41,7 @@ from vertebrae.stages.zero_shot import (
     zero_shot_report,
     zero_shot_score_recipe,
 )
-from vertebrae.zero_shot_results import ZeroShotBenchmarkResult
+from vertebrae.results.zero_shot import ZeroShotBenchmarkResult
 
 
 @dataclass(frozen=True)

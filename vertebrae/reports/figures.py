@@ -21,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.reports.schemas import LABELLED_SCHEMA, RETRIEVAL_SCHEMA, ZERO_SHOT_SCHEMA
 
 FIGURES = ("ranking", "detail")
-LABELLED_SCHEMA = "vertebrae.report/v1"
-RETRIEVAL_SCHEMA = "vertebrae.retrieval-report/v1"
-ZERO_SHOT_SCHEMA = "vertebrae.zero-shot-report/v1"
 
 
 def report_names(final_outputs: Sequence[str]) -> list[str]:

@@ -1,4 +1,9 @@
-"""Markdown rendering of a BenchmarkResult: ranking table, per-class scores, warnings."""
+"""Markdown rendering of the three protocols' ranked reports; every number also lives in the JSON report.
+
+Each renderer takes a result object (duck-typed: ``metadata``, ``dataset_summary``, ``table_rows()``,
+``ranked_results()``) and returns the report text: a title and introduction, ``## Ranking``, the protocol's own
+sections, then ``## Warnings``. Table cells: None is ``–``, floats have 4 decimals, pipes are escaped.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,28 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines
 
 
+def _opening(title: str, introduction: str) -> list[str]:
+    """The title, the introduction paragraph and the ``## Ranking`` heading."""
+    return [title, "", introduction, "", "## Ranking", ""]
+
+
+def _row_table(rows: list[dict[str, Any]]) -> list[str]:
+    """A table whose columns are the keys of the first row (``rank``, ``extractor`` when there is none)."""
+    header = list(rows[0]) if rows else ["rank", "extractor"]
+    return _table(header, [list(row.values()) for row in rows])
+
+
+def _cohort_opening(result, title: str, introduction: str) -> list[str]:
+    """The opening, a table of ``result.table_rows()`` and the quality cohort line (retrieval, zero-shot)."""
+    return _opening(title, introduction) + _row_table(result.table_rows()) + [
+        "", f"Quality cohort (within 0.01 of the best): {', '.join(result.quality_cohort()) or '–'}", ""]
+
+
+def _warnings(warned: list[tuple[str, str]]) -> list[str]:
+    """The ``## Warnings`` section: one ``- **candidate**: text`` line each, or ``None.``."""
+    return ["", "## Warnings", ""] + ([f"- **{_cell(n)}**: {_cell(w)}" for n, w in warned] or ["None."])
+
+
 HEADERS = {  # every column of BenchmarkResult.to_dataframe(), in the same order
     "rank": "rank", "extractor": "extractor", "primary_metric": "primary metric", "primary_score": "primary score",
     "overlap_score": "overlap score", "overlap_macro": "overlap macro", "overlap_weighted": "overlap weighted",
@@ -33,22 +60,18 @@ def _interval(value: Any) -> str | None:
 
 
 def render_markdown(result) -> str:
-    """Human-readable report; every number also lives in the JSON report."""
+    """Labelled report: ranking, per-class (per-label) scores, regression diagnostics, custom metrics, Separatix."""
     name = result.metadata.get("benchmark", "benchmark")
     summary = result.dataset_summary
     target_type = summary.get("target_type", "classification")
     what = {"classification": f"{summary.get('n_classes')} classes", "multilabel": f"{summary.get('n_classes')} labels",
             "regression": f"regression target(s) {', '.join(summary.get('target_names') or [])}"}[target_type]
-    lines = [
+    lines = _opening(
         f"# vertebrae report: {name}",
-        "",
         f"Labelled protocol ({target_type}) on dataset `{summary.get('identity')}`: {summary.get('n_rows')} rows, {what}. "
         "OverlapIndex score: 1 = the targets occupy separate regions of the embedding, 0 = complete overlap "
         f"(the permutation null for regression). Seed {result.metadata.get('seed')}.",
-        "",
-        "## Ranking",
-        "",
-    ]
+    )
     rows = result.table_rows()
     if not result.ranking_available:
         lines += ["Ranking unavailable: no candidate's primary metric is aggregate-valid.", ""]
@@ -80,11 +103,9 @@ def render_markdown(result) -> str:
             [[r.name, r.separatix.ran, r.separatix.recommendation, r.separatix.confidence,
               " > ".join(r.separatix.decision_path) or None, r.separatix.skipped_reason] for r in diagnosed],
         )
-    warned = [(r.name, w) for r in ranked for w in list(r.warnings) + list(r.overlap.warnings)
-              + (list(r.compression_metadata.get("warnings", [])) if r.compression_metadata else [])
-              + [f"{m.name}: {text}" for m in r.custom_metrics.values() for text in m.warnings]]
-    lines += ["", "## Warnings", ""]
-    lines += [f"- **{_cell(n)}**: {_cell(w)}" for n, w in warned] or ["None."]
+    lines += _warnings([(r.name, w) for r in ranked for w in list(r.warnings) + list(r.overlap.warnings)
+                        + (list(r.compression_metadata.get("warnings", [])) if r.compression_metadata else [])
+                        + [f"{m.name}: {text}" for m in r.custom_metrics.values() for text in m.warnings]])
     lines += [
         "",
         "Per-class score = 1 minus the largest fraction of the class's rows whose nearest prototypes belong to one "
@@ -96,32 +117,51 @@ def render_markdown(result) -> str:
 
 
 def render_retrieval_markdown(result) -> str:
-    """Human-readable retrieval report: ranking table, quality cohort, similarity diagnostics, worst queries."""
+    """Retrieval report: ranking table, quality cohort, similarity diagnostics (forward direction)."""
     meta, summary = result.metadata, result.dataset_summary
-    lines = [
+    lines = _cohort_opening(
+        result,
         f"# vertebrae retrieval report: {meta.get('benchmark', 'benchmark')}",
-        "",
         f"Exact {meta.get('similarity')} ranking of {summary.get('n_queries')} queries against {summary.get('n_gallery')} "
         f"gallery items (dataset `{summary.get('identity')}`). Primary metric: {meta.get('primary_metric')}"
         f"{' (mean of both directions)' if meta.get('bidirectional') else ''}. NDCG uses gain 2^grade - 1; MRR has no "
         "cutoff; mAP averages over all relevant items; ties are broken by gallery row order.",
-        "",
-        "## Ranking",
-        "",
-    ]
-    rows = result.table_rows()
-    header = list(rows[0]) if rows else ["rank", "extractor"]
-    lines += _table(header, [list(row.values()) for row in rows])
-    lines += ["", f"Quality cohort (within 0.01 of the best): {', '.join(result.quality_cohort()) or '–'}", ""]
+    )
     lines += ["## Similarity diagnostics (forward)", ""]
     diag_rows = []
     for r in result.ranked_results():
         d = r.score.forward.summaries
         diag_rows.append([r.name] + [(d.get(k) or {}).get("mean") for k in ("positive_similarity", "nearest_negative_similarity", "margin")])
     lines += _table(["extractor", "positive similarity (mean)", "nearest negative (mean)", "margin (mean)"], diag_rows)
-    warned = [(r.name, w) for r in result.ranked_results() for w in r.score.forward.warnings
-              + (r.score.reverse.warnings if r.score.reverse is not None else [])]
-    lines += ["", "## Warnings", ""]
-    lines += [f"- **{_cell(n)}**: {_cell(w)}" for n, w in warned] or ["None."]
+    lines += _warnings([(r.name, w) for r in result.ranked_results() for w in r.score.forward.warnings
+                        + (r.score.reverse.warnings if r.score.reverse is not None else [])])
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_zero_shot_markdown(result) -> str:
+    """Zero-shot report: ranking, quality cohort, prompts per class, per-class recall.
+
+    Prompt texts stay in the JSON report; the Markdown shows how many prompts each class has.
+    """
+    meta, summary = result.metadata, result.dataset_summary
+    labels = summary.get("labels", {})
+    lines = _cohort_opening(
+        result,
+        f"# vertebrae zero-shot report: {meta.get('benchmark', 'benchmark')}",
+        f"{summary.get('n_samples')} samples of {summary.get('n_classes')} classes scored against "
+        f"{summary.get('n_prompts')} fixed prompts (dataset `{summary.get('identity')}`), {meta.get('similarity')} "
+        f"similarity to per-class prompt prototypes. Primary metric: {meta.get('primary_metric')}. Ties go to the first "
+        "class in declared order. OverlapIndex on the same sample embeddings is reported beside it, never combined.",
+    )
+    lines += ["## Prompts per class", ""]
+    counts = summary.get("prompt_counts", {})
+    lines += _table(["class", "samples", "prompts"],
+                    [[labels.get(k, k), summary.get("class_counts", {}).get(k), n] for k, n in counts.items()])
+    lines += ["", "## Per-class recall", ""]
+    ranked = result.ranked_results()
+    lines += _table(["class"] + [r.name for r in ranked],
+                    [[labels.get(k, k)] + [r.zero_shot.per_class[k]["recall"] for r in ranked] for k in counts])
+    lines += _warnings([(r.name, w) for r in ranked for w in r.warnings])
     lines.append("")
     return "\n".join(lines)

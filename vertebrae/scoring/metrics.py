@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from vertebrae.core.callables import callable_path as derive_callable_path, import_callable
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.records import cutoffs, positive_int
 from vertebrae.core.labels import _parse_key, describe_key, semantic_key
 from vertebrae.scoring.retrieval.config import SIMILARITIES
 from vertebrae.scoring.retrieval.label import label_retrieval, prepare_rows
@@ -376,17 +377,10 @@ class LabelRetrievalMetric(Metric):
         self.name = _check_name(name, owner)
         if similarity not in SIMILARITIES:
             raise ConfigError(f"{owner}.similarity must be one of {SIMILARITIES}, got {similarity!r}")
-        if isinstance(ks, (str, bytes)) or not isinstance(ks, (Sequence, np.ndarray)) or len(ks) == 0:
-            raise ConfigError(f"{owner}.ks must be a non-empty sequence of positive integers, got {ks!r}")
-        for k in ks:
-            if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
-                raise ConfigError(f"{owner}.ks must hold positive integers, got {k!r}")
-        if len(set(int(k) for k in ks)) != len(ks):
-            raise ConfigError(f"{owner}.ks holds duplicates: {list(ks)}")
-        if isinstance(query_block, (bool, np.bool_)) or not isinstance(query_block, (int, np.integer)) or query_block < 1:
-            raise ConfigError(f"{owner}.query_block must be a positive integer, got {query_block!r}")
+        ks = cutoffs(ks, owner, "ks")
+        query_block = positive_int(query_block, owner, "query_block")
         self.similarity = similarity
-        self.ks = tuple(sorted(int(k) for k in ks))
+        self.ks = ks
         self.primary = parse_retrieval_metric(primary, self.ks)
         self.query_block = int(query_block)
 

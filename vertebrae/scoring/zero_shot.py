@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.errors import ArtifactError, BudgetError, LabelError, ValidationError
+from vertebrae.core.errors import ArtifactError, BudgetError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
-from vertebrae.core.labels import describe_key, semantic_key
+from vertebrae.core.labels import describe_key, semantic_key, semantic_keys
 from vertebrae.core.records import cutoffs, from_record, non_negative_int, one_of, positive_int
 from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
 
@@ -353,13 +353,7 @@ class ZeroShotScorer:
         """``labels``: one class per sample; ``class_labels``: the declared class order; ``prompt_labels``: the class
         of each prompt row."""
         def keys(values: Sequence[Any], what: str) -> list[str]:
-            out = []
-            for i, value in enumerate(values):
-                try:
-                    out.append(semantic_key(value))
-                except LabelError as exc:
-                    raise LabelError(f"{what}[{i}]: {exc}") from None
-            return out
+            return semantic_keys(values, lambda i: f"{what}[{i}]")
 
         n = samples.shape[0] if hasattr(samples, "shape") else len(samples)
         class_keys = keys(class_labels, "class_labels")

@@ -21,7 +21,7 @@ from vertebrae.data.declared import identity_from_decl
 from vertebrae.core.arrays import encode_row_ids
 from vertebrae.data.retrieval import RetrievalProtocol
 from vertebrae.data.retrieval_sources import load_retrieval_source
-from vertebrae.retrieval_results import RetrievalCandidateResult
+from vertebrae.results.retrieval import RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
 from vertebrae.stages.retrieval import (
     compress_retrieval_pair,

@@ -16,7 +16,7 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
 from vertebrae.core.labels import describe_key
 from vertebrae.data.retrieval import RetrievalProtocol
-from vertebrae.retrieval_results import RetrievalBenchmarkResult, RetrievalCandidateResult
+from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore, RetrievalScorer
 from vertebrae.stages.common import EmbeddingBlock
 

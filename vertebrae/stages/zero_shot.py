@@ -25,7 +25,7 @@ from vertebrae.extractors.base import Extractor
 from vertebrae.scoring.overlap import OverlapIndexScorer, OverlapScoreResult, OverlapScoringConfig
 from vertebrae.scoring.zero_shot import ZeroShotConfig, ZeroShotResult, score_encoded
 from vertebrae.stages.common import EmbeddingBlock, embedding_recipe
-from vertebrae.zero_shot_results import ZeroShotBenchmarkResult, ZeroShotCandidateResult
+from vertebrae.results.zero_shot import ZeroShotBenchmarkResult, ZeroShotCandidateResult
 
 SAMPLES, PROMPTS = "samples", "prompts"
 FIT_ENDPOINT = SAMPLES

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,15 +10,10 @@ import numpy as np
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.records import cutoffs, from_record, non_negative_int, positive_int
 from vertebrae.scoring.retrieval.metrics import metric_names as _metric_names, parse_retrieval_metric
 
 SIMILARITIES = ("cosine", "dot", "squared_l2")
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ConfigError(f"RetrievalConfig.{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -44,27 +39,16 @@ class RetrievalConfig:
     def __post_init__(self) -> None:
         if self.similarity not in SIMILARITIES:
             raise ConfigError(f"RetrievalConfig.similarity must be one of {SIMILARITIES}, got {self.similarity!r}")
-        ks = self.ks
-        if isinstance(ks, (str, bytes)) or not isinstance(ks, (Sequence, np.ndarray)) or len(ks) == 0:
-            raise ConfigError(f"RetrievalConfig.ks must be a non-empty sequence of positive integers, got {ks!r}")
-        for k in ks:
-            if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
-                raise ConfigError(f"RetrievalConfig.ks must hold positive integers, got {k!r}")
-        if len({int(k) for k in ks}) != len(ks):
-            raise ConfigError(f"RetrievalConfig.ks holds duplicates: {list(ks)}")
-        object.__setattr__(self, "ks", tuple(sorted(int(k) for k in ks)))
+        object.__setattr__(self, "ks", cutoffs(self.ks, "RetrievalConfig", "ks"))
         parse_retrieval_metric(self.primary_metric, self.ks, owner="RetrievalConfig.primary_metric")
         if not isinstance(self.bidirectional, (bool, np.bool_)):
             raise ConfigError(f"RetrievalConfig.bidirectional must be a bool, got {self.bidirectional!r}")
         object.__setattr__(self, "bidirectional", bool(self.bidirectional))
         for name in ("query_block_size", "gallery_block_size", "max_dense_bytes"):
-            object.__setattr__(self, name, _positive_int(getattr(self, name), name))
+            object.__setattr__(self, name, positive_int(getattr(self, name), "RetrievalConfig", name))
         if self.max_comparisons is not None:
-            object.__setattr__(self, "max_comparisons", _positive_int(self.max_comparisons, "max_comparisons"))
-        w = self.worst_queries
-        if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, np.integer)) or w < 0:
-            raise ConfigError(f"RetrievalConfig.worst_queries must be a non-negative integer, got {w!r}")
-        object.__setattr__(self, "worst_queries", int(w))
+            object.__setattr__(self, "max_comparisons", positive_int(self.max_comparisons, "RetrievalConfig", "max_comparisons"))
+        object.__setattr__(self, "worst_queries", non_negative_int(self.worst_queries, "RetrievalConfig", "worst_queries"))
 
     def metric_names(self) -> tuple[str, ...]:
         """``map``, ``mrr``, then ``ndcg@k``, ``precision@k``, ``recall@k``, ``hit_rate@k`` for each k."""
@@ -75,12 +59,4 @@ class RetrievalConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RetrievalConfig:
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"RetrievalConfig must be a mapping, got {type(data).__name__}")
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"unknown RetrievalConfig fields: {sorted(unknown)}")
-        data = dict(data)
-        if isinstance(data.get("ks"), list):
-            data["ks"] = tuple(data["ks"])
-        return cls(**data)
+        return from_record(cls, data, tuples=("ks",))

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from vertebrae.core.errors import ArtifactError
 from vertebrae.core.fingerprint import to_json_value
+from vertebrae.reports.markdown import render_markdown
+from vertebrae.reports.schemas import LABELLED_SCHEMA
+from vertebrae.results.base import RankedReport, compression_method
 from vertebrae.scoring.metrics import MetricResult
 from vertebrae.scoring.overlap import OverlapScoreResult
+from vertebrae.scoring.separatix import SeparatixResult
 from vertebrae.scoring.stability import StabilityResult
 
-REPORT_SCHEMA = "vertebrae.report/v1"
 TABLE_COLUMNS = (
     "rank", "extractor", "primary_metric", "primary_score", "overlap_score", "overlap_macro", "overlap_weighted",
     "stability_interval", "weakest_class", "best_probe", "probe_metric", "probe_score", "embedding_dim",
@@ -85,8 +86,6 @@ class ExtractorResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExtractorResult:
-        from vertebrae.scoring.separatix import SeparatixResult
-
         return cls(
             name=data["name"],
             overlap=OverlapScoreResult.from_dict(data["overlap"]),
@@ -102,88 +101,49 @@ class ExtractorResult:
 
 
 @dataclass(frozen=True)
-class BenchmarkResult:
+class BenchmarkResult(RankedReport):
     """All candidates of one benchmark, in declaration order; ``ranked_results()`` orders the valid ones."""
 
     extractor_results: list[ExtractorResult]
     dataset_summary: dict[str, Any]
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def ranked_results(self) -> list[ExtractorResult]:
-        """Candidates whose primary metric is aggregate-valid, best primary score first; ties keep declaration order."""
-        return sorted((r for r in self.extractor_results if r.aggregate_valid), key=lambda r: -r.primary_score)
+    SCHEMA = LABELLED_SCHEMA
+    CANDIDATES_KEY = "extractor_results"
+    CANDIDATE_TYPE = ExtractorResult
+    RENDER = staticmethod(render_markdown)
+    TABLE_COLUMNS = TABLE_COLUMNS
+
+    def _ranks(self, candidate: ExtractorResult) -> bool:
+        """Only candidates whose primary metric is aggregate-valid are ranked."""
+        return candidate.aggregate_valid
 
     @property
     def ranking_available(self) -> bool:
         return bool(self.ranked_results())
 
-    def table_rows(self) -> list[dict[str, Any]]:
-        """One row per candidate: ranked ones first (rank 1..), then unranked ones (rank None)."""
-        ranked = self.ranked_results()
-        unranked = [r for r in self.extractor_results if not r.aggregate_valid]
-        return [_row(rank, result) for rank, result in enumerate(ranked, start=1)] + [_row(None, r) for r in unranked]
+    def _summary(self) -> dict[str, Any]:
+        return {"ranking_available": self.ranking_available}
 
-    def to_dataframe(self):
-        """The ranking table as a pandas DataFrame (pandas is needed only here)."""
-        import pandas as pd
-
-        return pd.DataFrame(self.table_rows(), columns=list(TABLE_COLUMNS))
-
-    def to_dict(self) -> dict[str, Any]:
+    def _columns(self, result: ExtractorResult) -> dict[str, Any]:
+        weakest = result.weakest_class()
+        interval = None
+        if result.stability is not None:
+            interval = [result.stability.summary["interval_low"], result.stability.summary["interval_high"]]
+        ran = result.separatix is not None and result.separatix.ran
+        probe = ((result.separatix.probe_summary or {}) if ran else {}).get("best_probe") or {}
         return {
-            "schema": REPORT_SCHEMA,
-            "ranking": [result.name for result in self.ranked_results()],
-            "ranking_available": self.ranking_available,
-            "extractor_results": [result.to_dict() for result in self.extractor_results],
-            "dataset_summary": to_json_value(self.dataset_summary),
-            "metadata": to_json_value(self.metadata),
+            "primary_metric": result.primary_metric_name,
+            "primary_score": result.primary_score,
+            "overlap_score": result.overlap.score,
+            "overlap_macro": result.overlap.macro_score,
+            "overlap_weighted": result.overlap.weighted_score,
+            "stability_interval": interval,
+            "weakest_class": None if weakest is None else f"{weakest[0]} ({weakest[1]:.4f})",
+            "best_probe": probe.get("name"),
+            "probe_metric": probe.get("metric"),
+            "probe_score": probe.get("score"),
+            "embedding_dim": result.embedding_metadata.get("dim"),
+            "compression": compression_method(result.compression_metadata),
+            "recommendation": result.separatix.recommendation if ran else None,
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> BenchmarkResult:
-        if data.get("schema") != REPORT_SCHEMA:
-            raise ArtifactError(f"unknown report schema {data.get('schema')!r}, expected {REPORT_SCHEMA!r}")
-        return cls(
-            extractor_results=[ExtractorResult.from_dict(item) for item in data["extractor_results"]],
-            dataset_summary=dict(data["dataset_summary"]),
-            metadata=dict(data["metadata"]),
-        )
-
-    def save_json(self, path: str | Path) -> None:
-        from vertebrae.core.artifacts import write_json
-
-        write_json(path, self.to_dict())
-
-    def save_markdown(self, path: str | Path) -> None:
-        from vertebrae.core.artifacts import atomic_write
-        from vertebrae.reports.markdown import render_markdown
-
-        with atomic_write(path) as tmp:
-            Path(tmp).write_text(render_markdown(self), encoding="utf-8")
-
-
-def _row(rank: int | None, result: ExtractorResult) -> dict[str, Any]:
-    weakest = result.weakest_class()
-    interval = None
-    if result.stability is not None:
-        interval = [result.stability.summary["interval_low"], result.stability.summary["interval_high"]]
-    summary = (result.separatix.probe_summary or {}) if result.separatix is not None and result.separatix.ran else {}
-    probe = summary.get("best_probe") or {}
-    compression = result.compression_metadata or {}
-    return {
-        "rank": rank,
-        "extractor": result.name,
-        "primary_metric": result.primary_metric_name,
-        "primary_score": result.primary_score,
-        "overlap_score": result.overlap.score,
-        "overlap_macro": result.overlap.macro_score,
-        "overlap_weighted": result.overlap.weighted_score,
-        "stability_interval": interval,
-        "weakest_class": None if weakest is None else f"{weakest[0]} ({weakest[1]:.4f})",
-        "best_probe": probe.get("name"),
-        "probe_metric": probe.get("metric"),
-        "probe_score": probe.get("score"),
-        "embedding_dim": result.embedding_metadata.get("dim"),
-        "compression": compression.get("method") if compression.get("applied") else None,
-        "recommendation": result.separatix.recommendation if result.separatix is not None and result.separatix.ran else None,
-    }

@@ -1,0 +1,304 @@
+"""Loaders for the array sources: bundled scikit-learn datasets, ``npz``, ``npy``, ``sparse_npz`` and ``hdf5``.
+
+Each type has a counter ``(opts, base_dir, where) -> rows`` and a loader ``(opts, base_dir, where, rows) ->
+SourceData`` over a declaration checked by :mod:`vertebrae.data.source_decl`. h5py, scipy and scikit-learn are
+imported only when such a source is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.data.source_checks import (
+    _ID_KINDS,
+    _LABEL_KINDS,
+    SourceData,
+    _aux_columns,
+    _check_aux_meta,
+    _check_features_meta,
+    _check_length,
+    _npy_header,
+    _npy_mmap,
+    _read_npy_header,
+    _values_from_array,
+)
+from vertebrae.data.source_decl import _check_rows, _key, _listing, _resolve
+
+# --------------------------------------------------------------------------------------------------------
+# sklearn
+
+
+def _load_sklearn_bunch(name: str) -> tuple[np.ndarray, list]:
+    from sklearn import datasets
+
+    bunch = getattr(datasets, f"load_{name}")()
+    features = np.ascontiguousarray(bunch.data, dtype=np.float64)
+    target = np.asarray(bunch.target)
+    # diabetes has a continuous target (regression); the others have integer classes
+    labels = target.astype(np.float64).tolist() if target.dtype.kind == "f" else [int(v) for v in target.tolist()]
+    return features, labels
+
+
+def _count_sklearn(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    features, _ = _load_sklearn_bunch(opts["name"])
+    return int(features.shape[0])
+
+
+def _load_sklearn(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    features, labels = _load_sklearn_bunch(opts["name"])
+    start, stop = _check_rows(rows, features.shape[0], where)
+    if (start, stop) != (0, features.shape[0]):
+        features = features[start:stop].copy()
+        labels = labels[start:stop]
+    return SourceData(features=features, labels=labels, row_ids=None)
+
+
+# --------------------------------------------------------------------------------------------------------
+# npz
+
+
+def _open_npz(path: Path) -> Any:
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValidationError(f"{path} is not a readable .npz archive: {exc}") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValidationError(f"{path} is not an .npz archive (it holds a single array)")
+    return archive
+
+
+def _npz_require(archive: Any, opts: Mapping[str, Any], key: str, path: Path, where: str) -> str | None:
+    name = opts[key]
+    if name is not None and name not in archive.files:
+        raise ConfigError(
+            f"{_key(where, key)}: key {name!r} not found in {path}; available keys: {_listing(archive.files)}"
+        )
+    return name
+
+
+def _npz_member_header(archive: Any, name: str, path: Path) -> tuple[tuple[int, ...], np.dtype]:
+    members = archive.zip.namelist()
+    member = name + ".npy" if name + ".npy" in members else name
+    with archive.zip.open(member) as fh:
+        return _read_npy_header(fh, f"{path}[{name!r}]")
+
+
+def _npz_checked_names(archive: Any, opts: Mapping[str, Any], path: Path, where: str):
+    fkey = _npz_require(archive, opts, "features_key", path, where)
+    lkey = _npz_require(archive, opts, "labels_key", path, where)
+    ikey = _npz_require(archive, opts, "ids_key", path, where)
+    shape, dtype = _npz_member_header(archive, fkey, path)  # type: ignore[arg-type]
+    _check_features_meta(shape, dtype, f"{path}[{fkey!r}]")
+    return fkey, lkey, ikey, int(shape[0])
+
+
+def _count_npz(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    path = _resolve(opts, "path", base_dir, where)
+    with _open_npz(path) as archive:  # type: ignore[arg-type]
+        return _npz_checked_names(archive, opts, path, where)[3]  # type: ignore[arg-type]
+
+
+def _npz_array(archive: Any, name: str, path: Path) -> np.ndarray:
+    try:
+        return archive[name]
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValidationError(f"{path}[{name!r}] is not a readable array: {exc}") from None
+
+
+def _load_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    path = _resolve(opts, "path", base_dir, where)
+    assert path is not None
+    with _open_npz(path) as archive:
+        fkey, lkey, ikey, n = _npz_checked_names(archive, opts, path, where)
+        fwhat = f"{path}[{fkey!r}]"
+        labels_arr = _npz_array(archive, lkey, path)
+        lwhat = f"{path}[{lkey!r}]"
+        _check_aux_meta(labels_arr.shape, labels_arr.dtype, _LABEL_KINDS, "labels", lwhat)
+        _check_length(labels_arr.shape[0], n, "labels", lwhat, fwhat)
+        ids_arr = None
+        if ikey is not None:
+            ids_arr = _npz_array(archive, ikey, path)
+            iwhat = f"{path}[{ikey!r}]"
+            _check_aux_meta(ids_arr.shape, ids_arr.dtype, _ID_KINDS, "ids", iwhat)
+            _check_length(ids_arr.shape[0], n, "ids", iwhat, fwhat)
+        start, stop = _check_rows(rows, n, where)
+        features = _npz_array(archive, fkey, path)
+    if (start, stop) != (0, n):
+        features = features[start:stop].copy()
+    labels = _values_from_array(labels_arr[start:stop], _LABEL_KINDS, "labels", lwhat, start)
+    row_ids = None
+    if ids_arr is not None:
+        row_ids = _values_from_array(ids_arr[start:stop], _ID_KINDS, "ids", iwhat, start)
+    return SourceData(features=features, labels=labels, row_ids=row_ids)
+
+
+# --------------------------------------------------------------------------------------------------------
+# npy
+
+
+def _count_npy(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    path = _resolve(opts, "path", base_dir, where)
+    _resolve(opts, "labels_path", base_dir, where)
+    _resolve(opts, "ids_path", base_dir, where)
+    shape, dtype = _npy_header(path)  # type: ignore[arg-type]
+    _check_features_meta(shape, dtype, str(path))
+    return int(shape[0])
+
+
+def _load_npy(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    path = _resolve(opts, "path", base_dir, where)
+    assert path is not None
+    shape, dtype = _npy_header(path)
+    _check_features_meta(shape, dtype, str(path))
+    n = int(shape[0])
+    labels_col, ids_col = _aux_columns(opts, base_dir, where, n, str(path))
+    start, stop = _check_rows(rows, n, where)
+    mapped = _npy_mmap(path)
+    features = np.array(mapped[start:stop])  # copies just these rows out of the memory map
+    del mapped
+    return SourceData(
+        features=features,
+        labels=labels_col.read(start, stop),
+        row_ids=None if ids_col is None else ids_col.read(start, stop),
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# sparse_npz
+
+
+def _sparse_shape(path: Path) -> tuple[int, ...]:
+    with _open_npz(path) as archive:
+        if "shape" not in archive.files or "format" not in archive.files:
+            raise ValidationError(
+                f"{path} is not a scipy.sparse .npz (keys: {_listing(archive.files)})"
+            )
+        return tuple(int(v) for v in _npz_array(archive, "shape", path).tolist())
+
+
+def _count_sparse_npz(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    path = _resolve(opts, "path", base_dir, where)
+    _resolve(opts, "labels_path", base_dir, where)
+    _resolve(opts, "ids_path", base_dir, where)
+    shape = _sparse_shape(path)  # type: ignore[arg-type]
+    if len(shape) != 2:
+        raise ValidationError(f"features in {path} must be 2-D (rows x dims), got shape {shape}")
+    return shape[0]
+
+
+def _load_sparse_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    import scipy.sparse
+
+    path = _resolve(opts, "path", base_dir, where)
+    assert path is not None
+    _sparse_shape(path)  # clear error for a non-sparse archive
+    try:
+        matrix = scipy.sparse.load_npz(path)
+    except (ValueError, OSError, EOFError, KeyError) as exc:
+        raise ValidationError(f"{path} is not a readable scipy.sparse .npz: {exc}") from None
+    _check_features_meta(matrix.shape, matrix.dtype, str(path))
+    matrix = matrix.tocsr()
+    n = int(matrix.shape[0])
+    labels_col, ids_col = _aux_columns(opts, base_dir, where, n, str(path))
+    start, stop = _check_rows(rows, n, where)
+    if (start, stop) != (0, n):
+        matrix = matrix[start:stop].tocsr()
+    return SourceData(
+        features=matrix,
+        labels=labels_col.read(start, stop),
+        row_ids=None if ids_col is None else ids_col.read(start, stop),
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# hdf5
+
+
+def _open_h5(path: Path) -> Any:
+    import h5py
+
+    try:
+        return h5py.File(path, "r")
+    except OSError as exc:
+        raise ValidationError(f"{path} is not a readable HDF5 file: {exc}") from None
+
+
+def _h5_datasets(handle: Any) -> list[str]:
+    import h5py
+
+    names: list[str] = []
+
+    def visit(name: str, obj: Any) -> None:
+        if isinstance(obj, h5py.Dataset):
+            names.append(name)
+
+    handle.visititems(visit)
+    return names
+
+
+def _h5_require(handle: Any, opts: Mapping[str, Any], key: str, path: Path, where: str) -> Any:
+    import h5py
+
+    name = opts[key]
+    if name is None:
+        return None
+    try:
+        obj = handle.get(name)
+    except (KeyError, ValueError):
+        obj = None
+    if not isinstance(obj, h5py.Dataset):
+        raise ConfigError(
+            f"{_key(where, key)}: dataset {name!r} not found in {path}; "
+            f"available datasets: {_listing(_h5_datasets(handle))}"
+        )
+    return obj
+
+
+def _h5_aux_meta(ds: Any, kinds: str, role: str, what: str) -> None:
+    import h5py
+
+    dtype = ds.dtype
+    if dtype.kind == "O" and h5py.check_string_dtype(dtype) is not None and "S" in kinds:
+        dtype = np.dtype("S1")  # variable-length strings: decoded on read
+    _check_aux_meta(ds.shape, dtype, kinds, role, what)
+
+
+def _h5_checked(handle: Any, opts: Mapping[str, Any], path: Path, where: str):
+    fds = _h5_require(handle, opts, "features_dataset", path, where)
+    lds = _h5_require(handle, opts, "labels_dataset", path, where)
+    ids = _h5_require(handle, opts, "ids_dataset", path, where)
+    fwhat = f"{path}[{fds.name!r}]"
+    _check_features_meta(fds.shape, fds.dtype, fwhat)
+    return fds, lds, ids, fwhat, int(fds.shape[0])
+
+
+def _count_hdf5(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    path = _resolve(opts, "path", base_dir, where)
+    with _open_h5(path) as handle:  # type: ignore[arg-type]
+        return _h5_checked(handle, opts, path, where)[4]  # type: ignore[arg-type]
+
+
+def _load_hdf5(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    path = _resolve(opts, "path", base_dir, where)
+    assert path is not None
+    with _open_h5(path) as handle:
+        fds, lds, ids, fwhat, n = _h5_checked(handle, opts, path, where)
+        lwhat = f"{path}[{lds.name!r}]"
+        _h5_aux_meta(lds, _LABEL_KINDS, "labels", lwhat)
+        _check_length(lds.shape[0], n, "labels", lwhat, fwhat)
+        if ids is not None:
+            iwhat = f"{path}[{ids.name!r}]"
+            _h5_aux_meta(ids, _ID_KINDS, "ids", iwhat)
+            _check_length(ids.shape[0], n, "ids", iwhat, fwhat)
+        start, stop = _check_rows(rows, n, where)
+        features = np.asarray(fds[start:stop])  # h5py reads only the selected rows
+        labels = _values_from_array(np.asarray(lds[start:stop]), _LABEL_KINDS, "labels", lwhat, start)
+        row_ids = None
+        if ids is not None:
+            row_ids = _values_from_array(np.asarray(ids[start:stop]), _ID_KINDS, "ids", iwhat, start)
+    return SourceData(features=features, labels=labels, row_ids=row_ids)

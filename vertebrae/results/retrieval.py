@@ -1,0 +1,63 @@
+"""Result objects of the retrieval protocol: ranking by the primary score, quality cohort, JSON round trip."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vertebrae.reports.markdown import render_retrieval_markdown
+from vertebrae.reports.schemas import RETRIEVAL_SCHEMA
+from vertebrae.results.base import CohortReport, compression_method, provenance_dict
+from vertebrae.scoring.retrieval import RetrievalScore
+
+
+@dataclass(frozen=True)
+class RetrievalCandidateResult:
+    """One candidate (an extractor or a compressed variant) under the retrieval protocol."""
+
+    name: str
+    score: RetrievalScore
+    embedding_metadata: dict[str, Any]
+    compression_metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def primary_score(self) -> float:
+        return self.score.primary_score
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "primary_score": self.primary_score,
+            "score": self.score.to_dict(),
+            **provenance_dict(self),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RetrievalCandidateResult:
+        return cls(data["name"], RetrievalScore.from_dict(data["score"]), dict(data["embedding_metadata"]),
+                   data.get("compression_metadata"), dict(data.get("metadata") or {}))
+
+
+@dataclass(frozen=True)
+class RetrievalBenchmarkResult(CohortReport):
+    """All candidates of one retrieval benchmark, in declaration order."""
+
+    SCHEMA = RETRIEVAL_SCHEMA
+    SCHEMA_LABEL = "retrieval "
+    CANDIDATE_TYPE = RetrievalCandidateResult
+    RENDER = staticmethod(render_retrieval_markdown)
+
+    def _columns(self, result: RetrievalCandidateResult) -> dict[str, Any]:
+        forward = result.score.forward
+        margin = (forward.summaries.get("margin") or {}).get("mean")
+        return {
+            "primary_metric": self.metadata.get("primary_metric"),
+            "primary_score": result.primary_score,
+            **{name: forward.metrics[name] for name in self.metadata.get("table_metrics", [])},
+            "margin_mean": margin,
+            "reverse_primary": None if result.score.reverse is None else result.score.reverse.score,
+            "embedding_dim": result.embedding_metadata.get("dim"),
+            "compression": compression_method(result.compression_metadata),
+        }
