@@ -30,6 +30,18 @@ def as_matrix(values: Any, *, what: str) -> np.ndarray | sp.csr_matrix:
     return matrix if matrix.dtype.kind == "f" else matrix.astype(np.float64)
 
 
+def paired_matrices(first: Any, second: Any, *, what: tuple[str, str], need: str,
+                    mismatch_note: str = "") -> tuple[np.ndarray | sp.csr_matrix, np.ndarray | sp.csr_matrix]:
+    """Two endpoints' matrices (``as_matrix``) that each have rows and share one width; ``need`` opens the
+    empty-endpoint message, ``mismatch_note`` ends the width one."""
+    a, b = as_matrix(first, what=what[0]), as_matrix(second, what=what[1])
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        raise ValidationError(f"{need}, got {a.shape[0]} and {b.shape[0]}")
+    if b.shape[1] != a.shape[1]:
+        raise ValidationError(f"{what[0]} have {a.shape[1]} dimensions but {what[1]} have {b.shape[1]}{mismatch_note}")
+    return a, b
+
+
 def nonfinite_rows(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray:
     """Indices of rows holding a NaN or an infinity."""
     if sp.issparse(matrix):

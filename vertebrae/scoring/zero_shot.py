@@ -40,7 +40,7 @@ from vertebrae.core.errors import ArtifactError, BudgetError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import describe_key, semantic_key, semantic_keys
 from vertebrae.core.records import cutoffs, from_record, non_negative_int, one_of, positive_int
-from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
+from vertebrae.core.arrays import check_finite, encode_row_ids, paired_matrices
 
 __all__ = ["ZeroShotConfig", "ZeroShotResult", "ZeroShotScorer", "admit", "build_prototypes", "score_encoded"]
 
@@ -245,15 +245,11 @@ def score_encoded(samples: Any, prompts: Any, sample_labels: Sequence[str], *, c
     if len(set(class_keys)) != n_classes:
         raise ValidationError("zero-shot class labels must be unique")
     names = list(class_names) if class_names is not None else [describe_key(k) for k in class_keys]
-    S = as_matrix(samples, what="Sample embeddings")
-    P = as_matrix(prompts, what="Prompt embeddings")
+    S, P = paired_matrices(samples, prompts, what=("Sample embeddings", "Prompt embeddings"),
+                           need="zero-shot needs at least one sample and one prompt",
+                           mismatch_note="; both must share one embedding space")
     ns, d = S.shape
     n_prompts = P.shape[0]
-    if ns == 0 or n_prompts == 0:
-        raise ValidationError(f"zero-shot needs at least one sample and one prompt, got {ns} and {n_prompts}")
-    if P.shape[1] != d:
-        raise ValidationError(f"Sample embeddings have {d} dimensions but Prompt embeddings have {P.shape[1]}; both "
-                              "must share one embedding space")
     if len(sample_ids) != ns or len(sample_labels) != ns:
         raise ValidationError(f"Sample embeddings: {ns} rows for {len(sample_ids)} sample ids and {len(sample_labels)} labels")
     if len(prompt_labels) != n_prompts:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.arrays import as_matrix
+from vertebrae.core.arrays import paired_matrices
 from vertebrae.core.errors import BudgetError, ConfigError, ValidationError
 from vertebrae.scoring.retrieval.config import RetrievalConfig
 from vertebrae.scoring.retrieval.finalize import finalize
@@ -98,14 +98,10 @@ class RetrievalScorer:
         """Score queries against the gallery. ``relevance``: grades (CSR, array or {qi: {gi: grade}});
         ``exclusions``: excluded pairs; ids: semantic-key strings used in messages and worst queries."""
         config = self.config
-        Q = as_matrix(queries, what="Query embeddings")
-        G = as_matrix(gallery, what="Gallery embeddings")
+        Q, G = paired_matrices(queries, gallery, what=("Query embeddings", "Gallery embeddings"),
+                               need="retrieval needs at least one query and one gallery item")
         nq, d = Q.shape
         ng = G.shape[0]
-        if nq == 0 or ng == 0:
-            raise ValidationError(f"retrieval needs at least one query and one gallery item, got {nq} and {ng}")
-        if G.shape[1] != d:
-            raise ValidationError(f"Query embeddings have {d} dimensions but Gallery embeddings have {G.shape[1]}")
         qkeys = _row_id_keys(query_ids, nq, "Query embeddings")
         gkeys = _row_id_keys(gallery_ids, ng, "Gallery embeddings")
         admit(config, Q, G)
