@@ -1,4 +1,4 @@
-# vertebrae: plan -> fit -> embed shard -> merge -> compress -> protocol -> score -> report.
+# vertebrae: plan -> fit -> embed shard -> merge -> compress -> protocol -> score -> report, for three protocols.
 # Planning lives in the library (vertebrae.workflow); rules only call `vertebrae` subcommands.
 from snakemake.utils import min_version
 
@@ -12,15 +12,10 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/plan.smk"
-include: "workflow/rules/embed.smk"
-include: "workflow/rules/merge.smk"
-include: "workflow/rules/compress.smk"
-include: "workflow/rules/protocol.smk"
-include: "workflow/rules/score.smk"
-include: "workflow/rules/report.smk"
+include: "workflow/rules/labelled.smk"
 include: "workflow/rules/retrieval.smk"
 include: "workflow/rules/zero_shot.smk"
+include: "workflow/rules/figures.smk"
 
 
 # Bookkeeping jobs that take a second run where Snakemake runs; on a cluster each would wait a scheduler round trip.
@@ -30,10 +25,8 @@ localrules:
     write_protocol,
     write_retrieval_relevance,
     report,
-    retrieval_report,
     plan_zero_shot,
     write_zero_shot_protocol,
-    zero_shot_report,
     figures,
 
 

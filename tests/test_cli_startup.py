@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 HEAVY = ("torch", "torchvision", "transformers", "open_clip", "sentence_transformers", "tensorflow", "jax")
-MODEL_COMMANDS = ("plan", "plan-retrieval", "plan-zero-shot", "fit-extractor", "embed-shard", "embed-retrieval-shard",
+MODEL_COMMANDS = ("plan", "plan-zero-shot", "fit-extractor", "embed-shard", "embed-retrieval-shard",
                   "embed-zero-shot-shard")
 
 PROBE = r"""

@@ -12,8 +12,8 @@ import yaml
 
 from vertebrae import ConfigError
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.stages.jobs import KIND_OF_STAGE
-from vertebrae.workflow import load_config_file, plan, validate_config
+from vertebrae.stages.plan import KIND_OF_STAGE
+from vertebrae.workflow import artifact_path, gpus, load_config_file, plan, report_paths, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -493,6 +493,94 @@ def test_final_outputs_and_paths_are_relative_results_paths(default_plan):
                 assert suffix == side and default_plan.spec(pair)["stage"] == "compress-retrieval"
                 assert score[side]["path"] == f"results/retrieval/compressed/{pair}/{side}.h5"
 
+
+
+def test_artifact_path_spells_out_the_results_layout():
+    """The layout existing results/ trees were written with: every template, by protocol."""
+    fp = "0123456789abcdef"
+    expected = {
+        "labelled": {"plan": f"results/plans/{fp}.json", "fitted": f"results/fitted/{fp}.json",
+                     "embedding": f"results/embeddings/{fp}.h5", "compressed": f"results/compressed/{fp}/samples.h5",
+                     "protocol": f"results/protocols/{fp}.json", "score": f"results/scores/{fp}.json"},
+        "retrieval": {"plan": f"results/plans/{fp}.json", "fitted": f"results/fitted/{fp}.json",
+                      "embedding": f"results/retrieval/embeddings/{fp}.h5",
+                      "compressed": f"results/retrieval/compressed/{fp}/gallery.h5",
+                      "protocol": f"results/retrieval/relevance/{fp}.json",
+                      "score": f"results/retrieval/scores/{fp}.json"},
+        "zero_shot": {"plan": f"results/zero_shot/plans/{fp}.json", "embedding": f"results/zero_shot/prompts/{fp}.h5",
+                      "compressed": f"results/zero_shot/compressed/{fp}/samples.h5",
+                      "protocol": f"results/zero_shot/protocols/{fp}.json", "score": f"results/zero_shot/scores/{fp}.json"},
+    }
+    side = {"labelled": "samples", "retrieval": "gallery", "zero_shot": "prompts"}
+    for protocol, paths in expected.items():
+        for artifact, path in paths.items():
+            assert artifact_path(artifact, fp, protocol=protocol, side=side[protocol]) == path, (protocol, artifact)
+    assert artifact_path("shard", fp, shard=(1, 2)) == f"results/embeddings/{fp}/shard-1-of-2.h5"
+    assert artifact_path("shard", fp, protocol="retrieval", side="query", shard=(0, 3)) == \
+        f"results/retrieval/embeddings/{fp}/shard-0-of-3.h5"
+    assert artifact_path("shard", fp, protocol="zero_shot", side="samples", shard=(0, 1)) == \
+        f"results/zero_shot/samples/{fp}/shard-0-of-1.h5"
+    assert artifact_path("shard", "{fp}", shard=("{i}", "{n}")) == "results/embeddings/{fp}/shard-{i}-of-{n}.h5"
+    assert report_paths("digits") == {"json": "results/reports/digits/report.json",
+                                      "markdown": "results/reports/digits/report.md"}
+    with pytest.raises(ValueError, match="shard"):
+        artifact_path("shard", fp)
+    with pytest.raises(ValueError, match="shard"):
+        artifact_path("plan", fp, shard=(0, 1))
+
+
+def test_rule_inputs_come_whole_from_the_plan(default_config):
+    """``WorkflowPlan.inputs``: the named inputs each rule's shell line uses, read from the spec's references."""
+    p = plan(default_config)
+    names = {
+        "fit": {"plan"}, "protocol": {"plan"}, "retrieval-protocol": {"plan"}, "zero-shot-protocol": {"plan"},
+        "compress": {"plan", "embeddings"}, "score": {"plan", "embeddings", "protocol"},
+        "compress-retrieval": {"plan", "queries", "gallery"}, "score-retrieval": {"plan", "queries", "gallery", "protocol"},
+        "compress-zero-shot": {"plan", "samples"}, "score-zero-shot": {"plan", "samples", "prompts", "protocol"},
+        "report": {"plan", "protocol", "scores"}, "retrieval-report": {"plan", "protocol", "scores"},
+        "zero-shot-report": {"plan", "protocol", "scores"},
+    }
+    seen = set()
+    for fp, spec in p.specs.items():
+        stage, inputs = spec["stage"], p.inputs(fp)
+        seen.add(stage)
+        plan_dir = "results/zero_shot/plans" if stage.startswith("zero-shot") or stage.endswith("zero-shot") else "results/plans"
+        assert inputs["plan"] == p.plan_path(fp) == f"{plan_dir}/{fp}.json", stage
+        if stage == "embed":
+            assert inputs == {"plan": p.plan_path(fp), **({} if spec["fit"] is None else {"fitted": spec["fit"]["path"]})}
+        elif stage == "zero-shot-embed":
+            assert set(inputs) == ({"plan", "protocol"} if spec["side"] == "prompts" else {"plan"})
+        elif stage == "score-zero-shot" and spec["raw_samples"] is not None:
+            assert inputs == {"plan": p.plan_path(fp), "samples": spec["samples"]["path"], "prompts": spec["prompts"]["path"],
+                              "protocol": spec["protocol"]["path"], "raw_samples": spec["raw_samples"]["path"]}
+        else:
+            assert set(inputs) == names[stage], stage
+        if "shards" in spec:
+            assert p.inputs(fp, merge=True) == {"plan": p.plan_path(fp), "shards": p.shard_paths(fp)}
+    assert seen == set(names) | {"embed", "zero-shot-embed"}
+    for name in (*p.reports, *p.retrieval_reports, *p.zero_shot_reports):
+        spec = p.spec(p.report_fingerprint(name))
+        assert spec["benchmark"] == name
+        assert p.inputs(spec["fingerprint"])["scores"] == [c["score"]["path"] for c in spec["candidates"]]
+    score = p.spec(p.fingerprints("score-retrieval")[0])
+    assert p.inputs(score["fingerprint"]) == {"plan": p.plan_path(score["fingerprint"]), "queries": score["query"]["path"],
+                                              "gallery": score["gallery"]["path"], "protocol": score["protocol"]["path"]}
+
+
+@pytest.mark.parametrize("decl, expected", [
+    ({"type": "huggingface", "device": "cuda"}, 1),
+    ({"type": "open_clip", "device": "cuda:1"}, 1),
+    ({"type": "open_clip", "device": "auto"}, 0),
+    ({"type": "huggingface", "device": "cpu"}, 0),
+    ({"type": "huggingface", "device": "cudax"}, 0),
+    ({"type": "sklearn"}, 0),
+])
+def test_gpus_follow_the_declared_device(decl, expected):
+    assert gpus({"stage": "embed", "extractor": {"name": "m", "decl": decl, "where": "x"}}) == expected
+
+
+def test_jobs_without_extractor_ask_for_no_gpu():
+    assert gpus({"stage": "score"}) == 0
 
 def test_report_spec_lists_candidates_in_declaration_order(default_plan):
     digits = default_plan.spec(default_plan.reports["digits"])

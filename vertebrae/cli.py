@@ -1,220 +1,144 @@
-"""The ``vertebrae`` command: one subcommand per stage; argument parsing only.
+"""The ``vertebrae`` command: one subcommand per job, from the table ``COMMANDS``; argument parsing only.
 
-Errors vertebrae raises on purpose are printed as one line (``vertebrae: error: ...``) with exit status 2.
+Each subcommand names the job function it runs (``module:function``, imported only when that subcommand runs, so
+``vertebrae --help`` and the scoring subcommands import no model library) and the arguments it takes; an argument's
+``dest`` is the function's parameter. Errors vertebrae raises on purpose are printed as one line
+(``vertebrae: error: ...``) with exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from vertebrae import __version__
 from vertebrae.core.errors import VertebraeError
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One ``add_argument`` call: its flags (or positional name) and keyword options."""
+
+    flags: tuple[str, ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def arg(*flags: str, **options: Any) -> Arg:
+    return Arg(flags, options)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its help line, the job function it runs and its arguments, in usage order."""
+
+    help: str
+    run: str
+    args: tuple[Arg, ...]
+
+
+PLAN = arg("--plan-json", dest="plan", metavar="PLAN_JSON", required=True)
+OUTPUT = arg("--output", required=True)
+SPEC = arg("--spec", dest="spec", required=True, help="the job spec as JSON text")
+SHARD_INDEX = arg("--shard-index", required=True, type=int)
+SHARDS = arg("shards", nargs="+")
+PROTOCOL = arg("--protocol", required=True)
+JSON_OUTPUT, MARKDOWN_OUTPUT = arg("--json-output", required=True), arg("--markdown-output", required=True)
+REPORT = (PLAN, PROTOCOL, JSON_OUTPUT, MARKDOWN_OUTPUT, arg("scores", nargs="+"))
+
+JOBS, LABELLED, RETRIEVAL, ZERO_SHOT = (f"vertebrae.stages.{m}" for m in ("jobs", "labelled_jobs", "retrieval_jobs",
+                                                                          "zero_shot_jobs"))
+RUN_PLAN = "vertebrae.stages.plan:run_plan"
+
+COMMANDS: dict[str, Command] = {
+    "plan": Command("write one job spec (from the workflow plan) after re-deriving its fingerprint", RUN_PLAN,
+                    (SPEC, OUTPUT)),
+    "fit-extractor": Command("fit a learning extractor once on its fit endpoint", f"{JOBS}:run_fit", (PLAN, OUTPUT)),
+    "embed-shard": Command("embed one shard of an endpoint", f"{JOBS}:run_embed_shard", (PLAN, SHARD_INDEX, OUTPUT)),
+    "merge-embeddings": Command("merge an endpoint's shards, checking row order and ids", f"{JOBS}:run_merge",
+                                (PLAN, OUTPUT, SHARDS)),
+    "compress": Command("fit a label-free compressor on the samples and apply it", f"{LABELLED}:run_compress",
+                        (PLAN, arg("--embeddings", required=True), OUTPUT)),
+    "write-protocol": Command("write the labelled protocol (row ids, label keys, label catalog)",
+                              f"{LABELLED}:run_write_protocol", (PLAN, OUTPUT)),
+    "score": Command("score one candidate's embeddings against the protocol", f"{LABELLED}:run_score",
+                     (PLAN, arg("--embeddings", required=True), PROTOCOL, OUTPUT,
+                      arg("--metric", dest="extra_metrics", action="append", default=[], metavar="MODULE:FUNCTION",
+                          help="an extra callable metric (importable path); repeatable"))),
+    "report": Command("rank a benchmark's scores into JSON and Markdown reports (labelled, retrieval or zero-shot plan)",
+                      "vertebrae.stages.report_job:run_report", REPORT),
+    "embed-retrieval-shard": Command("embed one shard of the query or gallery endpoint", f"{JOBS}:run_embed_shard",
+                                     (PLAN, arg("--side", required=True, choices=["query", "gallery"]), SHARD_INDEX,
+                                      OUTPUT)),
+    "merge-retrieval-embeddings": Command("merge an endpoint's shards", f"{JOBS}:run_merge", (PLAN, OUTPUT, SHARDS)),
+    "write-retrieval-relevance": Command("write the retrieval protocol (ids, relevance, exclusions)",
+                                         f"{RETRIEVAL}:run_write_relevance", (PLAN, OUTPUT)),
+    "compress-retrieval": Command("fit compression on the gallery and apply it to both endpoints",
+                                  f"{RETRIEVAL}:run_compress",
+                                  (PLAN, arg("--queries", required=True), arg("--gallery", required=True),
+                                   arg("--query-output", required=True), arg("--gallery-output", required=True))),
+    "score-retrieval": Command("exact ranking of one candidate against the protocol", f"{RETRIEVAL}:run_score",
+                               (PLAN, arg("--queries", required=True), arg("--gallery", required=True), PROTOCOL,
+                                OUTPUT)),
+    "retrieval-from-artifacts": Command("a ranked retrieval report from score artifacts", f"{RETRIEVAL}:run_report",
+                                        REPORT),
+    "figures": Command("render a report's figures (ranking; per-class scores or confusion matrix)",
+                       "vertebrae.reports.figures:write_report_figures",
+                       (arg("--report", dest="report_path", metavar="REPORT", required=True,
+                            help="a report.json (labelled, retrieval or zero-shot)"),
+                        arg("--ranking-output", dest="ranking_path", metavar="RANKING_OUTPUT", required=True),
+                        arg("--detail-output", dest="detail_path", metavar="DETAIL_OUTPUT", required=True))),
+    "plan-zero-shot": Command("write one zero-shot job spec (same as plan)", RUN_PLAN, (SPEC, OUTPUT)),
+    "embed-zero-shot-shard": Command("embed one shard of the samples or the prompts", f"{ZERO_SHOT}:run_embed_shard",
+                                     (PLAN, arg("--side", required=True, choices=["samples", "prompts"]), SHARD_INDEX,
+                                      arg("--protocol", help="the zero-shot protocol (required for --side prompts)"),
+                                      OUTPUT)),
+    "merge-zero-shot-embeddings": Command("merge an endpoint's shards", f"{ZERO_SHOT}:run_merge", (PLAN, OUTPUT, SHARDS)),
+    "write-zero-shot-protocol": Command("write the zero-shot protocol (labels, prompts, catalog)",
+                                        f"{ZERO_SHOT}:run_write_protocol", (PLAN, OUTPUT)),
+    "compress-zero-shot": Command("fit compression on the samples (applied to the prompts when scoring)",
+                                  f"{ZERO_SHOT}:run_compress", (PLAN, arg("--samples", required=True), OUTPUT)),
+    "score-zero-shot": Command("score one candidate's samples against its prompt prototypes", f"{ZERO_SHOT}:run_score",
+                               (PLAN, arg("--samples", required=True), arg("--prompts", required=True), PROTOCOL,
+                                arg("--raw-samples", help="the raw samples a compressed variant was fitted on"), OUTPUT)),
+    "zero-shot-from-artifacts": Command(
+        "a ranked zero-shot report from score artifacts", f"{ZERO_SHOT}:run_report",
+        (arg("--score-key", dest="scores", action="append", required=True, metavar="SCORE",
+             help="a score artifact; repeatable"),
+         PROTOCOL,
+         arg("--plan-json", dest="plan", metavar="PLAN_JSON",
+             help="the report job spec (candidate names and expected score fingerprints)"),
+         arg("--benchmark", help="report name when no --plan-json is given"),
+         JSON_OUTPUT, MARKDOWN_OUTPUT)),
+}
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vertebrae", description="Compare frozen embedding backbones on your data.")
     parser.add_argument("--version", action="version", version=f"vertebrae {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("plan", help="write one job spec (from the workflow plan) after re-deriving its fingerprint")
-    p.add_argument("--spec", required=True, help="the job spec as JSON text")
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("fit-extractor", help="fit a learning extractor once on its fit endpoint")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("embed-shard", help="embed one shard of an endpoint")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--shard-index", required=True, type=int)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("merge-embeddings", help="merge an endpoint's shards, checking row order and ids")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--output", required=True)
-    p.add_argument("shards", nargs="+")
-
-    p = sub.add_parser("compress", help="fit a label-free compressor on the samples and apply it")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--embeddings", required=True)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("write-protocol", help="write the labelled protocol (row ids, label keys, label catalog)")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("score", help="score one candidate's embeddings against the protocol")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--embeddings", required=True)
-    p.add_argument("--protocol", required=True)
-    p.add_argument("--output", required=True)
-    p.add_argument("--metric", action="append", default=[], metavar="MODULE:FUNCTION",
-                   help="an extra callable metric (importable path); repeatable")
-
-    p = sub.add_parser("report", help="rank a benchmark's scores into JSON and Markdown reports")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--protocol", required=True)
-    p.add_argument("--json-output", required=True)
-    p.add_argument("--markdown-output", required=True)
-    p.add_argument("scores", nargs="+")
-    p = sub.add_parser("plan-retrieval", help="write one retrieval job spec (same as plan)")
-    p.add_argument("--spec", required=True)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("embed-retrieval-shard", help="embed one shard of the query or gallery endpoint")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--side", required=True, choices=["query", "gallery"])
-    p.add_argument("--shard-index", required=True, type=int)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("merge-retrieval-embeddings", help="merge an endpoint's shards")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--output", required=True)
-    p.add_argument("shards", nargs="+")
-
-    p = sub.add_parser("write-retrieval-relevance", help="write the retrieval protocol (ids, relevance, exclusions)")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("compress-retrieval", help="fit compression on the gallery and apply it to both endpoints")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--queries", required=True)
-    p.add_argument("--gallery", required=True)
-    p.add_argument("--query-output", required=True)
-    p.add_argument("--gallery-output", required=True)
-
-    p = sub.add_parser("score-retrieval", help="exact ranking of one candidate against the protocol")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--queries", required=True)
-    p.add_argument("--gallery", required=True)
-    p.add_argument("--protocol", required=True)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("retrieval-from-artifacts", help="a ranked retrieval report from score artifacts")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--protocol", required=True)
-    p.add_argument("--json-output", required=True)
-    p.add_argument("--markdown-output", required=True)
-    p.add_argument("scores", nargs="+")
-
-    p = sub.add_parser("figures", help="render a report's figures (ranking; per-class scores or confusion matrix)")
-    p.add_argument("--report", required=True, help="a report.json (labelled, retrieval or zero-shot)")
-    p.add_argument("--ranking-output", required=True)
-    p.add_argument("--detail-output", required=True)
-    _zero_shot_parsers(sub)
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.help)
+        for a in command.args:
+            p.add_argument(*a.flags, **a.options)
+        p.set_defaults(_run=command.run)
     return parser
 
 
-def _zero_shot_parsers(sub) -> None:
-    p = sub.add_parser("plan-zero-shot", help="write one zero-shot job spec (same as plan)")
-    p.add_argument("--spec", required=True)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("embed-zero-shot-shard", help="embed one shard of the samples or the prompts")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--side", required=True, choices=["samples", "prompts"])
-    p.add_argument("--shard-index", required=True, type=int)
-    p.add_argument("--protocol", help="the zero-shot protocol (required for --side prompts)")
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("merge-zero-shot-embeddings", help="merge an endpoint's shards")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--output", required=True)
-    p.add_argument("shards", nargs="+")
-
-    p = sub.add_parser("write-zero-shot-protocol", help="write the zero-shot protocol (labels, prompts, catalog)")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("compress-zero-shot", help="fit compression on the samples (applied to the prompts when scoring)")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--samples", required=True)
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("score-zero-shot", help="score one candidate's samples against its prompt prototypes")
-    p.add_argument("--plan-json", required=True)
-    p.add_argument("--samples", required=True)
-    p.add_argument("--prompts", required=True)
-    p.add_argument("--protocol", required=True)
-    p.add_argument("--raw-samples", help="the raw samples a compressed variant was fitted on")
-    p.add_argument("--output", required=True)
-
-    p = sub.add_parser("zero-shot-from-artifacts", help="a ranked zero-shot report from score artifacts")
-    p.add_argument("--score-key", action="append", required=True, metavar="SCORE", help="a score artifact; repeatable")
-    p.add_argument("--protocol", required=True)
-    p.add_argument("--plan-json", help="the report job spec (candidate names and expected score fingerprints)")
-    p.add_argument("--benchmark", help="report name when no --plan-json is given")
-    p.add_argument("--json-output", required=True)
-    p.add_argument("--markdown-output", required=True)
-
-
-def _dispatch(args: argparse.Namespace) -> None:
-    if args.command == "figures":
-        from vertebrae.reports.figures import write_report_figures
-
-        return write_report_figures(args.report, args.ranking_output, args.detail_output)
-    if args.command in ("plan", "plan-retrieval", "plan-zero-shot"):
-        # one job spec checked and written: about fifty per workflow run, so a light module of its own
-        from vertebrae.stages.plan import run_plan
-
-        return run_plan(args.spec, args.output)
-    if args.command.startswith(("embed-zero-shot", "merge-zero-shot", "write-zero-shot", "compress-zero-shot",
-                                "score-zero-shot", "zero-shot-")):
-        return _dispatch_zero_shot(args)
-    from vertebrae.stages import jobs
-
-    if args.command == "fit-extractor":
-        jobs.run_fit(args.plan_json, args.output)
-    elif args.command == "embed-shard":
-        jobs.run_embed_shard(args.plan_json, args.shard_index, args.output)
-    elif args.command == "merge-embeddings":
-        jobs.run_merge(args.plan_json, args.shards, args.output)
-    elif args.command == "compress":
-        jobs.run_compress(args.plan_json, args.embeddings, args.output)
-    elif args.command == "write-protocol":
-        jobs.run_write_protocol(args.plan_json, args.output)
-    elif args.command == "score":
-        jobs.run_score(args.plan_json, args.embeddings, args.protocol, args.output, extra_metrics=args.metric)
-    elif args.command == "embed-retrieval-shard":
-        jobs.run_embed_shard(args.plan_json, args.shard_index, args.output, side=args.side)
-    elif args.command == "merge-retrieval-embeddings":
-        jobs.run_merge(args.plan_json, args.shards, args.output)
-    elif args.command == "write-retrieval-relevance":
-        jobs.run_write_retrieval_relevance(args.plan_json, args.output)
-    elif args.command == "compress-retrieval":
-        jobs.run_compress_retrieval(args.plan_json, args.queries, args.gallery, args.query_output, args.gallery_output)
-    elif args.command == "score-retrieval":
-        jobs.run_score_retrieval(args.plan_json, args.queries, args.gallery, args.protocol, args.output)
-    elif args.command == "retrieval-from-artifacts":
-        jobs.run_retrieval_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
-    elif args.command == "report":
-        jobs.run_report(args.plan_json, args.protocol, args.scores, args.json_output, args.markdown_output)
-
-
-def _dispatch_zero_shot(args: argparse.Namespace) -> None:
-    from vertebrae.stages import zero_shot_jobs as zs
-
-    if args.command == "embed-zero-shot-shard":
-        zs.run_embed_shard(args.plan_json, args.side, args.shard_index, args.output, protocol=args.protocol)
-    elif args.command == "merge-zero-shot-embeddings":
-        zs.run_merge(args.plan_json, args.shards, args.output)
-    elif args.command == "write-zero-shot-protocol":
-        zs.run_write_protocol(args.plan_json, args.output)
-    elif args.command == "compress-zero-shot":
-        zs.run_compress(args.plan_json, args.samples, args.output)
-    elif args.command == "score-zero-shot":
-        zs.run_score(args.plan_json, args.samples, args.prompts, args.protocol, args.output, raw_samples=args.raw_samples)
-    elif args.command == "zero-shot-from-artifacts":
-        zs.run_report(args.protocol, args.score_key, args.json_output, args.markdown_output, plan=args.plan_json,
-                      benchmark=args.benchmark)
+def _run(args: argparse.Namespace) -> None:
+    """Call the subcommand's job function with its parsed arguments as keywords."""
+    options = {key: value for key, value in vars(args).items() if key not in ("command", "_run")}
+    module, _, function = args._run.partition(":")
+    getattr(importlib.import_module(module), function)(**options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        _dispatch(args)
+        _run(args)
     except VertebraeError as exc:
         print(f"vertebrae: error: {exc}", file=sys.stderr)
         return 2

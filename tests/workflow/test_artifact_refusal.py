@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from vertebrae.workflow import plan, plan_path
+from vertebrae.workflow import artifact_path, plan
 
 
 def _vertebrae(workdir, *args):
@@ -21,7 +21,7 @@ def _score_specs(workdir, config):
 
 def test_score_refuses_embeddings_of_another_candidate(workdir_copy, default_config):
     first, second = _score_specs(workdir_copy, default_config)[:2]
-    proc = _vertebrae(workdir_copy, "score", "--plan-json", plan_path(first["fingerprint"]),
+    proc = _vertebrae(workdir_copy, "score", "--plan-json", artifact_path("plan", first["fingerprint"]),
                       "--embeddings", second["embedding"]["path"], "--protocol", first["protocol"]["path"],
                       "--output", "results/scores/new.json")
     assert proc.returncode == 2
@@ -35,7 +35,7 @@ def test_truncated_embeddings_are_refused_by_score(workdir_copy, default_config)
     size = path.stat().st_size
     with open(path, "r+b") as handle:
         handle.truncate(size // 2)
-    proc = _vertebrae(workdir_copy, "score", "--plan-json", plan_path(spec["fingerprint"]),
+    proc = _vertebrae(workdir_copy, "score", "--plan-json", artifact_path("plan", spec["fingerprint"]),
                       "--embeddings", spec["embedding"]["path"], "--protocol", spec["protocol"]["path"],
                       "--output", spec["fingerprint"] + ".json")
     assert proc.returncode == 2 and spec["embedding"]["path"] in proc.stderr
@@ -49,7 +49,7 @@ def test_tampered_score_is_refused_by_report(workdir_copy, default_config):
     path.write_text(json.dumps(document))
     workflow_plan = plan(default_config, base_dir=workdir_copy)
     report = workflow_plan.spec(workflow_plan.reports["digits"])
-    proc = _vertebrae(workdir_copy, "report", "--plan-json", plan_path(report["fingerprint"]),
+    proc = _vertebrae(workdir_copy, "report", "--plan-json", artifact_path("plan", report["fingerprint"]),
                       "--protocol", report["protocol"]["path"], "--json-output", "r.json", "--markdown-output", "r.md",
                       *[c["score"]["path"] for c in report["candidates"]])
     assert proc.returncode == 2 and "content hash" in proc.stderr and str(path.relative_to(workdir_copy)) in proc.stderr

@@ -8,8 +8,7 @@ import sys
 
 
 from vertebrae.results import BenchmarkResult
-from vertebrae.workflow import benchmarks_from_config, plan, retrieval_benchmarks_from_config
-from vertebrae.workflow_zero_shot import zero_shot_benchmarks_from_config
+from vertebrae.workflow import benchmarks_from_config, plan, retrieval_benchmarks_from_config, zero_shot_benchmarks_from_config
 
 from workflow_support import comparable, REPO, job_counts, snakemake, write_config
 
@@ -26,27 +25,25 @@ EXPECTED_JOBS = {
     "compress": 3,
     "write_protocol": 3,
     "score": 10,  # digits: 3 raw + 3 compressed variants; diabetes: 3; topics_labelled: 1
-    "report": 3,
+    "report": 6,  # one report rule for every protocol: 3 labelled + 2 retrieval + 1 zero-shot
     "embed_retrieval_shard": 6,  # digits_search: 2 extractors x 2 sides x 1 shard; topics_search: 1 x 2 x 1
     "merge_retrieval_embeddings": 6,
     "write_retrieval_relevance": 2,
     "compress_retrieval": 2,
     "score_retrieval": 5,  # digits_search: 2 raw + 2 compressed variants; topics_search: 1
-    "retrieval_report": 2,
     "figures": 6,  # ranking + detail figure per report (6 reports)
     # topics (zero-shot): 1 protocol + 1 prompt embed + 1 compress + 2 score + 1 report; its samples share
     # topics_labelled's minilm embedding job (same rows, same branch-less encoder)
     "plan_zero_shot": 6,
     "embed_zero_shot_prompts": 1,
-    "merge_zero_shot_prompts": 1,
+    "merge_zero_shot": 1,  # the prompts' merge (one rule merges either side)
     "write_zero_shot_protocol": 1,
     "compress_zero_shot": 1,
     "score_zero_shot": 2,  # raw + PCA-32 variant
-    "zero_shot_report": 1,
     "all": 1,
 }
-ZERO_SHOT_PROMPT_JOBS = {"plan_zero_shot": 5, "embed_zero_shot_prompts": 1, "merge_zero_shot_prompts": 1,
-                         "write_zero_shot_protocol": 1, "score_zero_shot": 2, "zero_shot_report": 1, "figures": 1, "all": 1}
+ZERO_SHOT_PROMPT_JOBS = {"plan_zero_shot": 5, "embed_zero_shot_prompts": 1, "merge_zero_shot": 1,
+                         "write_zero_shot_protocol": 1, "score_zero_shot": 2, "report": 1, "figures": 1, "all": 1}
 
 
 

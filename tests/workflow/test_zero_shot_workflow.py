@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from vertebrae.workflow_zero_shot import zero_shot_benchmarks_from_config
+from vertebrae.workflow import zero_shot_benchmarks_from_config
 from workflow_support import comparable, job_counts, snakemake, write_config
 
 ENCODERS = textwrap.dedent('''
@@ -36,8 +36,8 @@ ENCODERS = textwrap.dedent('''
         return out
 ''')
 
-PROMPT_JOBS = {"plan_zero_shot", "embed_zero_shot_prompts", "merge_zero_shot_prompts", "write_zero_shot_protocol",
-               "score_zero_shot", "zero_shot_report", "figures", "all"}
+PROMPT_JOBS = {"plan_zero_shot", "embed_zero_shot_prompts", "merge_zero_shot", "write_zero_shot_protocol",
+               "score_zero_shot", "report", "figures", "all"}
 
 
 def _config(prompts: list[dict]) -> dict:
@@ -108,8 +108,9 @@ def test_zero_shot_workflow_matches_in_process_and_prompt_edit_reruns_only_promp
     write_config(toy_dir, config)
     counts = job_counts(snakemake(toy_dir, "-n", "--quiet", "rules").stdout)
     assert set(counts) <= PROMPT_JOBS, counts
-    assert {"embed_zero_shot_samples", "merge_zero_shot_samples", "compress_zero_shot"}.isdisjoint(counts)
-    assert counts["embed_zero_shot_prompts"] == 2 and counts["score_zero_shot"] == 2 and counts["zero_shot_report"] == 1
+    assert {"embed_zero_shot_samples", "compress_zero_shot"}.isdisjoint(counts)
+    assert counts["merge_zero_shot"] == 1  # the prompts' merge only (one rule merges either side)
+    assert counts["embed_zero_shot_prompts"] == 2 and counts["score_zero_shot"] == 2 and counts["report"] == 1
     assert counts["write_zero_shot_protocol"] == 1
     snakemake(toy_dir)
     rerun = _report(toy_dir)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ValidationError
@@ -25,7 +24,7 @@ from vertebrae.scoring.metrics import Metric, OverlapMetric
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
-from vertebrae.stages.common import EmbeddingBlock, embed_endpoint, embedding_recipe
+from vertebrae.stages.common import EmbeddingBlock, embed_cached, embed_endpoint, embedding_recipe
 from vertebrae.stages.labelled import (
     ScoringPlan,
     build_protocol,
@@ -42,24 +41,14 @@ ENDPOINT = "samples"
 
 
 def _embed_cached(extractor: Extractor, dataset: BenchmarkDataset, embedding: EmbeddingConfig, cache: CacheConfig) -> tuple[EmbeddingBlock, str, str]:
-    from vertebrae.core.artifacts import read_embeddings, write_embeddings
-
     recipe = embedding_recipe(dataset.identity_key(), ENDPOINT, extractor)
     fp = fingerprint("embedding", recipe)
     compute = lambda: embed_endpoint(  # noqa: E731
         extractor, dataset.inputs, dataset.row_ids, shards=embedding.shards, batch_size=embedding.batch_size, endpoint=ENDPOINT
     )
-    if not cache.enabled:
-        return compute(), fp, "disabled"
-    if not (extractor.reusable and dataset.identity.reusable):
-        return compute(), fp, "bypassed_unsafe_identity"
-    path = Path(cache.cache_dir) / "embeddings" / f"{fp}.h5"
-    if path.exists():
-        artifact = read_embeddings(path, fingerprint=fp)
-        return EmbeddingBlock(artifact.matrix, artifact.row_ids), fp, "hit"
-    block = compute()
-    write_embeddings(path, block.matrix, list(block.row_ids), fingerprint=fp, recipe=recipe)
-    return block, fp, "miss"
+    block, status = embed_cached(compute, fp=fp, recipe=recipe, cache=cache,
+                                 reusable=extractor.reusable and dataset.identity.reusable, folder="embeddings")
+    return block, fp, status
 
 
 class Benchmark:

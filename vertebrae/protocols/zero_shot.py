@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from vertebrae.compression import EmbeddingCompressionConfig, variant_name
@@ -25,7 +24,7 @@ from vertebrae.extractors.base import Extractor
 from vertebrae.core.config import CacheConfig, EmbeddingConfig
 from vertebrae.scoring.overlap import OverlapScoringConfig
 from vertebrae.scoring.zero_shot import ZeroShotConfig
-from vertebrae.stages.common import EmbeddingBlock, embed_endpoint
+from vertebrae.stages.common import EmbeddingBlock, embed_cached, embed_endpoint
 from vertebrae.stages.zero_shot import (
     PROMPTS,
     SAMPLES,
@@ -57,7 +56,8 @@ class ZeroShotCandidate:
 
 
 class ZeroShotBenchmark:
-    """Compare shared-space extractors on one zero-shot protocol; ``run()`` returns a ZeroShotBenchmarkResult.
+    """Compare shared-space extractors on one ZeroShotDataset (samples, classes, prompts); ``run()`` returns a
+    ZeroShotBenchmarkResult.
 
     ``extractors`` holds ZeroShotCandidate entries, or extractors that use the global ``sample_branch`` and
     ``text_branch``. ``compression_config`` adds, per candidate, a variant compressed by a transform fitted on the
@@ -66,7 +66,7 @@ class ZeroShotBenchmark:
 
     def __init__(
         self,
-        protocol: ZeroShotDataset,
+        dataset: ZeroShotDataset,
         extractors: Sequence[Extractor | ZeroShotCandidate] = (),
         *,
         sample_branch: str | None = None,
@@ -80,9 +80,9 @@ class ZeroShotBenchmark:
         seed: int = 0,
         name: str = "zero_shot",
     ) -> None:
-        if not isinstance(protocol, ZeroShotDataset):
-            raise ValidationError(f"ZeroShotBenchmark needs a ZeroShotDataset, got {type(protocol).__name__}")
-        self.protocol = protocol
+        if not isinstance(dataset, ZeroShotDataset):
+            raise ValidationError(f"ZeroShotBenchmark needs a ZeroShotDataset, got {type(dataset).__name__}")
+        self.dataset = dataset
         self.config = zero_shot_config or ZeroShotConfig()
         if not isinstance(self.config, ZeroShotConfig):
             raise ValidationError(f"zero_shot_config must be a ZeroShotConfig, got {type(self.config).__name__}")
@@ -106,29 +106,19 @@ class ZeroShotBenchmark:
 
     def _embed(self, extractor: Extractor, endpoint: str, inputs: Any, row_ids: Sequence[str], branch: str | None,
                recipe: dict[str, Any]) -> tuple[EmbeddingBlock, str, str]:
-        from vertebrae.core.artifacts import read_embeddings, write_embeddings
-
         fp = fingerprint("embedding", recipe)
         compute = lambda: embed_endpoint(  # noqa: E731
             extractor, inputs, row_ids, shards=self.embedding_config.shards, batch_size=self.embedding_config.batch_size,
             endpoint=endpoint, branch=branch, fit=False, memory=self.memory_config)
-        cache = self.cache_config
-        if not cache.enabled:
-            return compute(), fp, "disabled"
-        if not (extractor.reusable and self.protocol.dataset.identity.reusable):
-            return compute(), fp, "bypassed_unsafe_identity"
-        path = Path(cache.cache_dir) / "zero_shot" / "embeddings" / f"{fp}.h5"
-        if path.exists():
-            artifact = read_embeddings(path, fingerprint=fp)
-            return EmbeddingBlock(artifact.matrix, artifact.row_ids), fp, "hit"
-        block = compute()
-        write_embeddings(path, block.matrix, list(block.row_ids), fingerprint=fp, recipe=recipe)
-        return block, fp, "miss"
+        block, status = embed_cached(compute, fp=fp, recipe=recipe, cache=self.cache_config,
+                                     reusable=extractor.reusable and self.dataset.dataset.identity.reusable,
+                                     folder="zero_shot/embeddings")
+        return block, fp, status
 
     def run(self) -> ZeroShotBenchmarkResult:
         if not self.candidates:
             raise ValidationError(f"benchmark {self.name!r} has no extractors")
-        zs, protocol = self.protocol, self.protocol.protocol
+        zs, protocol = self.dataset, self.dataset.protocol
         protocol_fp = zs.protocol_fingerprint()
         results = []
         for entry in self.candidates:

@@ -1,4 +1,4 @@
-"""Protocol-independent stages: shard planning, fitting, embedding rows, merging shards.
+"""Protocol-independent stages: shard planning, fitting, embedding rows, merging shards, row-id and name checks.
 
 Recipes here name every embedding artifact: ``fingerprint("embedding", embedding_recipe(...))`` depends on
 the dataset identity, the endpoint and the extractor recipe only (not on names, paths or shard counts).
@@ -6,8 +6,9 @@ the dataset identity, the endpoint and the extractor recipe only (not on names, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,8 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.labels import describe_key
 from vertebrae.core.memory import EmbeddingAccumulator, MemoryConfig
-from vertebrae.core.arrays import as_matrix, check_finite
-from vertebrae.core.arrays import stack_blocks
+from vertebrae.core.arrays import as_matrix, check_finite, stack_blocks
+from vertebrae.core.config import CacheConfig
 from vertebrae.extractors.base import Extractor
 
 
@@ -158,3 +159,44 @@ def embed_endpoint(
         for a, b in shard_bounds(inputs.shape[0], shards, batch_size=batch_size)
     ]
     return merge_blocks(blocks, row_ids, endpoint=endpoint)
+
+
+def embed_cached(compute: Callable[[], EmbeddingBlock], *, fp: str, recipe: dict[str, Any], cache: CacheConfig,
+                 reusable: bool, folder: str) -> tuple[EmbeddingBlock, str]:
+    """An in-process run's embeddings through its cache: ``(block, cache status)``.
+
+    Status "disabled" (no cache), "bypassed_unsafe_identity" (``reusable`` false: the extractor or dataset identity
+    does not name its bytes across runs), "hit" (the verified artifact ``cache_dir/folder/{fp}.h5`` is read) or "miss"
+    (``compute()`` runs and its block is written there).
+    """
+    from vertebrae.core.artifacts import read_embeddings, write_embeddings
+
+    if not cache.enabled:
+        return compute(), "disabled"
+    if not reusable:
+        return compute(), "bypassed_unsafe_identity"
+    path = Path(cache.cache_dir) / folder / f"{fp}.h5"
+    if path.exists():
+        artifact = read_embeddings(path, fingerprint=fp)
+        return EmbeddingBlock(artifact.matrix, artifact.row_ids), "hit"
+    block = compute()
+    write_embeddings(path, block.matrix, list(block.row_ids), fingerprint=fp, recipe=recipe)
+    return block, "miss"
+
+
+def check_row_ids(block: EmbeddingBlock, expected: Sequence[str], endpoint: str) -> None:
+    """The block's row ids equal the protocol's ``expected`` ids, in order; a ValidationError names the first difference."""
+    if tuple(block.row_ids) == tuple(expected):
+        return
+    if len(block.row_ids) != len(expected):
+        raise ValidationError(f"endpoint {endpoint!r}: embeddings have {len(block.row_ids)} rows, the protocol has {len(expected)}")
+    i = next(i for i, (a, b) in enumerate(zip(block.row_ids, expected)) if a != b)
+    raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {describe_key(block.row_ids[i])}, protocol row "
+                          f"is {describe_key(expected[i])}")
+
+
+def check_unique_names(names: Sequence[str], benchmark: str) -> None:
+    """A report ranks candidates by name: no name may appear twice."""
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValidationError(f"benchmark {benchmark!r}: duplicate candidate names {duplicates}")

@@ -10,9 +10,7 @@ from typing import Any
 from vertebrae import __version__
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
-from vertebrae.core.labels import describe_key
-from vertebrae.data.labelled import BenchmarkDataset
-from vertebrae.data.labelled import LabelledProtocol
+from vertebrae.data.labelled import BenchmarkDataset, LabelledProtocol
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.compression import EmbeddingCompressionConfig, fit_paired_compression
 from vertebrae.scoring.metrics import Metric, metric_from_config
@@ -24,7 +22,7 @@ from vertebrae.scoring.overlap import (
 )
 from vertebrae.scoring.separatix import SeparatixConfig, SeparatixScorer
 from vertebrae.scoring.stability import StabilityConfig, run_stability_analysis
-from vertebrae.stages.common import EmbeddingBlock
+from vertebrae.stages.common import EmbeddingBlock, check_row_ids, check_unique_names
 
 
 def protocol_recipe(identity_key: str, target_declaration: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,25 +107,13 @@ def compress_block(block: EmbeddingBlock, config: EmbeddingCompressionConfig) ->
     return EmbeddingBlock(fitted.compressed_reference, block.row_ids), metadata
 
 
-def _check_rows(block: EmbeddingBlock, protocol: LabelledProtocol, endpoint: str) -> None:
-    if block.row_ids == protocol.row_ids:
-        return
-    if len(block.row_ids) != len(protocol.row_ids):
-        raise ValidationError(
-            f"endpoint {endpoint!r}: embeddings have {len(block.row_ids)} rows, the protocol has {len(protocol.row_ids)}"
-        )
-    i = next(i for i, (a, b) in enumerate(zip(block.row_ids, protocol.row_ids)) if a != b)
-    raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {describe_key(block.row_ids[i])}, "
-                          f"protocol row is {describe_key(protocol.row_ids[i])}")
-
-
 def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: ScoringPlan, *, endpoint: str = "samples") -> dict[str, Any]:
     """Score one candidate's (possibly compressed) embeddings; returns the score payload.
 
     Order: OverlapIndex, custom metrics, stability, then Separatix on the same evaluated variant, gated by
     the overlap score.
     """
-    _check_rows(block, protocol, endpoint)
+    check_row_ids(block, protocol.row_ids, endpoint)
     overlap = OverlapIndexScorer(plan.scoring).score_targets(block.matrix, protocol.targets, seed=plan.seed, row_ids=block.row_ids)
     metrics = {
         metric.name: metric.compute(block.matrix, protocol.targets, row_ids=block.row_ids, groups=protocol.groups, seed=plan.seed).to_dict()
@@ -172,10 +158,7 @@ def candidate_result(
 
 
 def build_report(candidates: Sequence[ExtractorResult], protocol: LabelledProtocol, *, benchmark: str, plan: ScoringPlan) -> BenchmarkResult:
-    names = [c.name for c in candidates]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValidationError(f"benchmark {benchmark!r}: duplicate candidate names {duplicates}")
+    check_unique_names([c.name for c in candidates], benchmark)
     return BenchmarkResult(
         extractor_results=list(candidates),
         dataset_summary=protocol.dataset_summary,

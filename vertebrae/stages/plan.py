@@ -1,8 +1,12 @@
-"""``vertebrae plan`` (and ``plan-retrieval``, ``plan-zero-shot``): check one job spec and write it as a plan artifact.
+"""Job specs: every check a spec passes before ``vertebrae plan`` writes it, and the plan reader every job uses.
 
-A workflow runs this about fifty times, once per job spec, so it imports only what a spec needs: JSON, the
-fingerprint and the JSON artifact writer for every stage; the extractor, its recipe and the data source (numpy,
-scikit-learn, a model library) only for the fit and embedding specs that are checked against them.
+A job spec is one JSON object of ``vertebrae.workflow.plan``. ``stage`` names the job; ``fingerprint`` names its
+output and is the hash of ``recipe`` under the stage's artifact kind (``KIND_OF_STAGE``), except a zero-shot
+protocol, whose fingerprint is the protocol payload's own: the write-protocol job builds the protocol and checks it.
+Specs that declare an extractor are re-derived against it (recipe, row count, shard bounds).
+
+Imports: JSON, the fingerprint and the JSON artifact I/O only; the extractor, its recipe and the data source (numpy,
+scikit-learn, a model library) come in inside the checks of the fit and embedding specs that need them.
 """
 
 from __future__ import annotations
@@ -12,17 +16,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vertebrae.core.artifacts import write_json_artifact
-from vertebrae.core.errors import ValidationError
+from vertebrae.core.artifacts import read_json_artifact, write_json_artifact
+from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
 
 KIND_OF_STAGE = {
     "fit": "fitted-extractor", "embed": "embedding", "compress": "compressed", "protocol": "protocol", "score": "score",
     "report": "report", "retrieval-protocol": "protocol", "compress-retrieval": "compressed",
     "score-retrieval": "score", "retrieval-report": "report",
+    "zero-shot-embed": "embedding", "compress-zero-shot": "compressed", "score-zero-shot": "score",
+    "zero-shot-report": "report",
 }
-ZERO_SHOT_STAGES = ("zero-shot-embed", "zero-shot-protocol", "compress-zero-shot", "score-zero-shot", "zero-shot-report")
 BASE_DIR = Path(".")  # relative data paths in job specs resolve against the working directory
+
+
+def spec_kind(spec: Mapping[str, Any]) -> str:
+    """The protocol a fit or embed spec serves: "retrieval" or "labelled".
+
+    The spec's ``protocol`` key is "retrieval" for a retrieval endpoint (zero-shot specs use that key for the
+    protocol's ``{fingerprint, path}`` reference and have stages of their own).
+    """
+    return "retrieval" if spec.get("protocol") == "retrieval" else "labelled"
 
 
 def spec_extractor(spec: Mapping[str, Any]):
@@ -36,26 +50,40 @@ def spec_extractor(spec: Mapping[str, Any]):
 def check_spec(spec: Mapping[str, Any]) -> None:
     """Re-derive a job spec's fingerprint (and, for extractor jobs, its recipe and shards) from its content."""
     stage = spec.get("stage")
-    if isinstance(stage, str) and stage in ZERO_SHOT_STAGES:
-        from vertebrae.stages.zero_shot_jobs import check_zero_shot_spec
-
-        check_zero_shot_spec(spec)
+    if stage == "zero-shot-protocol":
+        if spec["recipe"].get("zero_shot_protocol") != spec["fingerprint"]:
+            raise ValidationError(f"job spec {spec['fingerprint']}: its recipe names protocol "
+                                  f"{spec['recipe'].get('zero_shot_protocol')!r}")
         return
-    if stage not in KIND_OF_STAGE:
+    if not isinstance(stage, str) or stage not in KIND_OF_STAGE:
         raise ValidationError(f"job spec has unknown stage {stage!r}")
     if fingerprint(KIND_OF_STAGE[stage], spec["recipe"]) != spec["fingerprint"]:
         raise ValidationError(f"job spec {spec['fingerprint']}: its recipe does not hash to its fingerprint")
-    if stage in ("fit", "embed"):
-        from vertebrae.stages.common import embedding_recipe, fit_recipe
-
+    if stage in ("fit", "embed", "zero-shot-embed"):
         extractor = spec_extractor(spec)
-        recipe = (fit_recipe(spec["identity"], spec["endpoint"], extractor) if stage == "fit"
-                  else embedding_recipe(spec["identity"], spec["endpoint"], extractor, spec.get("branch"),
-                                        fit_endpoint=spec.get("fit_endpoint")))
-        if recipe != spec["recipe"]:
+        if _extractor_recipe(spec, extractor) != spec["recipe"]:
             raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match its recipe")
-        if stage == "embed":
+        if stage == "embed" or (stage == "zero-shot-embed" and spec["side"] == "samples"):
             check_rows(spec, endpoint_rows(spec))
+        elif stage == "zero-shot-embed":
+            # the prompts' count is fixed by the protocol fingerprint in the recipe: only their shard bounds can be off
+            check_rows(spec, spec["n_rows"])
+
+
+def _extractor_recipe(spec: Mapping[str, Any], extractor) -> dict[str, Any]:
+    """The recipe a fit or embedding spec's extractor gives today."""
+    if spec["stage"] == "zero-shot-embed":
+        from vertebrae.stages.zero_shot import prompt_embedding_recipe, sample_embedding_recipe
+
+        if spec["side"] == "samples":
+            return sample_embedding_recipe(spec["identity"], extractor, spec["branch"])
+        return prompt_embedding_recipe(spec["protocol"]["fingerprint"], extractor, spec["branch"])
+    from vertebrae.stages.common import embedding_recipe, fit_recipe
+
+    if spec["stage"] == "fit":
+        return fit_recipe(spec["identity"], spec["endpoint"], extractor)
+    return embedding_recipe(spec["identity"], spec["endpoint"], extractor, spec.get("branch"),
+                            fit_endpoint=spec.get("fit_endpoint"))
 
 
 def check_rows(spec: Mapping[str, Any], n_rows: int) -> None:
@@ -69,7 +97,7 @@ def check_rows(spec: Mapping[str, Any], n_rows: int) -> None:
 
 def endpoint_rows(spec: Mapping[str, Any]) -> int:
     """The number of rows an embedding spec's endpoint has now (the query or gallery side of a retrieval one)."""
-    if spec.get("protocol") == "retrieval":
+    if spec_kind(spec) == "retrieval":
         from vertebrae.data.retrieval_sources import retrieval_row_counts
 
         counts = retrieval_row_counts(spec["dataset"]["source"], base_dir=BASE_DIR, where=f"{spec['where']}.source")
@@ -79,14 +107,30 @@ def endpoint_rows(spec: Mapping[str, Any]) -> int:
     return declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
 
 
-def run_plan(spec_text: str, output: str | Path) -> None:
+def run_plan(spec: str, output: str | Path) -> None:
+    """``vertebrae plan``: check the job spec (JSON text) and write it as the plan artifact ``output``."""
     try:
-        spec = json.loads(spec_text)
+        spec = json.loads(spec)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"job spec is not JSON: {exc}") from None
     check_spec(spec)
     write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
-__all__ = ["BASE_DIR", "KIND_OF_STAGE", "ZERO_SHOT_STAGES", "check_rows", "check_spec", "endpoint_rows", "run_plan",
-           "spec_extractor"]
+def load_plan(path: str | Path, stage: str) -> dict[str, Any]:
+    """The job spec of the plan artifact ``path``, which must be a ``stage`` spec stored under its own fingerprint."""
+    spec = read_json_artifact(path, "plan", fingerprint=None)
+    if spec.get("stage") != stage:
+        raise ArtifactError(f"{path}: a {spec.get('stage')!r} job spec where a {stage!r} one was expected")
+    if Path(path).stem != spec["fingerprint"]:
+        raise ArtifactError(f"{path}: holds the job spec {spec['fingerprint']}, not {Path(path).stem}")
+    return spec
+
+
+def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
+    """Fingerprint of shard ``index`` of an embedding spec: its parent endpoint and its row range."""
+    return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
+
+
+__all__ = ["BASE_DIR", "KIND_OF_STAGE", "check_rows", "check_spec", "endpoint_rows", "load_plan",
+           "run_plan", "shard_fingerprint", "spec_extractor", "spec_kind"]

@@ -14,11 +14,10 @@ from vertebrae import __version__
 from vertebrae.compression import EmbeddingCompressionConfig, compress_pair
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
-from vertebrae.core.labels import describe_key
-from vertebrae.data.retrieval import RetrievalProtocol
+from vertebrae.data.retrieval_protocol import RetrievalProtocol
 from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore, RetrievalScorer
-from vertebrae.stages.common import EmbeddingBlock
+from vertebrae.stages.common import EmbeddingBlock, check_row_ids, check_unique_names
 
 QUERY, GALLERY = "query", "gallery"
 FIT_ENDPOINT = GALLERY
@@ -63,19 +62,10 @@ def compress_retrieval_pair(queries: EmbeddingBlock, gallery: EmbeddingBlock, co
     return EmbeddingBlock(queries_c, queries.row_ids), EmbeddingBlock(gallery_c, gallery.row_ids), {**metadata, "fit_side": FIT_ENDPOINT}
 
 
-def _check_ids(block: EmbeddingBlock, expected: Sequence[str], endpoint: str) -> None:
-    if tuple(block.row_ids) == tuple(expected):
-        return
-    if len(block.row_ids) != len(expected):
-        raise ValidationError(f"endpoint {endpoint!r}: embeddings have {len(block.row_ids)} rows, the protocol has {len(expected)}")
-    i = next(i for i, (a, b) in enumerate(zip(block.row_ids, expected)) if a != b)
-    raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {describe_key(block.row_ids[i])}, protocol row is {describe_key(expected[i])}")
-
-
 def score_retrieval(queries: EmbeddingBlock, gallery: EmbeddingBlock, protocol: RetrievalProtocol, config: RetrievalConfig) -> RetrievalScore:
     """Exact scoring of one candidate's endpoints against the protocol (row ids checked first)."""
-    _check_ids(queries, protocol.query_ids, QUERY)
-    _check_ids(gallery, protocol.gallery_ids, GALLERY)
+    check_row_ids(queries, protocol.query_ids, QUERY)
+    check_row_ids(gallery, protocol.gallery_ids, GALLERY)
     return RetrievalScorer(config).score(queries.matrix, gallery.matrix, protocol.relevance, query_ids=protocol.query_ids,
                                          gallery_ids=protocol.gallery_ids, exclusions=protocol.exclusions)
 
@@ -88,10 +78,7 @@ def retrieval_report(
     candidates: Sequence[RetrievalCandidateResult], protocol: RetrievalProtocol, *, benchmark: str, config: RetrievalConfig,
     dataset_summary: Mapping[str, Any],
 ) -> RetrievalBenchmarkResult:
-    names = [c.name for c in candidates]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValidationError(f"benchmark {benchmark!r}: duplicate candidate names {duplicates}")
+    check_unique_names([c.name for c in candidates], benchmark)
     table_metrics = [f"ndcg@{k}" for k in config.ks] + ["mrr", "map"] + [f"recall@{k}" for k in config.ks]
     return RetrievalBenchmarkResult(
         list(candidates), dict(dataset_summary),

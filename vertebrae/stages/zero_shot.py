@@ -19,12 +19,11 @@ from vertebrae import __version__
 from vertebrae.compression import EmbeddingCompressionConfig, FittedCompression, fit_paired_compression
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
-from vertebrae.core.labels import describe_key
 from vertebrae.data.zero_shot import ZeroShotProtocol
 from vertebrae.extractors.base import Extractor
 from vertebrae.scoring.overlap import OverlapIndexScorer, OverlapScoreResult, OverlapScoringConfig
 from vertebrae.scoring.zero_shot import ZeroShotConfig, ZeroShotResult, score_encoded
-from vertebrae.stages.common import EmbeddingBlock, embedding_recipe
+from vertebrae.stages.common import EmbeddingBlock, check_row_ids, check_unique_names, embedding_recipe
 from vertebrae.results.zero_shot import ZeroShotBenchmarkResult, ZeroShotCandidateResult
 
 SAMPLES, PROMPTS = "samples", "prompts"
@@ -113,16 +112,6 @@ def refit_for_prompts(raw_samples: EmbeddingBlock, compressed_samples: Embedding
     return fitted
 
 
-def _check_ids(block: EmbeddingBlock, expected: Sequence[str], endpoint: str) -> None:
-    if tuple(block.row_ids) == tuple(expected):
-        return
-    if len(block.row_ids) != len(expected):
-        raise ValidationError(f"endpoint {endpoint!r}: embeddings have {len(block.row_ids)} rows, the protocol has {len(expected)}")
-    i = next(i for i, (a, b) in enumerate(zip(block.row_ids, expected)) if a != b)
-    raise ValidationError(f"endpoint {endpoint!r}: embedding row {i} is {describe_key(block.row_ids[i])}, protocol row "
-                          f"is {describe_key(expected[i])}")
-
-
 def check_pairing(sample_pair: str | None, prompt_pair: str | None) -> None:
     """Both endpoints raw, or both from the same paired compression (dimensions are not evidence)."""
     if sample_pair == prompt_pair:
@@ -137,8 +126,8 @@ def score_zero_shot(samples: EmbeddingBlock, prompts: EmbeddingBlock, protocol: 
                     prompt_pair: str | None = None) -> tuple[ZeroShotResult, OverlapScoreResult]:
     """Zero-shot metrics and, separately, OverlapIndex of the same sample embeddings (row ids checked first)."""
     check_pairing(sample_pair, prompt_pair)
-    _check_ids(samples, protocol.sample_ids, SAMPLES)
-    _check_ids(prompts, protocol.prompt_ids(), PROMPTS)
+    check_row_ids(samples, protocol.sample_ids, SAMPLES)
+    check_row_ids(prompts, protocol.prompt_ids(), PROMPTS)
     catalog = protocol.catalog
     result = score_encoded(
         samples.matrix, prompts.matrix, protocol.sample_labels, class_keys=protocol.class_keys,
@@ -168,10 +157,7 @@ def zero_shot_protocol_summary(protocol: ZeroShotProtocol) -> dict[str, Any]:
 def zero_shot_report(candidates: Sequence[ZeroShotCandidateResult], protocol: ZeroShotProtocol, *, benchmark: str,
                      config: ZeroShotConfig, overlap_config: OverlapScoringConfig, seed: int,
                      protocol_fingerprint: str) -> ZeroShotBenchmarkResult:
-    names = [c.name for c in candidates]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValidationError(f"benchmark {benchmark!r}: duplicate candidate names {duplicates}")
+    check_unique_names([c.name for c in candidates], benchmark)
     for c in candidates:
         if c.zero_shot.config != config:
             raise ValidationError(f"benchmark {benchmark!r}: candidate {c.name!r} was scored under other zero-shot settings")

@@ -1,9 +1,10 @@
+# Retrieval protocol: query and gallery endpoints embedded shard by shard (plan and fit from labelled.smk) ->
+# merge -> write relevance -> optional paired compression -> score (report: figures.smk).
 rule embed_retrieval_shard:
     input:
-        plan="results/plans/{fp}.json",
-        fitted=get_fitted,
+        unpack(get_inputs),
     output:
-        shard="results/retrieval/embeddings/{fp}/shard-{i}-of-{n}.h5",
+        shard=artifact_path("shard", "{fp}", protocol="retrieval", shard=("{i}", "{n}")),
     resources:
         gpu=get_gpus,
     params:
@@ -21,10 +22,9 @@ rule embed_retrieval_shard:
 
 rule merge_retrieval_embeddings:
     input:
-        plan="results/plans/{fp}.json",
-        shards=get_shards,
+        unpack(get_merge_inputs),
     output:
-        embeddings="results/retrieval/embeddings/{fp}.h5",
+        embeddings=artifact_path("embedding", "{fp}", protocol="retrieval"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -35,9 +35,9 @@ rule merge_retrieval_embeddings:
 
 rule write_retrieval_relevance:
     input:
-        plan="results/plans/{fp}.json",
+        unpack(get_inputs),
     output:
-        protocol="results/retrieval/relevance/{fp}.json",
+        protocol=artifact_path("protocol", "{fp}", protocol="retrieval"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -48,11 +48,10 @@ rule write_retrieval_relevance:
 
 rule compress_retrieval:
     input:
-        unpack(get_retrieval_pair),
-        plan="results/plans/{fp}.json",
+        unpack(get_inputs),
     output:
-        queries="results/retrieval/compressed/{fp}/query.h5",
-        gallery="results/retrieval/compressed/{fp}/gallery.h5",
+        queries=artifact_path("compressed", "{fp}", protocol="retrieval", side="query"),
+        gallery=artifact_path("compressed", "{fp}", protocol="retrieval", side="gallery"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -64,11 +63,9 @@ rule compress_retrieval:
 
 rule score_retrieval:
     input:
-        unpack(get_retrieval_pair),
-        plan="results/plans/{fp}.json",
-        protocol=get_retrieval_protocol,
+        unpack(get_inputs),
     output:
-        score="results/retrieval/scores/{fp}.json",
+        score=artifact_path("score", "{fp}", protocol="retrieval"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -78,20 +75,3 @@ rule score_retrieval:
     shell:
         "vertebrae score-retrieval --plan-json {input.plan} --queries {input.queries} --gallery {input.gallery}"
         " --protocol {input.protocol} --output {output.score} > {log} 2>&1"
-
-
-rule retrieval_report:
-    input:
-        plan=get_retrieval_report_plan,
-        protocol=get_retrieval_report_protocol,
-        scores=get_retrieval_report_scores,
-    output:
-        json="results/reports/{retrieval_benchmark}/report.json",
-        markdown="results/reports/{retrieval_benchmark}/report.md",
-    conda:
-        "../../envs/vertebrae.yaml"
-    log:
-        "logs/retrieval_report/{retrieval_benchmark}.log",
-    shell:
-        "vertebrae retrieval-from-artifacts --plan-json {input.plan} --protocol {input.protocol} --json-output {output.json}"
-        " --markdown-output {output.markdown} {input.scores} > {log} 2>&1"

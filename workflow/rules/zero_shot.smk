@@ -1,8 +1,9 @@
 # Zero-shot protocol: samples and prompts are embedded by separate rules, so a prompt edit visibly reruns only
 # prompt embedding, protocol, score and report jobs (sample embedding and the compression fit stay).
+# One merge rule serves both sides; the report rule is in figures.smk.
 rule plan_zero_shot:
     output:
-        plan="results/zero_shot/plans/{fp}.json",
+        plan=artifact_path("plan", "{fp}", protocol="zero_shot"),
     params:
         spec=get_spec,
     conda:
@@ -15,9 +16,9 @@ rule plan_zero_shot:
 
 rule embed_zero_shot_samples:
     input:
-        plan="results/zero_shot/plans/{fp}.json",
+        unpack(get_inputs),
     output:
-        shard="results/zero_shot/samples/{fp}/shard-{i}-of-{n}.h5",
+        shard=artifact_path("shard", "{fp}", protocol="zero_shot", side="samples", shard=("{i}", "{n}")),
     resources:
         gpu=get_gpus,
     conda:
@@ -33,10 +34,9 @@ rule embed_zero_shot_samples:
 
 rule embed_zero_shot_prompts:
     input:
-        plan="results/zero_shot/plans/{fp}.json",
-        protocol=get_zero_shot_protocol,
+        unpack(get_inputs),
     output:
-        shard="results/zero_shot/prompts/{fp}/shard-{i}-of-{n}.h5",
+        shard=artifact_path("shard", "{fp}", protocol="zero_shot", side="prompts", shard=("{i}", "{n}")),
     resources:
         gpu=get_gpus,
     conda:
@@ -50,39 +50,24 @@ rule embed_zero_shot_prompts:
         " --protocol {input.protocol} --output {output.shard} > {log} 2>&1"
 
 
-rule merge_zero_shot_samples:
+rule merge_zero_shot:
     input:
-        plan="results/zero_shot/plans/{fp}.json",
-        shards=get_shards,
+        unpack(get_merge_inputs),
     output:
-        embeddings="results/zero_shot/samples/{fp}.h5",
+        embeddings=artifact_path("embedding", "{fp}", protocol="zero_shot", side="{side}"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/merge_zero_shot_samples/{fp}.log",
-    shell:
-        "vertebrae merge-zero-shot-embeddings --plan-json {input.plan} --output {output.embeddings} {input.shards} > {log} 2>&1"
-
-
-rule merge_zero_shot_prompts:
-    input:
-        plan="results/zero_shot/plans/{fp}.json",
-        shards=get_shards,
-    output:
-        embeddings="results/zero_shot/prompts/{fp}.h5",
-    conda:
-        "../../envs/vertebrae.yaml"
-    log:
-        "logs/merge_zero_shot_prompts/{fp}.log",
+        "logs/merge_zero_shot/{side}/{fp}.log",
     shell:
         "vertebrae merge-zero-shot-embeddings --plan-json {input.plan} --output {output.embeddings} {input.shards} > {log} 2>&1"
 
 
 rule write_zero_shot_protocol:
     input:
-        plan="results/zero_shot/plans/{fp}.json",
+        unpack(get_inputs),
     output:
-        protocol="results/zero_shot/protocols/{fp}.json",
+        protocol=artifact_path("protocol", "{fp}", protocol="zero_shot"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -93,10 +78,9 @@ rule write_zero_shot_protocol:
 
 rule compress_zero_shot:
     input:
-        plan="results/zero_shot/plans/{fp}.json",
-        samples=get_zero_shot_raw_samples,
+        unpack(get_inputs),
     output:
-        samples="results/zero_shot/compressed/{fp}/samples.h5",
+        samples=artifact_path("compressed", "{fp}", protocol="zero_shot"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -107,10 +91,9 @@ rule compress_zero_shot:
 
 rule score_zero_shot:
     input:
-        unpack(get_zero_shot_score_inputs),
-        plan="results/zero_shot/plans/{fp}.json",
+        unpack(get_inputs),
     output:
-        score="results/zero_shot/scores/{fp}.json",
+        score=artifact_path("score", "{fp}", protocol="zero_shot"),
     params:
         raw=get_zero_shot_raw_option,
     conda:
@@ -122,24 +105,3 @@ rule score_zero_shot:
     shell:
         "vertebrae score-zero-shot --plan-json {input.plan} --samples {input.samples} --prompts {input.prompts}"
         " --protocol {input.protocol}{params.raw} --output {output.score} > {log} 2>&1"
-
-
-rule zero_shot_report:
-    input:
-        plan=get_zero_shot_report_plan,
-        protocol=get_zero_shot_report_protocol,
-        scores=get_zero_shot_report_scores,
-    output:
-        json="results/reports/{zero_shot_benchmark}/report.json",
-        markdown="results/reports/{zero_shot_benchmark}/report.md",
-    params:
-        score_keys=get_zero_shot_score_keys,
-    wildcard_constraints:
-        zero_shot_benchmark="|".join(PLAN.zero_shot_reports) or "no-zero-shot-benchmark",
-    conda:
-        "../../envs/vertebrae.yaml"
-    log:
-        "logs/zero_shot_report/{zero_shot_benchmark}.log",
-    shell:
-        "vertebrae zero-shot-from-artifacts --plan-json {input.plan} --protocol {input.protocol} {params.score_keys}"
-        " --json-output {output.json} --markdown-output {output.markdown} > {log} 2>&1"

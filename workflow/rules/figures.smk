@@ -1,11 +1,11 @@
+# Reports and their figures, for every protocol: `vertebrae report` reads the report spec's stage.
 rule report:
     input:
-        plan=get_report_plan,
-        protocol=get_report_protocol,
-        scores=get_report_scores,
+        unpack(get_report_inputs),
     output:
-        json="results/reports/{benchmark}/report.json",
-        markdown="results/reports/{benchmark}/report.md",
+        **report_paths("{benchmark}"),
+    wildcard_constraints:
+        benchmark=get_report_names_pattern(),
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -17,7 +17,7 @@ rule report:
 
 rule figures:
     input:
-        report="results/reports/{report_name}/report.json",
+        report=report_paths("{report_name}")["json"],
     output:
         ranking=report(
             "results/reports/{report_name}/ranking.png",

@@ -1,10 +1,12 @@
-"""File-level stage runners, driven by hand in a temporary working directory with workflow plan specs."""
+"""The labelled protocol's jobs (plan, fit, embed, merge, write-protocol, compress, score, report), driven by hand in a
+temporary working directory with workflow plan specs."""
 
 from __future__ import annotations
 
 import copy
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -14,18 +16,13 @@ from sklearn.decomposition import PCA
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_embeddings, read_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
-from vertebrae.stages import jobs
-from vertebrae.workflow import (
-    benchmarks_from_config,
-    compressed_path,
-    embedding_path,
-    fitted_path,
-    plan,
-    plan_path,
-    protocol_path,
-    report_paths,
-    score_path,
-)
+from vertebrae.stages import jobs, labelled_jobs
+from vertebrae.stages.plan import load_plan, run_plan
+from vertebrae.workflow import benchmarks_from_config, plan, report_paths
+from vertebrae.workflow.paths import artifact_path
+
+plan_path, fitted_path, embedding_path, compressed_path, protocol_path, score_path = (
+    partial(artifact_path, kind) for kind in ("plan", "fitted", "embedding", "compressed", "protocol", "score"))
 
 CONFIG = {
     "seed": 3,
@@ -61,7 +58,7 @@ def workdir(tmp_path, monkeypatch) -> Path:
 
 def write_plans(p) -> None:
     for fp in p.specs:
-        jobs.run_plan(p.spec_json(fp), plan_path(fp))
+        run_plan(p.spec_json(fp), plan_path(fp))
 
 
 def embed_stage(p) -> None:
@@ -79,15 +76,15 @@ def test_the_chain_by_hand_equals_the_in_process_benchmark(workdir):
     write_plans(p)
     embed_stage(p)
     for fp in p.fingerprints("protocol"):
-        jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+        labelled_jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
     for fp in p.fingerprints("score"):
         spec = p.spec(fp)
         assert spec["embedding"]["path"] == embedding_path(spec["embedding"]["fingerprint"])
-        jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], score_path(fp))
+        labelled_jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], score_path(fp))
     report_fp = p.reports["toy"]
     spec = p.spec(report_fp)
     paths = report_paths("toy")
-    jobs.run_report(plan_path(report_fp), spec["protocol"]["path"], [c["score"]["path"] for c in spec["candidates"]],
+    labelled_jobs.run_report(plan_path(report_fp), spec["protocol"]["path"], [c["score"]["path"] for c in spec["candidates"]],
                     paths["json"], paths["markdown"])
 
     for path in p.final_outputs():
@@ -114,7 +111,7 @@ def test_run_plan_refuses_a_spec_whose_recipe_was_edited(workdir):
     spec = copy.deepcopy(p.spec(fp))
     spec["recipe"]["endpoint"] = "queries"
     with pytest.raises(ValidationError, match=rf"job spec {fp}: its recipe does not hash to its fingerprint"):
-        jobs.run_plan(json.dumps(spec), plan_path(fp))
+        run_plan(json.dumps(spec), plan_path(fp))
     assert not (workdir / plan_path(fp)).exists()
 
 
@@ -124,14 +121,14 @@ def test_run_plan_refuses_an_extractor_that_no_longer_matches_the_recipe(workdir
     spec = copy.deepcopy(p.spec(fp))
     spec["extractor"]["decl"]["steps"][0]["params"]["n_components"] = 4
     with pytest.raises(ValidationError, match=r"extractor 'pca3' does not match its recipe"):
-        jobs.run_plan(json.dumps(spec), plan_path(fp))
+        run_plan(json.dumps(spec), plan_path(fp))
 
 
 def test_run_plan_refuses_an_unknown_stage(workdir):
     p = plan(CONFIG)
     spec = dict(p.spec(p.fingerprints("protocol")[0]), stage="transmogrify")
     with pytest.raises(ValidationError, match="unknown stage 'transmogrify'"):
-        jobs.run_plan(json.dumps(spec), "results/plans/x.json")
+        run_plan(json.dumps(spec), "results/plans/x.json")
 
 
 def test_load_plan_refuses_a_plan_file_renamed_to_another_fingerprint(workdir):
@@ -141,7 +138,7 @@ def test_load_plan_refuses_a_plan_file_renamed_to_another_fingerprint(workdir):
     (workdir / plan_path(first)).replace(workdir / plan_path(second))
     assert json.loads((workdir / plan_path(second)).read_text())["payload"]["fingerprint"] == first
     with pytest.raises(ArtifactError) as info:
-        jobs.load_plan(plan_path(second), "embed")
+        load_plan(plan_path(second), "embed")
     assert plan_path(second) in str(info.value) and first in str(info.value)
 
 
@@ -150,7 +147,7 @@ def test_load_plan_refuses_a_spec_of_another_stage(workdir):
     write_plans(p)
     fp = p.fingerprints("protocol")[0]
     with pytest.raises(ArtifactError, match=r"a 'protocol' job spec where a 'embed' one was expected"):
-        jobs.load_plan(plan_path(fp), "embed")
+        load_plan(plan_path(fp), "embed")
 
 
 def test_run_embed_shard_refuses_an_out_of_range_index(workdir):
@@ -202,7 +199,7 @@ def test_run_write_protocol_refuses_data_changed_after_planning(workdir):
     fp = p.fingerprints("protocol")[0]
     write_data(workdir / "data.npz", bump=0.5)
     with pytest.raises(ValidationError) as info:
-        jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+        labelled_jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
     message = str(info.value)
     assert "benchmarks.toy.dataset" in message
     assert "re-plan" in message
@@ -210,7 +207,7 @@ def test_run_write_protocol_refuses_data_changed_after_planning(workdir):
     assert not (workdir / protocol_path(fp)).exists()
 
     write_data(workdir / "data.npz")  # the planned content again: accepted
-    jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+    labelled_jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
     assert (workdir / protocol_path(fp)).is_file()
 
 
@@ -232,7 +229,7 @@ def test_run_compress_writes_a_verified_artifact_with_its_compression_metadata(w
     embed_stage(p)
     raw_fp = _raw_embedding_fp(p)
     fp = next(fp for fp in p.fingerprints("compress") if p.spec(fp)["embedding"]["fingerprint"] == raw_fp)
-    jobs.run_compress(plan_path(fp), embedding_path(raw_fp), compressed_path(fp))
+    labelled_jobs.run_compress(plan_path(fp), embedding_path(raw_fp), compressed_path(fp))
 
     artifact = read_embeddings(compressed_path(fp), fingerprint=fp)  # schema, fingerprint and content hash checked
     raw = read_embeddings(embedding_path(raw_fp), fingerprint=raw_fp)
@@ -257,7 +254,7 @@ def test_run_compress_refuses_an_embedding_that_is_not_the_planned_one(workdir):
     other_fp = next(fp for fp in p.fingerprints("embed") if fp != raw_fp)
     fp = next(fp for fp in p.fingerprints("compress") if p.spec(fp)["embedding"]["fingerprint"] == raw_fp)
     with pytest.raises(ArtifactError, match="stale artifact"):
-        jobs.run_compress(plan_path(fp), embedding_path(other_fp), compressed_path(fp))
+        labelled_jobs.run_compress(plan_path(fp), embedding_path(other_fp), compressed_path(fp))
     assert not (workdir / compressed_path(fp)).exists()
 
 
@@ -266,16 +263,16 @@ def test_the_chain_with_compression_and_a_custom_metric_equals_the_in_process_be
     write_plans(p)
     embed_stage(p)
     for fp in p.fingerprints("compress"):
-        jobs.run_compress(plan_path(fp), p.spec(fp)["embedding"]["path"], compressed_path(fp))
+        labelled_jobs.run_compress(plan_path(fp), p.spec(fp)["embedding"]["path"], compressed_path(fp))
     for fp in p.fingerprints("protocol"):
-        jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+        labelled_jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
     for fp in p.fingerprints("score"):
         spec = p.spec(fp)
-        jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], score_path(fp))
+        labelled_jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], score_path(fp))
     report_fp = p.reports["toy"]
     spec = p.spec(report_fp)
     paths = report_paths("toy")
-    jobs.run_report(plan_path(report_fp), spec["protocol"]["path"], [c["score"]["path"] for c in spec["candidates"]],
+    labelled_jobs.run_report(plan_path(report_fp), spec["protocol"]["path"], [c["score"]["path"] for c in spec["candidates"]],
                     paths["json"], paths["markdown"])
 
     written = json.loads((workdir / paths["json"]).read_text(encoding="utf-8"))
@@ -295,12 +292,12 @@ def test_run_score_with_an_extra_metric_adds_it_to_the_payload(workdir):
     write_plans(p)
     embed_stage(p)
     for fp in p.fingerprints("protocol"):
-        jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
+        labelled_jobs.run_write_protocol(plan_path(fp), protocol_path(fp))
     raw_fp = _raw_embedding_fp(p)
     fp = next(fp for fp in p.fingerprints("score") if p.spec(fp)["embedding"]["fingerprint"] == raw_fp)
     spec = p.spec(fp)
-    jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], "plain.json")
-    jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], "extra.json",
+    labelled_jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], "plain.json")
+    labelled_jobs.run_score(plan_path(fp), spec["embedding"]["path"], spec["protocol"]["path"], "extra.json",
                    extra_metrics=["metric_fixtures:embedding_width", "metric_fixtures:first_column_mean"])
     plain = read_json_artifact("plain.json", "score", fingerprint=fp)
     extra = read_json_artifact("extra.json", "score", fingerprint=fp)

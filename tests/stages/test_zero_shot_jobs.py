@@ -1,4 +1,4 @@
-"""Zero-shot file-level runners driven by hand in a temporary working directory, with workflow plan specs:
+"""The zero-shot protocol's jobs driven by hand in a temporary working directory, with workflow plan specs:
 artifact scores equal in-process results; corrupt, stale, mixed or unknown-schema inputs are refused."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import copy
 import csv
 import json
 import textwrap
+from functools import partial
 
 import numpy as np
 import pytest
@@ -14,12 +15,22 @@ import pytest
 from vertebrae.cli import main
 from vertebrae.core.artifacts import read_embeddings, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError
-from vertebrae.stages import jobs, zero_shot_jobs as zs_jobs
-from vertebrae.workflow import plan
-from vertebrae.workflow_zero_shot import (
-    compressed_path, embedding_path, plan_path, protocol_path, score_path, shard_path, zero_shot_benchmarks_from_config,
-)
+from vertebrae.stages import zero_shot_jobs as zs_jobs
+from vertebrae.stages.plan import run_plan
+from vertebrae.workflow import plan, zero_shot_benchmarks_from_config
+from vertebrae.workflow.paths import artifact_path
 from workflow_support import comparable
+
+plan_path, protocol_path, compressed_path, score_path = (
+    partial(artifact_path, kind, protocol="zero_shot") for kind in ("plan", "protocol", "compressed", "score"))
+
+
+def embedding_path(side, fp):
+    return artifact_path("embedding", fp, protocol="zero_shot", side=side)
+
+
+def shard_path(side, fp, index, count):
+    return artifact_path("shard", fp, protocol="zero_shot", side=side, shard=(index, count))
 
 ENCODERS = textwrap.dedent('''
     import numpy as np
@@ -72,7 +83,7 @@ def _run_all(config):
     """Every job of the plan, in dependency order, through the runners; returns the plan."""
     wp = plan(config)
     for fp, spec in wp.specs.items():
-        jobs.run_plan(wp.spec_json(fp), plan_path(fp))
+        run_plan(wp.spec_json(fp), plan_path(fp))
     by_stage = lambda stage: [s for s in wp.specs.values() if s["stage"] == stage]  # noqa: E731
     for spec in by_stage("zero-shot-protocol"):
         zs_jobs.run_write_protocol(plan_path(spec["fingerprint"]), protocol_path(spec["fingerprint"]))
@@ -104,6 +115,11 @@ def test_artifact_scores_equal_in_process_and_reports_rebuild_from_score_keys(wo
     assert main(["zero-shot-from-artifacts", "--plan-json", plan_path(spec["fingerprint"]), "--protocol",
                  spec["protocol"]["path"], *[a for s in scores for a in ("--score-key", s)], "--json-output", "r.json",
                  "--markdown-output", "r.md"]) == 0
+    # `vertebrae report` serves a zero-shot plan too, with the very same bytes
+    assert main(["report", "--plan-json", plan_path(spec["fingerprint"]), "--protocol", spec["protocol"]["path"],
+                 "--json-output", "same.json", "--markdown-output", "same.md", *scores]) == 0
+    assert (workdir / "same.json").read_bytes() == (workdir / "r.json").read_bytes()
+    assert (workdir / "same.md").read_bytes() == (workdir / "r.md").read_bytes()
     written = json.loads((workdir / "r.json").read_text())
     expected = zero_shot_benchmarks_from_config(config)["colours"].run().to_dict()
     assert comparable(written) == comparable(expected)
@@ -124,7 +140,7 @@ def test_a_report_combines_only_matching_settings(workdir):
     b = _report_spec(other)["candidates"][0]["score"]["path"]
     assert a != b  # settings are part of the score key: nothing is overwritten
     with pytest.raises(ArtifactError, match="zero_shot differ"):
-        zs_jobs.run_report(_report_spec(first)["protocol"]["path"], [a, b], "x.json", "x.md")
+        zs_jobs.run_report(None, _report_spec(first)["protocol"]["path"], [a, b], "x.json", "x.md")
     assert main(["zero-shot-from-artifacts", "--protocol", _report_spec(first)["protocol"]["path"], "--score-key", a,
                  "--score-key", b, "--json-output", "x.json", "--markdown-output", "x.md"]) == 2
 
@@ -185,26 +201,34 @@ def test_specs_are_rechecked_against_the_current_declaration(workdir):
     protocol_spec = next(s for s in wp.specs.values() if s["stage"] == "zero-shot-protocol")
     edited = copy.deepcopy(protocol_spec)
     edited["declaration"]["templates"] = ["a {label}", "something else {label}"]
+    # the protocol is built once, by its write-protocol job, which refuses a declaration that no longer gives the
+    # planned fingerprint; the plan job checks only that the recipe names it
+    run_plan(json.dumps(edited), plan_path(edited["fingerprint"]))
     with pytest.raises(ValidationError, match="re-plan"):
-        jobs.run_plan(json.dumps(edited), "p.json")
+        zs_jobs.run_write_protocol(plan_path(edited["fingerprint"]), "protocol.json")
+    assert not (workdir / "protocol.json").exists()
+    renamed = copy.deepcopy(protocol_spec)
+    renamed["recipe"]["zero_shot_protocol"] = "0123456789abcdef"
+    with pytest.raises(ValidationError, match="its recipe names protocol '0123456789abcdef'"):
+        run_plan(json.dumps(renamed), "p.json")
     embed = next(s for s in wp.specs.values() if s["stage"] == "zero-shot-embed" and s["side"] == "samples")
     tampered = copy.deepcopy(embed)
     tampered["branch"] = "t"
     with pytest.raises(ValidationError, match="does not match its recipe"):
-        jobs.run_plan(json.dumps(tampered), "p.json")
+        run_plan(json.dumps(tampered), "p.json")
     counts = {s["side"]: len(s["shards"]) for s in wp.specs.values() if s["stage"] == "zero-shot-embed"}
     assert counts == {"samples": 2, "prompts": 2}
     for side in ("samples", "prompts"):  # a planned row count or shard bounds the source no longer gives
         spec = next(s for s in wp.specs.values() if s["stage"] == "zero-shot-embed" and s["side"] == side)
-        jobs.run_plan(json.dumps(spec), f"{side}.json")  # as planned: accepted
+        run_plan(json.dumps(spec), f"{side}.json")  # as planned: accepted
         stale = copy.deepcopy(spec)
         stale["n_rows"] += 1
         with pytest.raises(ValidationError, match="re-plan"):
-            jobs.run_plan(json.dumps(stale), "p.json")
+            run_plan(json.dumps(stale), "p.json")
         stale = copy.deepcopy(spec)
         stale["shards"][0][1] -= 1
         with pytest.raises(ValidationError, match="re-plan"):
-            jobs.run_plan(json.dumps(stale), "p.json")
+            run_plan(json.dumps(stale), "p.json")
 
 
 def test_config_errors_name_the_key(workdir):

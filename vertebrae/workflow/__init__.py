@@ -1,0 +1,43 @@
+"""DAG-time planning from a workflow config (pure: the Snakefile imports it; no Snakemake here).
+
+``plan(config)`` validates the config against ``schemas/config.schema.yaml`` (unknown keys are errors, defaults
+are filled), computes every fingerprint and shard boundary, and returns a ``WorkflowPlan``: one job spec per
+fingerprint, the report targets, and what each rule reads. ``artifact_path`` is the results/ layout;
+``*benchmarks_from_config`` build the in-process twins of the three protocols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.errors import ConfigError
+from vertebrae.workflow.config import load_config_file, validate_config
+from vertebrae.workflow.dag import WorkflowPlan, gpus
+from vertebrae.workflow.labelled import benchmarks_from_config, plan_labelled
+from vertebrae.workflow.paths import artifact_path, report_paths
+from vertebrae.workflow.retrieval import plan_retrieval, retrieval_benchmarks_from_config
+from vertebrae.workflow.zero_shot import plan_zero_shot, zero_shot_benchmarks_from_config
+
+
+def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> WorkflowPlan:
+    """Validate ``config`` and plan every job; paths in the config resolve against ``base_dir``."""
+    config = validate_config(config)
+    base_dir = Path(base_dir)
+    result = WorkflowPlan()
+    for name, bench in config.get("benchmarks", {}).items():
+        plan_labelled(result, name, bench, config, base_dir)
+    for name, bench in config.get("retrieval", {}).items():
+        if name in result.reports:
+            raise ConfigError(f"retrieval.{name}: a labelled benchmark has the same name; report names must be unique")
+        plan_retrieval(result, name, bench, config, base_dir)
+    for name, bench in config.get("zero_shot", {}).items():
+        if name in result.reports or name in result.retrieval_reports:
+            raise ConfigError(f"zero_shot.{name}: another benchmark has the same name; report names must be unique")
+        plan_zero_shot(result, name, bench, config, base_dir)
+    return result
+
+
+__all__ = ["WorkflowPlan", "artifact_path", "benchmarks_from_config", "gpus", "load_config_file", "plan",
+           "report_paths", "retrieval_benchmarks_from_config", "validate_config", "zero_shot_benchmarks_from_config"]

@@ -1,0 +1,99 @@
+"""The workflow config: schema validation (``schemas/config.schema.yaml``) and declaration -> config objects.
+
+``validate_config`` returns a deep copy with the schema's defaults filled in; unknown keys are errors. Every
+``*_from_decl`` helper turns the ``ValueError`` of a config class into a ``ConfigError`` naming the config key.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+from vertebrae.compression import EmbeddingCompressionConfig
+from vertebrae.core.config import EmbeddingConfig
+from vertebrae.core.errors import ConfigError
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
+T = TypeVar("T")
+
+
+@lru_cache(maxsize=1)
+def config_schema() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _key_path(path) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A validated deep copy of ``config`` with schema defaults filled in; ConfigError names the key."""
+    import jsonschema
+
+    base = jsonschema.Draft202012Validator
+
+    def fill_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from base.VALIDATORS["properties"](validator, properties, instance, schema)
+
+    validator_cls = jsonschema.validators.extend(base, {"properties": fill_defaults})
+    config = copy.deepcopy(dict(config))
+    errors = sorted(validator_cls(config_schema()).iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        error = errors[0]
+        where = _key_path(error.absolute_path)
+        if error.validator == "additionalProperties":
+            known = sorted(error.schema.get("properties", {}))
+            unknown = sorted(set(error.instance) - set(known))
+            raise ConfigError(f"config key {where}: unknown key(s) {unknown}; allowed keys: {known}")
+        raise ConfigError(f"config key {where}: {error.message}")
+    return config
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+
+
+def config_from_decl(cls: type[T], decl: Mapping[str, Any], *, where: str) -> T:
+    """``cls(**decl)``; a ``ValueError`` becomes ``ConfigError("<where>: <message>")``."""
+    try:
+        return cls(**decl)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def compression_from_decl(decl: Mapping[str, Any], *, where: str) -> EmbeddingCompressionConfig:
+    return config_from_decl(EmbeddingCompressionConfig, decl, where=where)
+
+
+def paired_compression(bench: Mapping[str, Any], where: str) -> EmbeddingCompressionConfig | None:
+    """The optional ``compression`` of a retrieval or zero-shot benchmark (one paired compressor or null)."""
+    decl = bench["compression"]
+    return None if decl is None else compression_from_decl(decl, where=f"{where}.compression")
+
+
+def shard_count(bench: Mapping[str, Any], config: Mapping[str, Any]) -> int:
+    """The benchmark's ``shards``, else the config's ``embedding.shards``."""
+    return bench.get("shards", config["embedding"]["shards"])
+
+
+def embedding_config(bench: Mapping[str, Any], config: Mapping[str, Any]) -> EmbeddingConfig:
+    """The in-process twin of the workflow's embedding settings for one benchmark."""
+    return EmbeddingConfig(batch_size=config["embedding"]["batch_size"], shards=shard_count(bench, config))
+
+
+__all__ = ["SCHEMA_PATH", "compression_from_decl", "config_from_decl", "config_schema", "embedding_config",
+           "load_config_file", "paired_compression", "shard_count", "validate_config"]

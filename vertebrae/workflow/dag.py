@@ -1,0 +1,111 @@
+"""The WorkflowPlan: every job spec of the DAG by fingerprint, the report targets, and what each rule reads.
+
+A job spec is a JSON object with ``stage``, ``fingerprint`` and ``recipe`` (``vertebrae.stages.plan`` checks it
+at job time); artifacts it depends on appear as ``{"fingerprint", "path"}`` references (``ref``). The rules get
+their named inputs from ``WorkflowPlan.inputs`` and their GPU request from ``gpus``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vertebrae.core.fingerprint import canonical_json
+from vertebrae.workflow.paths import artifact_path, report_paths
+
+# rule input name -> the spec key of the {fingerprint, path} reference it reads, by stage (None refs are skipped)
+INPUTS = {
+    "embed": {"fitted": "fit"},
+    "zero-shot-embed": {"protocol": "protocol"},
+    "compress": {"embeddings": "embedding"},
+    "compress-retrieval": {"queries": "query", "gallery": "gallery"},
+    "compress-zero-shot": {"samples": "samples"},
+    "score": {"embeddings": "embedding", "protocol": "protocol"},
+    "score-retrieval": {"queries": "query", "gallery": "gallery", "protocol": "protocol"},
+    "score-zero-shot": {"samples": "samples", "prompts": "prompts", "protocol": "protocol",
+                        "raw_samples": "raw_samples"},
+    "report": {"protocol": "protocol"},
+    "retrieval-report": {"protocol": "protocol"},
+    "zero-shot-report": {"protocol": "protocol"},
+}
+
+
+def ref(fp: str, path: str) -> dict[str, str]:
+    """A spec's reference to an artifact."""
+    return {"fingerprint": fp, "path": path}
+
+
+def gpus(spec: Mapping[str, Any]) -> int:
+    """GPUs a job asks for: 1 when its extractor declares a CUDA ``device`` (``cuda`` or ``cuda:N``), else 0.
+
+    Scikit-learn, precomputed and CPU-model jobs ask for none, so a CPU-only cluster runs the workflow unchanged.
+    """
+    decl = (spec.get("extractor") or {}).get("decl") or {}
+    device = decl.get("device")
+    return int(isinstance(device, str) and device.split(":", 1)[0] == "cuda")
+
+
+@dataclass
+class WorkflowPlan:
+    """Every job spec by fingerprint, the results/ layout each belongs to, and the report targets by name."""
+
+    specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    layouts: dict[str, str] = field(default_factory=dict)
+    shard_counts: dict[str, int] = field(default_factory=dict)
+    reports: dict[str, str] = field(default_factory=dict)
+    retrieval_reports: dict[str, str] = field(default_factory=dict)
+    zero_shot_reports: dict[str, str] = field(default_factory=dict)
+
+    def add(self, spec: dict[str, Any], *, protocol: str = "labelled") -> str:
+        """Add ``spec`` (the first one added under a fingerprint wins), filed under ``protocol``'s layout."""
+        fp = spec["fingerprint"]
+        self.specs.setdefault(fp, spec)
+        self.layouts.setdefault(fp, protocol)
+        if "shards" in spec:
+            self.shard_counts.setdefault(fp, len(self.specs[fp]["shards"]))
+        return fp
+
+    def spec(self, fp: str) -> dict[str, Any]:
+        return self.specs[fp]
+
+    def spec_json(self, fp: str) -> str:
+        return canonical_json(self.specs[fp])
+
+    def fingerprints(self, stage: str) -> list[str]:
+        return [fp for fp, spec in self.specs.items() if spec["stage"] == stage]
+
+    def plan_path(self, fp: str) -> str:
+        return artifact_path("plan", fp, protocol=self.layouts[fp])
+
+    def shard_paths(self, fp: str) -> list[str]:
+        n, side = self.shard_counts[fp], self.specs[fp].get("side", "samples")
+        return [artifact_path("shard", fp, protocol=self.layouts[fp], side=side, shard=(i, n)) for i in range(n)]
+
+    def inputs(self, fp: str, *, merge: bool = False) -> dict[str, str | list[str]]:
+        """The named inputs of the job on spec ``fp`` (of the merge job when ``merge``), for ``unpack``."""
+        spec = self.specs[fp]
+        named: dict[str, str | list[str]] = {"plan": self.plan_path(fp)}
+        if merge:
+            named["shards"] = self.shard_paths(fp)
+            return named
+        for name, key in INPUTS.get(spec["stage"], {}).items():
+            if spec.get(key) is not None:
+                named[name] = spec[key]["path"]
+        if "candidates" in spec:
+            named["scores"] = [candidate["score"]["path"] for candidate in spec["candidates"]]
+        return named
+
+    def report_fingerprint(self, name: str) -> str:
+        """The report spec of benchmark ``name`` (whatever its protocol)."""
+        return {**self.reports, **self.retrieval_reports, **self.zero_shot_reports}[name]
+
+    def gpus(self, fp: str) -> int:
+        return gpus(self.specs[fp])
+
+    def final_outputs(self) -> list[str]:
+        names = [*self.reports, *self.retrieval_reports, *self.zero_shot_reports]
+        return [path for name in names for path in report_paths(name).values()]
+
+
+__all__ = ["INPUTS", "WorkflowPlan", "gpus", "ref"]

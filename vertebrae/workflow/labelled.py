@@ -1,0 +1,136 @@
+"""Planning of ``benchmarks:`` (labelled protocol): the job specs of one benchmark, and its in-process twin.
+
+Per benchmark: one protocol spec; per extractor an optional fit, one embedding (sharded), one compression per
+``compression`` entry; one score per (extractor, variant); one report over all candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vertebrae.compression import variant_name
+from vertebrae.core.errors import ConfigError
+from vertebrae.core.fingerprint import fingerprint
+from vertebrae.data.declared import declared_identity_key, declared_row_count, declared_targets, load_declared_dataset
+from vertebrae.extractors.registry import build_extractor
+from vertebrae.scoring.metrics import metric_from_config
+from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig
+from vertebrae.scoring.separatix import SeparatixConfig
+from vertebrae.scoring.stability import StabilityConfig
+from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
+from vertebrae.workflow.config import (
+    compression_from_decl, config_from_decl, embedding_config, shard_count, validate_config,
+)
+from vertebrae.workflow.dag import WorkflowPlan, ref
+from vertebrae.workflow.paths import artifact_path
+
+ENDPOINT = "samples"
+
+
+def scoring_from_decl(bench: Mapping[str, Any], *, where: str) -> OverlapScoringConfig | ContinuousOverlapScoringConfig:
+    """The benchmark's ``scoring`` (classes, labels) or ``continuous_scoring`` (regression) config."""
+    regression = bench["dataset"].get("target_type") == "regression"
+    key = "continuous_scoring" if regression else "scoring"
+    cls = ContinuousOverlapScoringConfig if regression else OverlapScoringConfig
+    return config_from_decl(cls, bench[key], where=f"{where}.{key}")
+
+
+def scoring_plan_from_decl(bench: Mapping[str, Any], seed: int, *, where: str) -> ScoringPlan:
+    """The benchmark's ScoringPlan: overlap config, metrics, stability, Separatix, primary metric."""
+    stability, separatix = bench["stability"], bench["separatix"]
+    try:
+        return ScoringPlan(
+            scoring=scoring_from_decl(bench, where=where),
+            seed=seed,
+            metrics=tuple(metric_from_config(entry) for entry in bench["metrics"]),
+            stability=StabilityConfig(**stability) if stability["enabled"] else None,
+            separatix=SeparatixConfig(**separatix) if separatix["enabled"] else None,
+            primary_metric=bench["primary_metric"],
+        )
+    except ValueError as exc:  # a ConfigError too: prefixed with the benchmark's key
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config: Mapping[str, Any],
+                  base_dir: Path) -> None:
+    """Add every job spec of labelled benchmark ``name`` to ``result``."""
+    where = f"benchmarks.{name}"
+    dataset = bench["dataset"]
+    identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
+    n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
+    bounds = shard_bounds(n_rows, shard_count(bench, config), batch_size=config["embedding"]["batch_size"])
+    scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
+    compressions = [compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])]
+    common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
+    p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
+    protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
+    protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp))
+    candidates = []
+    for ext_name, decl in bench["extractors"].items():
+        ext_where = f"{where}.extractors.{ext_name}"
+        extractor = build_extractor(ext_name, decl, where=ext_where)
+        job = {**common, "extractor": {"name": ext_name, "decl": decl, "where": ext_where}, "endpoint": ENDPOINT}
+        fit_ref = None
+        if extractor.learns:
+            f_recipe = fit_recipe(identity_key, ENDPOINT, extractor)
+            fit_fp = result.add({"stage": "fit", "fingerprint": fingerprint("fitted-extractor", f_recipe), "recipe": f_recipe, **job})
+            fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp))
+        e_recipe = embedding_recipe(identity_key, ENDPOINT, extractor)
+        embed_fp = result.add({
+            "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
+            "n_rows": n_rows, "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"],
+            "fit": fit_ref,
+        })
+        embedding_ref = ref(embed_fp, artifact_path("embedding", embed_fp))
+        variants = [(ext_name, embedding_ref, None)]
+        for compression in compressions:
+            c_recipe = compression_recipe(embed_fp, compression)
+            compressed_fp = result.add({
+                "stage": "compress", "fingerprint": fingerprint("compressed", c_recipe), "recipe": c_recipe,
+                "embedding": embedding_ref, "compression": compression.to_dict(),
+            })
+            variants.append((variant_name(ext_name, compression), ref(compressed_fp, artifact_path("compressed", compressed_fp)),
+                             compression.to_dict()))
+        for variant, scored_ref, compression in variants:
+            s_recipe = score_recipe(scored_ref["fingerprint"], protocol_fp, scoring_plan)
+            score_fp = result.add({
+                "stage": "score", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
+                "embedding": scored_ref, "protocol": protocol_ref, "plan": scoring_plan.to_dict(),
+                "target_type": dataset["target_type"],
+            })
+            candidates.append({"name": variant, "score": ref(score_fp, artifact_path("score", score_fp)), "embedding": embed_fp,
+                               "scored_embedding": scored_ref["fingerprint"], "extractor": extractor.recipe(),
+                               "compression": compression})
+    r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "plan": scoring_plan.to_dict()}
+    result.reports[name] = result.add({
+        **r_recipe, "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
+        "protocol": protocol_ref, "target_type": dataset["target_type"],
+    })
+
+
+def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
+    """In-process ``Benchmark`` objects for every benchmark of ``config``, with the workflow's settings."""
+    from vertebrae.protocols.labelled import Benchmark
+
+    config = validate_config(config)
+    benchmarks = {}
+    for name, bench in config.get("benchmarks", {}).items():
+        where = f"benchmarks.{name}"
+        dataset = load_declared_dataset(bench["dataset"], base_dir=Path(base_dir), where=f"{where}.dataset")
+        extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
+        embedding = embedding_config(bench, config)
+        scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
+        benchmarks[name] = Benchmark(
+            dataset, extractors, metrics=scoring_plan.metrics, primary_metric=scoring_plan.primary_metric,
+            scoring_config=scoring_plan.scoring,
+            compression_configs=[compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])],
+            stability_config=scoring_plan.stability, separatix_config=scoring_plan.separatix,
+            embedding_config=embedding, seed=config["seed"], name=name,
+        )
+    return benchmarks
+
+
+__all__ = ["ENDPOINT", "benchmarks_from_config", "plan_labelled", "scoring_from_decl", "scoring_plan_from_decl"]

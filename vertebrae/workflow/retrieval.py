@@ -1,0 +1,129 @@
+"""Planning of ``retrieval:`` benchmarks: the job specs of one benchmark, and its in-process twin.
+
+Per benchmark: one relevance-protocol spec; per extractor an optional fit (on the gallery), a query and a gallery
+embedding (sharded), an optional paired compression; one score per (extractor, variant); one report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vertebrae.compression import variant_name
+from vertebrae.core.errors import ConfigError
+from vertebrae.core.fingerprint import fingerprint
+from vertebrae.data.declared import identity_from_decl
+from vertebrae.extractors.registry import build_extractor
+from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+from vertebrae.workflow.config import (
+    config_from_decl, embedding_config, paired_compression, shard_count, validate_config,
+)
+from vertebrae.workflow.dag import WorkflowPlan, ref
+from vertebrae.workflow.paths import artifact_path
+
+SIDES = ("query", "gallery")
+
+
+def retrieval_config_from_decl(bench: Mapping[str, Any], *, where: str):
+    from vertebrae.scoring.retrieval import RetrievalConfig
+
+    decl = dict(bench["retrieval"])
+    decl["ks"] = tuple(decl["ks"])
+    return config_from_decl(RetrievalConfig, decl, where=f"{where}.retrieval")
+
+
+def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config: Mapping[str, Any],
+                   base_dir: Path) -> None:
+    """Add every job spec of retrieval benchmark ``name`` to ``result``."""
+    from vertebrae.data.retrieval_sources import retrieval_row_counts
+    from vertebrae.stages.retrieval import (
+        FIT_ENDPOINT, retrieval_branch, retrieval_compression_recipe, retrieval_protocol_recipe, retrieval_score_recipe,
+    )
+
+    where = f"retrieval.{name}"
+    dataset = bench["dataset"]
+    identity = identity_from_decl(dataset["identity"], where=f"{where}.dataset.identity")
+    if not identity.resolved:
+        raise ConfigError(f"{where}.dataset.identity: retrieval datasets take a declared or manifest identity")
+    identity_key = identity.key()
+    counts = dict(zip(SIDES, retrieval_row_counts(dataset["source"], base_dir=base_dir, where=f"{where}.dataset.source")))
+    retrieval_config = retrieval_config_from_decl(bench, where=where)
+    compression = paired_compression(bench, where)
+    common = {"protocol": "retrieval", "dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
+    p_recipe = retrieval_protocol_recipe(identity_key, dataset["exclude_same_id"])
+    protocol_fp = result.add({"stage": "retrieval-protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe,
+                              **common}, protocol="retrieval")
+    protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol="retrieval"))
+    n_shards = shard_count(bench, config)
+    candidates = []
+    for ext_name, decl in bench["extractors"].items():
+        ext_where = f"{where}.extractors.{ext_name}"
+        extractor = build_extractor(ext_name, decl, where=ext_where)
+        job = {**common, "extractor": {"name": ext_name, "decl": decl, "where": ext_where}}
+        fit_ref = None
+        if extractor.learns:
+            f_recipe = fit_recipe(identity_key, FIT_ENDPOINT, extractor)
+            fit_fp = result.add({"stage": "fit", "fingerprint": fingerprint("fitted-extractor", f_recipe), "recipe": f_recipe,
+                                 **job, "endpoint": FIT_ENDPOINT}, protocol="retrieval")
+            fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp, protocol="retrieval"))
+        refs = {}
+        for side in SIDES:
+            branch = retrieval_branch(extractor, side, bench.get(f"{side}_branch"), where=where)
+            e_recipe = embedding_recipe(identity_key, side, extractor, branch, fit_endpoint=FIT_ENDPOINT)
+            bounds = shard_bounds(counts[side], n_shards, batch_size=config["embedding"]["batch_size"])
+            fp = result.add({
+                "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
+                "endpoint": side, "side": side, "branch": branch, "fit_endpoint": FIT_ENDPOINT, "n_rows": counts[side],
+                "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"], "fit": fit_ref,
+            }, protocol="retrieval")
+            refs[side] = ref(fp, artifact_path("embedding", fp, protocol="retrieval"))
+        variants = [(ext_name, refs["query"], refs["gallery"], None)]
+        if compression is not None:
+            c_recipe = retrieval_compression_recipe(refs["query"]["fingerprint"], refs["gallery"]["fingerprint"], compression)
+            pair_fp = result.add({"stage": "compress-retrieval", "fingerprint": fingerprint("compressed", c_recipe),
+                                  "recipe": c_recipe, "query": refs["query"], "gallery": refs["gallery"],
+                                  "compression": compression.to_dict()}, protocol="retrieval")
+            q_path, g_path = (artifact_path("compressed", pair_fp, protocol="retrieval", side=side) for side in SIDES)
+            variants.append((variant_name(ext_name, compression), ref(f"{pair_fp}/query", q_path),
+                             ref(f"{pair_fp}/gallery", g_path), compression.to_dict()))
+        for variant, q_ref, g_ref, compression_decl in variants:
+            s_recipe = retrieval_score_recipe(q_ref["fingerprint"], g_ref["fingerprint"], protocol_fp, retrieval_config)
+            score_fp = result.add({
+                "stage": "score-retrieval", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
+                "query": q_ref, "gallery": g_ref, "protocol": protocol_ref, "retrieval": retrieval_config.to_dict(),
+            }, protocol="retrieval")
+            candidates.append({"name": variant, "score": ref(score_fp, artifact_path("score", score_fp, protocol="retrieval")),
+                               "query": q_ref["fingerprint"], "gallery": g_ref["fingerprint"],
+                               "extractor": extractor.recipe(), "compression": compression_decl})
+    r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "retrieval": retrieval_config.to_dict()}
+    result.retrieval_reports[name] = result.add({
+        **r_recipe, "stage": "retrieval-report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
+        "protocol": protocol_ref, "identity": identity_key,
+    }, protocol="retrieval")
+
+
+def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
+    """In-process ``RetrievalBenchmark`` objects for every retrieval benchmark of ``config``."""
+    from vertebrae.data.retrieval_sources import load_retrieval_source
+    from vertebrae.protocols.retrieval import RetrievalBenchmark
+
+    config = validate_config(config)
+    benchmarks = {}
+    for name, bench in config.get("retrieval", {}).items():
+        where = f"retrieval.{name}"
+        decl = bench["dataset"]
+        data = load_retrieval_source(decl["source"], base_dir=Path(base_dir), where=f"{where}.dataset.source")
+        dataset = data.to_dataset(identity_from_decl(decl["identity"], where=f"{where}.dataset.identity"),
+                                  exclude_same_id=decl["exclude_same_id"])
+        extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
+        compression = paired_compression(bench, where)
+        benchmarks[name] = RetrievalBenchmark(
+            dataset, extractors, retrieval_config=retrieval_config_from_decl(bench, where=where),
+            compression_config=compression, embedding_config=embedding_config(bench, config),
+            query_branch=bench.get("query_branch"), gallery_branch=bench.get("gallery_branch"), name=name,
+        )
+    return benchmarks
+
+
+__all__ = ["SIDES", "plan_retrieval", "retrieval_benchmarks_from_config", "retrieval_config_from_decl"]
