@@ -1,1 +1,1 @@
-"""Report renderers (Markdown); JSON reports are ``BenchmarkResult.to_dict``."""
+"""Report renderers: Markdown (``markdown``) and figures (``figures``); JSON reports are the result objects' ``to_dict``."""
