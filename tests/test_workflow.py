@@ -799,3 +799,112 @@ def test_a_content_identity_is_hashed_at_plan_time(npz_dir, tmp_path):
     np.savez(tmp_path / "data.npz", **data)
     b = fps(plan(config, base_dir=tmp_path))
     assert changed(a, b) == set(a) - {("fit", "raw")}
+
+
+# -- refusals of unsafe names and duplicate keys (issue 15, items 9 and 10) -----------------------------------
+
+
+@pytest.mark.parametrize("section", ["benchmarks", "retrieval", "zero_shot"])
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "-x", "a/b", "a b"])
+def test_unsafe_benchmark_names_are_refused_naming_the_section(default_config, section, name):
+    # Before: ".." matched "^[A-Za-z0-9_.-]+$" and its report went to results/reports/../report.json.
+    config = copy.deepcopy(default_config)
+    old = next(iter(config[section]))
+    config[section][name] = config[section].pop(old)
+    message = f"config key {section}: {name!r} is not a safe benchmark name"
+    with pytest.raises(ConfigError, match=re_escape(message)):
+        validate_config(config)
+    with pytest.raises(ConfigError, match=re_escape(message)):
+        plan(config)
+
+
+def test_the_planner_rechecks_benchmark_names_and_dotted_names_stay_valid():
+    from vertebrae.workflow.config import check_benchmark_name
+
+    for section in ("benchmarks", "retrieval", "zero_shot"):
+        with pytest.raises(ConfigError, match=re_escape(f"config key {section}: '..' is not a safe benchmark name")):
+            check_benchmark_name(section, "..")
+    config = minimal_config()
+    config["benchmarks"]["iris.v1_2-b"] = config["benchmarks"].pop("b")
+    assert list(plan(config).reports) == ["iris.v1_2-b"]
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+DUPLICATE_EXTRACTORS = """\
+benchmarks:
+  b:
+    dataset:
+      source: {type: sklearn, name: iris}
+      identity: {kind: declared, name: iris, revision: 1}
+    extractors:
+      p: {type: precomputed}
+    extractors:
+      s:
+        type: sklearn
+        steps: [{estimator: sklearn.decomposition.PCA}]
+"""
+
+
+def test_load_config_file_refuses_duplicate_keys_naming_key_and_lines(tmp_path):
+    # Before: the second `extractors:` silently replaced the first, dropping extractor p.
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATE_EXTRACTORS, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config_file(path)
+    assert str(info.value) == (f"config file {path}, line 8: key 'extractors' is given twice in one mapping (first at "
+                               "line 6); YAML would keep only the last one, so duplicate keys are refused")
+    top = tmp_path / "top.yaml"
+    top.write_text("seed: 1\nbenchmarks: {}\nseed: 2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"top\.yaml, line 3: key 'seed' is given twice .*first at line 1"):
+        load_config_file(top)
+    # the same key in two different mappings, and a merge key overridden on purpose, are fine
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("base: &b {k: 3, seed: 0}\na: {<<: *b, k: 5}\nb: {k: 4}\n", encoding="utf-8")
+    assert load_config_file(ok) == {"base": {"k": 3, "seed": 0}, "a": {"k": 5, "seed": 0}, "b": {"k": 4}}
+    as_json = tmp_path / "c.json"
+    as_json.write_text('{"seed": 1, "seed": 2}', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"c\.json, line 1: key 'seed' is given twice"):
+        load_config_file(as_json)
+
+
+def test_plan_rereads_the_config_files_it_was_given(tmp_path):
+    import yaml as pyyaml
+
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATE_EXTRACTORS, encoding="utf-8")
+    parsed = pyyaml.safe_load(DUPLICATE_EXTRACTORS)  # what Snakemake hands over: one extractor left, no error
+    assert list(parsed["benchmarks"]["b"]["extractors"]) == ["s"]
+    assert plan(parsed).reports  # the config alone cannot tell
+    with pytest.raises(ConfigError, match=r"dup\.yaml, line 8: key 'extractors' is given twice"):
+        plan(parsed, config_files=[str(path)])
+
+
+def test_snakemake_dry_run_refuses_a_config_file_with_a_duplicate_key(tmp_path):
+    from workflow_support import snakemake
+
+    (tmp_path / "dup.yaml").write_text(DUPLICATE_EXTRACTORS, encoding="utf-8")
+    proc = snakemake(tmp_path, "-n", "--configfile", str(tmp_path / "dup.yaml"), check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "line 8: key 'extractors' is given twice in one mapping (first at line 6)" in output
+    # the same config without the duplicate plans both extractors
+    (tmp_path / "ok.yaml").write_text(DUPLICATE_EXTRACTORS.replace("    extractors:\n      s:", "      s:"),
+                                      encoding="utf-8")
+    proc = snakemake(tmp_path, "-n", "--configfile", str(tmp_path / "ok.yaml"), check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_a_header_only_csv_is_refused_at_plan_time_naming_the_file(tmp_path):
+    # Before: "an endpoint needs at least one row to be embedded", naming no file (issue 15, item 15).
+    (tmp_path / "h.csv").write_text("f0,f1,label\n", encoding="utf-8")
+    config = {"benchmarks": {"b": {
+        "dataset": {"source": {"type": "csv", "path": "h.csv"}, "identity": {"kind": "declared", "name": "h", "revision": 1}},
+        "extractors": {"p": {"type": "precomputed"}},
+    }}}
+    with pytest.raises(ValueError, match=re_escape(f"CSV file {tmp_path / 'h.csv'} has a header but no data rows")):
+        plan(config, base_dir=tmp_path)

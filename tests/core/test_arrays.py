@@ -45,3 +45,25 @@ def test_paired_matrices_refuse_an_empty_side_and_a_width_mismatch():
         paired_matrices(np.ones((2, 3)), np.ones((0, 3)), what=("A", "B"), need="needs rows")
     with pytest.raises(ValidationError, match=r"^A have 3 dimensions but B have 4; one space$"):
         paired_matrices(np.ones((2, 3)), np.ones((1, 4)), what=("A", "B"), need="x", mismatch_note="; one space")
+
+
+def test_zero_width_matrices_are_refused_naming_what():
+    for empty in (np.zeros((60, 0)), sp.csr_matrix((60, 0)), np.zeros((2, 0), dtype=np.int64)):
+        with pytest.raises(ValidationError, match=r"^emb have no dimensions \(shape \((60|2), 0\)\)"):
+            as_matrix(empty, what="emb")
+    # 0 x 0 passes the width gate, so the caller's "no rows" check speaks (it names the endpoint)
+    assert as_matrix(np.zeros((0, 0)), what="emb").shape == (0, 0)
+    with pytest.raises(ValidationError, match=r"^B have no dimensions"):
+        paired_matrices(np.ones((2, 3)), np.ones((2, 0)), what=("A", "B"), need="x")
+
+
+def test_a_zero_width_embedding_reaches_no_scorer():
+    # Before: sklearn's normalize raised a raw "Found array with 0 feature(s)" ValueError.
+    from vertebrae import BenchmarkDataset, DatasetIdentity
+    from vertebrae.scoring.overlap import OverlapIndexScorer
+
+    labels = [0, 1, 2] * 20
+    with pytest.raises(ValidationError, match=r"^embeddings have no dimensions \(shape \(60, 0\)\)"):
+        OverlapIndexScorer().score(np.zeros((60, 0)), labels)
+    with pytest.raises(ValidationError, match=r"^dataset features have no dimensions"):
+        BenchmarkDataset.from_arrays(np.zeros((60, 0)), labels, identity=DatasetIdentity.declared("d", "1"))

@@ -36,12 +36,27 @@ def test_records_matrix_sparse_and_nested_list_matrix_give_identical_csr():
     np.testing.assert_array_equal(by_records.data, [2.0, 1.0, 0.5])
 
 
-def test_explicit_zeros_and_duplicate_coo_entries_in_sparse_input():
-    # An explicit stored zero is not a positive; duplicate COO entries sum (scipy's convention).
-    coo = sp.coo_matrix(([2.0, 0.0, 0.25, 0.25, 0.5], ([0, 0, 1, 1, 1], [1, 2, 0, 0, 2])), shape=(2, 3))
+def test_explicit_zeros_in_sparse_input_are_no_positives():
+    coo = sp.coo_matrix(([2.0, 0.0, 0.25, 0.5], ([0, 0, 1, 1], [1, 2, 0, 2])), shape=(2, 3))
     r = _build(coo).relevance
-    np.testing.assert_array_equal(r.toarray(), [[0, 2.0, 0], [0.5, 0, 0.5]])
+    np.testing.assert_array_equal(r.toarray(), [[0, 2.0, 0], [0.25, 0, 0.5]])
     assert r.nnz == 3
+
+
+def test_duplicate_entries_in_sparse_relevance_are_refused_naming_the_pair():
+    # (q2, a) stored twice: scipy would sum 0.25 + 0.25 into grade 0.5; duplicate records are refused, so are these.
+    coo = sp.coo_matrix(([2.0, 0.0, 0.25, 0.25, 0.5], ([0, 0, 1, 1, 1], [1, 2, 0, 0, 2])), shape=(2, 3))
+    msg = _raises(ValidationError, _build, coo)
+    assert "stores 1 pair(s) more than once: (query 'q2', gallery 'a')" in msg
+    assert "grades 0.25, 0.25" in msg and "sum_duplicates" in msg
+    # the same in CSR form (duplicate column indices in one row), and two doubled pairs, both named
+    csr = sp.csr_matrix(([1.0, 3.0, 1.0, 1.0], [1, 1, 2, 2], [0, 2, 4]), shape=(2, 3))
+    msg = _raises(ValidationError, _build, csr)
+    assert "2 pair(s) more than once: (query 'q1', gallery 'b'), (query 'q2', gallery 'c')" in msg
+    assert "grades 1.0, 3.0" in msg
+    # once summed on purpose, the matrix is accepted
+    coo.sum_duplicates()
+    np.testing.assert_array_equal(_build(coo).relevance.toarray(), [[0, 2.0, 0], [0.5, 0, 0.5]])
 
 
 def test_nested_list_given_to_from_embeddings_is_read_as_records():

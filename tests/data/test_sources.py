@@ -707,3 +707,21 @@ def test_csv_duplicate_header(tmp_path):
     _write_csv(tmp_path / "d.csv", ["f0", "f0", "label"], [[1, 2, "a"]])
     msg = _raises_exactly(ValidationError, _load, {"type": "csv", "path": "d.csv"}, tmp_path)
     assert "'f0'" in msg and "d.csv" in msg
+
+
+def test_csv_header_only_names_the_file(tmp_path):
+    # Before: counted 0 rows and failed later with "an endpoint needs at least one row", naming no file.
+    _write_csv(tmp_path / "h.csv", ["f0", "f1", "label"], [])
+    for func in (_load, _count):
+        msg = _raises_exactly(ValidationError, func, {"type": "csv", "path": "h.csv"}, tmp_path)
+        assert msg == f"CSV file {tmp_path / 'h.csv'} has a header but no data rows; a source needs at least one row"
+    (tmp_path / "b.csv").write_text("f0,label\n\n\n", encoding="utf-8")  # blank lines are no rows
+    assert str(tmp_path / "b.csv") in _raises_exactly(ValidationError, _count, {"type": "csv", "path": "b.csv"}, tmp_path)
+
+
+@pytest.mark.parametrize("func", [_load, _count], ids=["load", "count"])
+def test_zero_row_array_features_name_the_file(tmp_path, func):
+    np.save(tmp_path / "f.npy", np.zeros((0, 4), dtype=np.float32))
+    (tmp_path / "y.txt").write_text("", encoding="utf-8")
+    msg = _raises_exactly(ValidationError, func, {"type": "npy", "path": "f.npy", "labels_path": "y.txt"}, tmp_path)
+    assert msg.startswith(f"features in {tmp_path / 'f.npy'} have no rows (shape (0, 4))")

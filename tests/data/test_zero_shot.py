@@ -34,7 +34,8 @@ def test_rendered_prompts_keep_class_and_declaration_order():
 
 @pytest.mark.parametrize("prompts, message", [
     ({"cat": "a cat", "dog": "a dog"}, r"class\(es\) \['owl'\] have no prompt"),
-    ({**PROMPTS, "eel": "an eel"}, r"class 'eel' is not a label of the source dataset"),
+    ({**PROMPTS, "eel": "an eel"}, (r"class 'eel' \(str\) is not a label of the source dataset \(classes: 'cat' \(str\), "
+                                    r"'dog' \(str\), 'owl' \(str\)\)$")),
     ({**PROMPTS, "owl": []}, r"class 'owl' has no prompt"),
     ({**PROMPTS, "owl": ["an owl", "  "]}, r"class 'owl': prompt 4 is empty"),
     ({**PROMPTS, "owl": ["a dog"]}, r"duplicate prompt 'a dog': declared for class 'dog' and again for class 'owl'"),
@@ -71,9 +72,16 @@ def test_template_fields_are_parsed_with_string_formatter(template, message):
         ZeroShotDataset.from_templates(_dataset(), [template])
 
 
-def test_a_template_without_label_renders_duplicates_and_is_refused():
-    with pytest.raises(ValidationError, match=r"duplicate prompt 'a photo'"):
+def test_a_template_without_label_is_refused_for_lacking_label():
+    # Before: refused as "duplicate prompt 'a photo'", which hid the cause.
+    with pytest.raises(ValidationError, match=r"^template 0 'a photo' has no \{label\} field") as info:
         ZeroShotDataset.from_templates(_dataset(), ["a photo"])
+    assert "duplicate" not in str(info.value)
+    with pytest.raises(ValidationError, match=r"^template 1 'the photo' has no \{label\} field"):
+        ZeroShotDataset.from_templates(_dataset(), ["a {label}", "the photo"])
+    # a literal brace pair is no field: '{{label}}' renders '{label}' for every class
+    with pytest.raises(ValidationError, match=r"has no \{label\} field"):
+        ZeroShotDataset.from_templates(_dataset(), ["a {{label}}"])
 
 
 @pytest.mark.parametrize("ids, message", [
@@ -104,7 +112,7 @@ def test_templates_cover_every_class_and_payload_coverage_is_rechecked():
     partial["prompts"][2]["template_id"] = None
     with pytest.raises(ValidationError, match="class 'dog': prompt 'a dog' has no template id"):
         ZeroShotProtocol.from_payload(partial)
-    with pytest.raises(ValidationError, match="class_names: class 'eel' is not a label"):
+    with pytest.raises(ValidationError, match=r"class_names: class 'eel' \(str\) is not a label"):
         ZeroShotDataset.from_templates(_dataset(), ["a {label}"], class_names={"eel": "an eel"})
 
 
@@ -117,8 +125,15 @@ def test_typed_labels_stay_typed():
     ints = _dataset(labels=(1, 2, 1, 2))
     zs = ZeroShotDataset.from_dataset(ints, {1: "class one", 2: "class two"})
     assert zs.protocol.class_keys == ("@int:1", "@int:2")
-    with pytest.raises(ValidationError, match=r"class '1' is not a label of the source dataset"):
+    # Before: "class '1' is not a label of the source dataset (classes: '1', '2')", which contradicts itself.
+    with pytest.raises(ValidationError) as info:
         ZeroShotDataset.from_dataset(ints, {"1": "class one", 2: "class two"})
+    assert str(info.value) == ("prompts: class '1' (str) is not a label of the source dataset (classes: 1 (int), "
+                               "2 (int)); labels are typed: 1 (int) is a class, '1' (str) is not")
+    strs = _dataset(labels=("0", "1", "0", "1"))
+    with pytest.raises(ValidationError, match=r"class_names: class 0 \(int\) is not a label .*\(classes: '0' \(str\), "
+                                              r"'1' \(str\)\); labels are typed: '0' \(str\) is a class, 0 \(int\) is not$"):
+        ZeroShotDataset.from_templates(strs, ["a {label}"], class_names={0: "zero"})
     with pytest.raises(LabelError, match="prompts: unsupported label"):
         ZeroShotDataset.from_dataset(ints, {object(): "x", 1: "class one", 2: "class two"})
     enums = _dataset(labels=(Pet.CAT, Pet.DOG, Pet.CAT))

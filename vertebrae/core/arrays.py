@@ -14,11 +14,15 @@ from vertebrae.core.labels import describe_key, semantic_key
 
 
 def as_matrix(values: Any, *, what: str) -> np.ndarray | sp.csr_matrix:
-    """A 2-D float matrix: CSR for any scipy sparse input, else a numeric numpy array (dtype kept if float)."""
+    """A 2-D float matrix: CSR for any scipy sparse input, else a numeric numpy array (dtype kept if float).
+
+    Rows with no dimensions (shape ``(n, 0)``, n > 0) are refused naming ``what``: no embedding is 0 wide.
+    """
     if sp.issparse(values):
         matrix = sp.csr_matrix(values)
         if matrix.dtype.kind not in "fiub":
             raise ValidationError(f"{what} must be numeric, got dtype {matrix.dtype}")
+        _check_width(matrix.shape, what)
         if matrix.dtype.kind != "f":
             matrix = matrix.astype(np.float64)
         return matrix
@@ -27,7 +31,13 @@ def as_matrix(values: Any, *, what: str) -> np.ndarray | sp.csr_matrix:
         raise ValidationError(f"{what} must be a 2-D matrix (rows x dimensions), got shape {matrix.shape}")
     if matrix.dtype.kind not in "fiub":
         raise ValidationError(f"{what} must be numeric, got dtype {matrix.dtype}")
+    _check_width(matrix.shape, what)
     return matrix if matrix.dtype.kind == "f" else matrix.astype(np.float64)
+
+
+def _check_width(shape: tuple[int, ...], what: str) -> None:
+    if shape[1] == 0 and shape[0] > 0:
+        raise ValidationError(f"{what} have no dimensions (shape {tuple(shape)}): every row needs at least one value")
 
 
 def paired_matrices(first: Any, second: Any, *, what: tuple[str, str], need: str,

@@ -1,10 +1,10 @@
 """Relevance and exclusions of a retrieval protocol, from what a user gives to canonical CSR.
 
-Relevance: a query x gallery grade matrix (NumPy or scipy sparse, read from its stored entries) or records
-``(query_id, gallery_id[, grade])`` -> CSR float64 of the grades > 0, sorted indices. Exclusions: records
-``(query_id, gallery_id)`` or a 0/1 matrix -> CSR bool. Ids resolve by semantic key (typed: ``1`` and ``"1"``
-differ); every error names the record or the (query, gallery) pair. Also the small CSR helpers the protocol
-shares (pairs to CSR, union, eligible positives).
+Relevance: a query x gallery grade matrix (NumPy or scipy sparse, read from its stored entries; a pair stored
+twice is refused, as a pair graded by two records is) or records ``(query_id, gallery_id[, grade])`` -> CSR
+float64 of the grades > 0, sorted indices. Exclusions: records ``(query_id, gallery_id)`` or a 0/1 matrix -> CSR
+bool. Ids resolve by semantic key (typed: ``1`` and ``"1"`` differ); every error names the record or the
+(query, gallery) pair. Also the small CSR helpers the protocol shares (pairs to CSR, union, eligible positives).
 """
 
 from __future__ import annotations
@@ -198,14 +198,36 @@ def _check_shape(shape: tuple[int, ...], query_ids, gallery_ids, what: str, extr
         )
 
 
+def _refuse_duplicate_entries(matrix: Any, query_ids, gallery_ids) -> None:
+    """Refuse a sparse matrix that stores one (query, gallery) pair more than once (scipy would sum the grades,
+    as duplicate records are refused too); O(nnz)."""
+    coo = matrix.tocoo(copy=False)
+    linear = coo.row.astype(np.int64) * np.int64(coo.shape[1]) + coo.col.astype(np.int64)
+    if linear.size < 2:
+        return
+    order = np.argsort(linear, kind="stable")
+    repeated = np.flatnonzero(linear[order][1:] == linear[order][:-1])
+    if not repeated.size:
+        return
+    doubled = np.unique(linear[order][repeated + 1])
+    rows, cols = doubled // coo.shape[1], doubled % coo.shape[1]
+    first = linear == doubled[0]
+    grades = ", ".join(repr(float(v)) for v in np.asarray(coo.data)[first][:5])
+    raise ValidationError(
+        f"relevance matrix stores {doubled.size} pair(s) more than once: "
+        f"{_pairs(query_ids, gallery_ids, rows, cols)}; the first holds grades {grades}, which a sparse matrix would "
+        "sum into one grade; store each pair once (call sum_duplicates() first if the sum is meant)"
+    )
+
+
 def _parse_matrix(matrix: Any, query_ids, gallery_ids, *, from_records_api: bool) -> sp.csr_matrix:
     """A query x gallery grade matrix (NumPy, nested list or scipy sparse) -> canonical CSR float64."""
     if sp.issparse(matrix):
         _check_shape(matrix.shape, query_ids, gallery_ids, "relevance matrix")
         if matrix.dtype.kind not in "fiub":
             raise ValidationError(f"relevance matrix must be numeric, got dtype {matrix.dtype}")
+        _refuse_duplicate_entries(matrix, query_ids, gallery_ids)
         csr = sp.csr_matrix(matrix, dtype=np.float64, copy=True)  # from the stored entries only, never dense
-        csr.sum_duplicates()
         bad = ~np.isfinite(csr.data) | (csr.data < 0)
         if bad.any():
             rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))[bad]

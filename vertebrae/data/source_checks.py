@@ -38,6 +38,8 @@ def _check_features_meta(shape: tuple[int, ...], dtype: np.dtype, what: str) -> 
         raise ValidationError(f"features in {what} must be 2-D (rows x dims), got shape {tuple(shape)}")
     if dtype.kind not in _FEATURE_KINDS:
         raise ValidationError(f"features in {what} must be numeric, got dtype {dtype}")
+    if shape[0] == 0:
+        raise ValidationError(f"features in {what} have no rows (shape {tuple(shape)}); a source needs at least one row")
     if shape[1] == 0:
         raise ValidationError(f"features in {what} have no columns (shape {tuple(shape)})")
 

@@ -1,5 +1,6 @@
 """Loaders for the table sources: ``csv`` (numeric feature columns) and ``manifest`` (raw texts or image paths,
-read by :mod:`vertebrae.data.manifest`). Same counter/loader contract as :mod:`vertebrae.data.source_arrays`."""
+read by :mod:`vertebrae.data.manifest`). Same counter/loader contract as :mod:`vertebrae.data.source_arrays`; a
+CSV without data rows (an empty file or a header only) is refused naming the file."""
 
 from __future__ import annotations
 
@@ -78,7 +79,13 @@ def _count_csv(opts: dict[str, Any], base_dir: Path, where: str) -> int:
     except csv.Error as exc:
         line = reader.line_num if reader is not None else 0
         raise ValidationError(f"CSV file {path}, line {line}: {exc}") from None
+    _check_not_header_only(count, path)
     return count
+
+
+def _check_not_header_only(count: int, path: Path) -> None:
+    if count == 0:
+        raise ValidationError(f"CSV file {path} has a header but no data rows; a source needs at least one row")
 
 
 def _load_csv(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
@@ -138,6 +145,7 @@ def _load_csv(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
     except csv.Error as exc:
         line = reader.reader.line_num if reader is not None else 0
         raise ValidationError(f"CSV file {path}, line {line}: {exc}") from None
+    _check_not_header_only(n, path)
     _check_rows(rows, n, where)
     features = np.array(values, dtype=np.float64).reshape(len(values), len(feature_cols))
     return SourceData(features=features, labels=labels, row_ids=row_ids)

@@ -5,7 +5,7 @@ Contract:
 - The source is a ``BenchmarkDataset`` with single-label (classification) targets; its classes, in label-catalog
   order, are the declared classes (the first one wins a tie). Every class has at least one non-empty prompt.
 - Prompts are kept in declaration order (class by class); a prompt text may appear only once in the protocol.
-- ``from_templates``: each template is parsed with ``string.Formatter`` and may reference only ``{label}``
+- ``from_templates``: each template is parsed with ``string.Formatter``, must reference ``{label}`` and only it
   (no positional, attribute/index, conversion or format-spec fields); each template id is a non-empty string,
   ids are unique, and every class is rendered by every template exactly once (exact class x template coverage,
   re-checked whenever a protocol is read back).
@@ -43,7 +43,7 @@ def _short(text: Any, limit: int = 80) -> str:
 
 
 def check_template(template: Any, index: int) -> None:
-    """Refuse a template that is not a string or uses anything but the ``{label}`` field."""
+    """Refuse a template that is not a string, lacks the ``{label}`` field or uses any other field."""
     if not isinstance(template, str):
         raise ValidationError(f"template {index} must be a string, got {type(template).__name__}: {_short(template)}")
     if not template.strip():
@@ -64,6 +64,9 @@ def check_template(template: Any, index: int) -> None:
             raise ValidationError(f"template {index} {_short(template)}: conversion !{conversion} is not allowed in {{label}}")
         if spec:
             raise ValidationError(f"template {index} {_short(template)}: format spec :{spec} is not allowed in {{label}}")
+    if not any(name == "label" for _, name, _, _ in parsed):
+        raise ValidationError(f"template {index} {_short(template)} has no {{label}} field, so it would render the same "
+                              "prompt for every class; write {label} where the class name goes")
 
 
 @dataclass(frozen=True)
@@ -275,14 +278,24 @@ class ZeroShotProtocol:
                    tuple(payload["class_keys"]), tuple(prompts), catalog, dict(payload["metadata"]))
 
 
+def _typed(key: str) -> str:
+    """``'0' (str)``, ``0 (int)``: a label key with its type, for messages where types are the difference."""
+    return f"{describe_key(key)} ({_parse_key(key)[0]})"
+
+
 def _class_key_of(value: Any, catalog: LabelCatalog, what: str) -> str:
+    """The catalog key of ``value``; unknown classes are refused with their type and the classes' types (labels
+    are typed: ``"0"`` is not ``0``)."""
     try:
         key = semantic_key(value)
     except LabelError as exc:
         raise LabelError(f"{what}: {exc}") from None
     if key not in catalog:
-        known = ", ".join(repr(catalog.display(k)) for k in catalog.keys[:10])
-        raise ValidationError(f"{what}: class {value!r} is not a label of the source dataset (classes: {known})")
+        known = ", ".join(_typed(k) for k in catalog.keys[:10]) + (", ..." if len(catalog.keys) > 10 else "")
+        same_text = [k for k in catalog.keys if str(_parse_key(k)[1]) == str(_parse_key(key)[1])]
+        hint = (f"; labels are typed: {_typed(same_text[0])} is a class, {_typed(key)} is not" if same_text else "")
+        raise ValidationError(f"{what}: class {_typed(key)} is not a label of the source dataset "
+                              f"(classes: {known}){hint}")
     return key
 
 

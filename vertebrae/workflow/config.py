@@ -1,13 +1,17 @@
 """The workflow config: schema validation (``schemas/config.schema.yaml``) and declaration -> config objects.
 
-``validate_config`` returns a deep copy with the schema's defaults filled in; unknown keys are errors. Every
-``*_from_decl`` helper turns the ``ValueError`` of a config class into a ``ConfigError`` naming the config key.
+``validate_config`` returns a deep copy with the schema's defaults filled in; unknown keys are errors, and a
+benchmark name must be one safe path component (``check_benchmark_name``: the schema's pattern, re-checked by
+the planner). ``load_config_file`` reads YAML (or JSON) refusing a key given twice in one mapping, naming the
+key and both lines (YAML would silently keep the last one, dropping a whole block); ``check_config_files``
+re-reads the files Snakemake loaded with it. Every ``*_from_decl`` helper turns the ``ValueError`` of a config
+class into a ``ConfigError`` naming the config key.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,6 +54,8 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     if errors:
         error = errors[0]
         where = _key_path(error.absolute_path)
+        if "propertyNames" in error.schema_path and where in SECTIONS:
+            raise ConfigError(_name_problem(where, error.instance))
         if error.validator == "additionalProperties":
             known = sorted(error.schema.get("properties", {}))
             unknown = sorted(set(error.instance) - set(known))
@@ -58,13 +64,71 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+SECTIONS = ("benchmarks", "retrieval", "zero_shot")
+
+
+def _name_problem(section: str, name: Any) -> str:
+    return (f"config key {section}: {name!r} is not a safe benchmark name (it names the folder "
+            f"results/reports/NAME/): use letters, digits, '_', '-' and '.', starting with a letter, digit or '_'")
+
+
+def check_benchmark_name(section: str, name: Any) -> None:
+    """ConfigError naming ``section`` and ``name`` unless ``name`` matches the schema's benchmark-name pattern."""
+    import re
+
+    pattern = config_schema()["properties"][section]["propertyNames"]["pattern"]
+    if not isinstance(name, str) or re.fullmatch(pattern, name) is None:
+        raise ConfigError(_name_problem(section, name))
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        super().__init__(key, line, first)
+        self.key, self.line, self.first = key, line, first
+
+
+@lru_cache(maxsize=1)
+def _unique_key_loader() -> type:
+    """A ``yaml.SafeLoader`` that refuses a key repeated in one mapping (merge keys ``<<`` may be overridden)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    line = first.get(key)
+                except TypeError:  # an unhashable key: SafeLoader refuses it itself
+                    continue
+                if line is not None:
+                    raise _DuplicateKey(key, key_node.start_mark.line + 1, line)
+                first[key] = key_node.start_mark.line + 1
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
+    """The config in a YAML (or JSON) file; ConfigError naming the file for unreadable text or a duplicate key."""
     import yaml
 
     try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_unique_key_loader()) or {}
+    except _DuplicateKey as dup:
+        raise ConfigError(f"config file {path}, line {dup.line}: key {dup.key!r} is given twice in one mapping (first "
+                          f"at line {dup.first}); YAML would keep only the last one, so duplicate keys are refused"
+                          ) from None
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
+
+
+def check_config_files(paths: Iterable[str | Path]) -> None:
+    """Re-read config files another parser loaded (Snakemake's ``workflow.configfiles``) refusing duplicate keys."""
+    for path in paths:
+        load_config_file(path)
 
 
 def config_from_decl(cls: type[T], decl: Mapping[str, Any], *, where: str) -> T:
@@ -95,5 +159,6 @@ def embedding_config(bench: Mapping[str, Any], config: Mapping[str, Any]) -> Emb
     return EmbeddingConfig(batch_size=config["embedding"]["batch_size"], shards=shard_count(bench, config))
 
 
-__all__ = ["SCHEMA_PATH", "compression_from_decl", "config_from_decl", "config_schema", "embedding_config",
-           "load_config_file", "paired_compression", "shard_count", "validate_config"]
+__all__ = ["SCHEMA_PATH", "SECTIONS", "check_benchmark_name", "check_config_files", "compression_from_decl",
+           "config_from_decl", "config_schema", "embedding_config", "load_config_file", "paired_compression",
+           "shard_count", "validate_config"]

@@ -4,7 +4,8 @@ import vertebrae.reports.figures
 import vertebrae.workflow
 from vertebrae.workflow import artifact_path, report_paths
 
-PLAN = vertebrae.workflow.plan(config)
+# workflow.configfiles: the files Snakemake read `config` from, re-read refusing duplicate keys
+PLAN = vertebrae.workflow.plan(config, config_files=workflow.configfiles)
 
 
 wildcard_constraints:
