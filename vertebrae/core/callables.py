@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from vertebrae.core.errors import ConfigError
@@ -31,9 +32,22 @@ def import_callable(path: str) -> Any:
     return obj
 
 
-def import_object(path: str, *, where: str) -> Any:
-    """Import ``module.attr`` or ``module:attr``; ConfigError naming ``where`` when it cannot."""
+def within_modules(module_name: str, modules: Sequence[str]) -> bool:
+    """Whether ``module_name`` is one of ``modules`` or a submodule of one (``sklearn`` admits ``sklearn.x``)."""
+    return any(module_name == m or module_name.startswith(m + ".") for m in modules)
+
+
+def import_object(path: str, *, where: str, trusted_modules: Sequence[str] | None = None) -> Any:
+    """Import ``module.attr`` or ``module:attr``; ConfigError naming ``where`` when it cannot.
+
+    With ``trusted_modules`` a path outside them is refused before anything is imported (importing runs code).
+    """
     module_name, _, attr = path.replace(":", ".").rpartition(".")
+    if trusted_modules is not None and not within_modules(module_name, trusted_modules):
+        raise ConfigError(
+            f"{where}: {path!r} is not in a trusted module (trusted: {sorted(trusted_modules)}); "
+            "nothing was imported"
+        )
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError):

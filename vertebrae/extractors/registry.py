@@ -18,7 +18,7 @@ def _precomputed(name: str, decl: Mapping[str, Any], where: str) -> Extractor:
 def _sklearn(name: str, decl: Mapping[str, Any], where: str) -> Extractor:
     return SklearnExtractor.from_steps(
         name, decl.get("steps") or [], random_state=decl.get("random_state", 0),
-        allow_sparse=decl.get("allow_sparse", True), where=where,
+        allow_sparse=decl.get("allow_sparse", True), where=where, trusted_modules=decl.get("trusted_modules"),
     )
 
 
