@@ -3,7 +3,9 @@
 Each subcommand names the job function it runs (``module:function``, imported only when that subcommand runs, so
 ``vertebrae --help`` and the scoring subcommands import no model library) and the arguments it takes; an argument's
 ``dest`` is the function's parameter. Errors vertebrae raises on purpose are printed as one line
-(``vertebrae: error: ...``) with exit status 2.
+(``vertebrae: error: ...``) with exit status 2; when a job refuses a corrupt input artifact, that file and everything
+built from it are moved aside first (``vertebrae.stages.verify.quarantine``) and the message says where, so that
+the next run rebuilds them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vertebrae import __version__
-from vertebrae.core.errors import VertebraeError
+from vertebrae.core.errors import CorruptArtifactError, VertebraeError
 
 
 @dataclass(frozen=True)
@@ -86,11 +88,17 @@ COMMANDS: dict[str, Command] = {
     "retrieval-from-artifacts": Command("a ranked retrieval report from score artifacts", f"{RETRIEVAL}:run_report",
                                         REPORT),
     "figures": Command("render a report's figures (ranking; per-class scores or confusion matrix)",
-                       "vertebrae.reports.figures:write_report_figures",
+                       "vertebrae.stages.verify:run_figures",
                        (arg("--report", dest="report_path", metavar="REPORT", required=True,
-                            help="a report.json (labelled, retrieval or zero-shot)"),
+                            help="a report.json (labelled, retrieval or zero-shot); verified before it is drawn"),
                         arg("--ranking-output", dest="ranking_path", metavar="RANKING_OUTPUT", required=True),
                         arg("--detail-output", dest="detail_path", metavar="DETAIL_OUTPUT", required=True))),
+    "verify": Command("check every artifact under RESULTS_DIR (schema, fingerprint, content hash); exit status 2 "
+                      "when any is corrupt or stale", "vertebrae.stages.verify:run_verify",
+                      (arg("results_dir", nargs="?", default="results", metavar="RESULTS_DIR"),
+                       arg("--repair", action="store_true",
+                           help="move corrupt or stale artifacts, and what was built from them, aside so that the "
+                                "workflow rebuilds exactly those"))),
     "plan-zero-shot": Command("write one zero-shot job spec (same as plan)", RUN_PLAN, (SPEC, OUTPUT)),
     "embed-zero-shot-shard": Command("embed one shard of the samples or the prompts", f"{ZERO_SHOT}:run_embed_shard",
                                      (PLAN, arg("--side", required=True, choices=["samples", "prompts"]), SHARD_INDEX,
@@ -139,6 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         _run(args)
+    except CorruptArtifactError as exc:
+        from vertebrae.stages.verify import describe_quarantine, quarantine
+
+        print(f"vertebrae: error: {exc}{describe_quarantine(quarantine(exc.path))}", file=sys.stderr)
+        return 2
     except VertebraeError as exc:
         print(f"vertebrae: error: {exc}", file=sys.stderr)
         return 2

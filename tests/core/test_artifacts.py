@@ -21,7 +21,7 @@ from vertebrae.core.artifacts import (
     write_json_artifact,
 )
 from vertebrae.core.errors import ArtifactError, ValidationError
-from vertebrae.core.fingerprint import SCHEMAS, canonical_json
+from vertebrae.core.fingerprint import SCHEMAS, canonical_json, sha256_hex
 
 FP = "0123456789abcdef"
 OTHER_FP = "fedcba9876543210"
@@ -38,6 +38,12 @@ def _dense(dtype=np.float32, n=6, d=4, offset=0.0) -> np.ndarray:
 
 def _write(path, matrix, fp=FP, **kw):
     return write_embeddings(path, matrix, _ids(matrix.shape[0]), fingerprint=fp, recipe=RECIPE, **kw)
+
+
+def _set_manifest(f, text) -> None:
+    """Replace an HDF5 artifact's manifest as a deliberate writer would: with its matching manifest hash."""
+    f.attrs["manifest"] = text
+    f.attrs["manifest_sha256"] = sha256_hex(text)
 
 
 def _leftovers(directory) -> list[str]:
@@ -215,7 +221,7 @@ def _copy_manifest(src, dst):
     with h5py.File(src, "r") as f:
         text = f.attrs["manifest"]
     with h5py.File(dst, "r+") as f:
-        f.attrs["manifest"] = text
+        _set_manifest(f, text)
 
 
 def test_swapped_manifest_refused(tmp_path):
@@ -252,12 +258,12 @@ def test_unknown_or_missing_schema_and_manifest(tmp_path):
     _write(path, _dense())
     with h5py.File(path, "r+") as f:
         manifest = json.loads(f.attrs["manifest"])
-        f.attrs["manifest"] = json.dumps({**manifest, "schema": "x"})
+        _set_manifest(f, json.dumps({**manifest, "schema": "x"}))
     for reader in (lambda p: read_embeddings(p, fingerprint=None), read_manifest):
         with pytest.raises(ArtifactError, match="unknown schema 'x', expected 'vertebrae.embedding/v1'"):
             reader(path)
     with h5py.File(path, "r+") as f:
-        f.attrs["manifest"] = "{not json"
+        _set_manifest(f, "{not json")
     with pytest.raises(ArtifactError, match="not valid JSON"):
         read_manifest(path)
     with h5py.File(path, "r+") as f:
@@ -271,11 +277,11 @@ def test_structure_mismatches_refused(tmp_path):
     path = tmp_path / "emb.h5"
     manifest = _write(path, _dense())
     with h5py.File(path, "r+") as f:
-        f.attrs["manifest"] = canonical_json({**manifest, "dtype": "float64"})
+        _set_manifest(f, canonical_json({**manifest, "dtype": "float64"}))
     with pytest.raises(ArtifactError, match="dtype mismatch: file holds float32, manifest says float64"):
         read_embeddings(path, fingerprint=None)
     with h5py.File(path, "r+") as f:
-        f.attrs["manifest"] = canonical_json(manifest)
+        _set_manifest(f, canonical_json(manifest))
         del f["row_ids"]
         f.create_dataset("row_ids", data=np.array(_ids(5), dtype=object), dtype=h5py.string_dtype())
     with pytest.raises(ArtifactError, match="row id count mismatch: 5 row ids for 6 rows"):
@@ -283,7 +289,7 @@ def test_structure_mismatches_refused(tmp_path):
     sparse = tmp_path / "sparse.h5"
     manifest = _write(sparse, scipy.sparse.csr_array(_dense()))
     with h5py.File(sparse, "r+") as f:
-        f.attrs["manifest"] = canonical_json({**manifest, "nnz": manifest["nnz"] - 1})
+        _set_manifest(f, canonical_json({**manifest, "nnz": manifest["nnz"] - 1}))
     with pytest.raises(ArtifactError, match="nnz mismatch"):
         read_embeddings(sparse, fingerprint=None)
 
@@ -354,3 +360,76 @@ def test_write_json_is_sorted_and_indented(tmp_path):
     path = tmp_path / "report.json"
     write_json(path, {"b": 1, "a": (np.float64(0.5), "é")})
     assert path.read_text(encoding="utf-8") == '{\n  "a": [\n    0.5,\n    "é"\n  ],\n  "b": 1\n}\n'
+
+
+# ------------------------------------------------------------------------------------------ corruption
+
+
+def test_single_byte_flips_are_refused_with_the_path_or_read_back_unchanged(tmp_path):
+    """Seeded fuzz: 300 single-byte flips anywhere in a small merged-embedding file. Each read is refused with a
+    CorruptArtifactError naming the file, or returns exactly what was written (matrix, row ids, manifest)."""
+    from vertebrae.core.errors import CorruptArtifactError
+
+    clean = tmp_path / "clean.h5"
+    manifest = _write(clean, _dense(n=12, d=5))
+    original = clean.read_bytes()
+    rng = np.random.default_rng(1417)
+    path = tmp_path / "flipped.h5"
+    refused = 0
+    for offset in rng.choice(len(original), size=min(300, len(original)), replace=False):
+        damaged = bytearray(original)
+        damaged[int(offset)] ^= int(rng.integers(1, 256))
+        path.write_bytes(bytes(damaged))
+        try:
+            art = read_embeddings(path, fingerprint=FP)
+        except CorruptArtifactError as exc:
+            assert str(path) in str(exc) and exc.path == str(path), (int(offset), str(exc))
+            refused += 1
+            continue
+        np.testing.assert_array_equal(art.matrix, _dense(n=12, d=5), err_msg=f"offset {offset}")
+        assert art.row_ids == tuple(_ids(12)) and art.manifest == manifest, f"offset {offset}"
+    assert refused > 50  # the data, the row ids, the manifest and the header are all hit
+
+
+def test_manifest_edit_is_detected_by_its_hash(tmp_path):
+    from vertebrae.core.errors import CorruptArtifactError
+
+    path = tmp_path / "emb.h5"
+    _write(path, _dense())
+    with h5py.File(path, "r+") as f:
+        f.attrs["manifest"] = f.attrs["manifest"].replace('"toy"', '"toz"')  # a flipped byte in the recipe
+    with pytest.raises(CorruptArtifactError, match="manifest hash mismatch") as info:
+        read_embeddings(path, fingerprint=FP)
+    assert str(path) in str(info.value)
+
+
+def test_corrupt_and_stale_are_told_apart_and_corrupt_files_move_aside(tmp_path):
+    from vertebrae.core.artifacts import move_aside
+    from vertebrae.core.errors import CorruptArtifactError
+
+    stale = tmp_path / "stale.h5"
+    _write(stale, _dense(), fp=OTHER_FP)
+    with pytest.raises(ArtifactError) as info:
+        read_embeddings(stale, fingerprint=FP)
+    assert not isinstance(info.value, CorruptArtifactError)  # a valid file of another job: never moved
+    with pytest.raises(ArtifactError) as info:
+        read_embeddings(tmp_path / "missing.h5", fingerprint=FP)
+    assert not isinstance(info.value, CorruptArtifactError)
+    score = tmp_path / "score.json"
+    write_json_artifact(score, "score", {"a": 1}, fingerprint=FP)
+    with pytest.raises(ArtifactError) as info:
+        read_json_artifact(score, "protocol", fingerprint=FP)
+    assert not isinstance(info.value, CorruptArtifactError)
+
+    truncated = tmp_path / "emb.h5"
+    _write(truncated, _dense())
+    truncated.write_bytes(truncated.read_bytes()[:300])
+    with pytest.raises(CorruptArtifactError) as info:
+        read_embeddings(truncated, fingerprint=FP)
+    assert info.value.path == str(truncated)
+    first, second = move_aside(truncated), None
+    _write(truncated, _dense())
+    second = move_aside(truncated)
+    assert not truncated.exists() and first != second
+    for moved in (first, second):
+        assert os.path.basename(moved).startswith("emb.h5.corrupt-") and os.path.dirname(moved) == str(tmp_path)

@@ -3,7 +3,9 @@
 Every artifact carries a manifest (schema, fingerprint, content hash, recipe). Writers go through
 :func:`atomic_write`, so nothing half-written ever appears under the final name. Readers check the file,
 the schema, the fingerprint (when one is expected), the structure and the content hash, and raise
-ArtifactError naming the path and the mismatch.
+ArtifactError naming the path and the mismatch: CorruptArtifactError when the file's own bytes are bad
+(unreadable, malformed, any h5py failure, a hash mismatch), plain ArtifactError when it is missing or stale.
+:func:`move_aside` renames a corrupt file out of the way so that the workflow rebuilds it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS, canonical_json, sha256_hex, to_json_value
 
 if TYPE_CHECKING:
@@ -60,8 +62,28 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
-def _fail(path: str, message: str) -> ArtifactError:
+def _fail(path: str, message: str) -> CorruptArtifactError:
+    """The file at ``path`` is corrupt: its bytes cannot be what a writer here wrote."""
+    return CorruptArtifactError(f"artifact {path}: {message}", path)
+
+
+def _refuse(path: str, message: str) -> ArtifactError:
+    """The file at ``path`` is missing, stale or of another kind (not corrupt: it is left in place)."""
     return ArtifactError(f"artifact {path}: {message}")
+
+
+def move_aside(path: str | os.PathLike) -> str:
+    """Rename ``path`` to ``<path>.corrupt-<UTC time>`` (``-2``, ``-3``... if taken); return the new path."""
+    import time
+
+    path = os.fspath(path)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target, n = f"{path}.corrupt-{stamp}", 1
+    while os.path.lexists(target):
+        n += 1
+        target = f"{path}.corrupt-{stamp}-{n}"
+    os.replace(path, target)
+    return target
 
 
 def _check_manifest(path: str, manifest: Any, schema: str, fingerprint: str | None) -> dict:
@@ -70,10 +92,11 @@ def _check_manifest(path: str, manifest: Any, schema: str, fingerprint: str | No
         raise _fail(path, "manifest is not a JSON object")
     if "schema" not in manifest:
         raise _fail(path, f"manifest has no schema, expected {schema!r}")
-    if manifest["schema"] != schema:
-        raise _fail(path, f"unknown schema {manifest['schema']!r}, expected {schema!r}")
+    if manifest["schema"] != schema:  # another known kind is a valid artifact given in the wrong place
+        error = _refuse if manifest["schema"] in SCHEMAS.values() else _fail
+        raise error(path, f"unknown schema {manifest['schema']!r}, expected {schema!r}")
     if fingerprint is not None and manifest.get("fingerprint") != fingerprint:
-        raise _fail(path, f"stale artifact: fingerprint {manifest.get('fingerprint')}, expected {fingerprint}")
+        raise _refuse(path, f"stale artifact: fingerprint {manifest.get('fingerprint')}, expected {fingerprint}")
     return manifest
 
 
@@ -154,6 +177,8 @@ def write_embeddings(path: str | os.PathLike, matrix: Any, row_ids: Sequence[str
     for i, rid in enumerate(ids):
         if not isinstance(rid, str):
             raise ValidationError(f"row id at index {i} is {type(rid).__name__} {rid!r}, expected str")
+        if rid.endswith("\x00"):
+            raise ValidationError(f"row id at index {i} ({rid!r}) ends in a NUL character, which HDF5 cannot keep")
     ids = [str(rid) for rid in ids]
     nnz = int(matrix.nnz) if fmt == "csr" else None
     shape = [int(s) for s in matrix.shape]
@@ -162,7 +187,7 @@ def write_embeddings(path: str | os.PathLike, matrix: Any, row_ids: Sequence[str
         "dtype": dtype, "nnz": nnz, "content_hash": _content_hash(fmt, dtype, shape, nnz, arrays, ids),
         "recipe": recipe, "metadata": metadata or {},
     })
-    with atomic_write(path) as tmp, h5py.File(tmp, "w") as f:
+    with atomic_write(path) as tmp, h5py.File(tmp, "w", libver="latest") as f:
         if fmt == "dense":
             f.create_dataset("embeddings", data=arrays[0])
         else:
@@ -170,24 +195,31 @@ def write_embeddings(path: str | os.PathLike, matrix: Any, row_ids: Sequence[str
             group.attrs["shape"] = np.asarray(shape, dtype=np.int64)
             for name, array in zip(("data", "indices", "indptr"), arrays):
                 group.create_dataset(name, data=array)
-        f.create_dataset("row_ids", data=np.array(ids, dtype=object), dtype=h5py.string_dtype("utf-8"))
+        # fixed-length UTF-8 bytes: variable-length strings live in HDF5's global heap, which has no checksum and
+        # where a single damaged byte can make libhdf5 loop forever
+        encoded = [rid.encode("utf-8") for rid in ids]
+        width = max([1, *map(len, encoded)])
+        f.create_dataset("row_ids", data=np.array(encoded, dtype=f"S{width}"))
         f.attrs["manifest"] = manifest_text
+        f.attrs["manifest_sha256"] = sha256_hex(manifest_text)  # the manifest's own integrity (older files lack it)
     return json.loads(manifest_text)
 
 
 @contextmanager
 def _open_h5(path: str) -> Iterator[h5py.File]:
-    """Open an HDF5 file read-only, turning missing, unreadable or malformed files into ArtifactError."""
+    """Open an HDF5 file read-only; a missing file is an ArtifactError, and every failure of h5py while it is
+    open or read (a damaged header raises OSError, KeyError, AttributeError, SystemError...) a
+    CorruptArtifactError naming the path."""
     import h5py
 
     if not os.path.isfile(path):
-        raise _fail(path, "file not found")
+        raise _refuse(path, "file not found")
     try:
         with h5py.File(path, "r") as f:
             yield f
     except ArtifactError:
         raise
-    except (OSError, KeyError, ValueError, TypeError, RuntimeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any library failure on these bytes means the file is corrupt
         raise _fail(path, f"not a readable HDF5 artifact ({type(exc).__name__}: {exc})") from exc
 
 
@@ -195,10 +227,18 @@ def _h5_manifest(path: str, f: h5py.File, fingerprint: str | None) -> dict:
     if "manifest" not in f.attrs:
         raise _fail(path, "no manifest attribute")
     text = f.attrs["manifest"]
+    if not isinstance(text, (bytes, str)):
+        raise _fail(path, f"manifest attribute is a {type(text).__name__}, not text")
     try:
-        manifest = json.loads(text.decode("utf-8") if isinstance(text, bytes) else str(text))
+        text = text.decode("utf-8") if isinstance(text, bytes) else str(text)
+        manifest = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise _fail(path, f"manifest is not valid JSON ({exc})") from exc
+    if "manifest_sha256" in f.attrs:
+        expected = f.attrs["manifest_sha256"]
+        expected = expected.decode("utf-8", "replace") if isinstance(expected, bytes) else str(expected)
+        if sha256_hex(text) != expected:
+            raise _fail(path, f"manifest hash mismatch: manifest hashes to {sha256_hex(text)}, file says {expected}")
     return _check_manifest(path, manifest, SCHEMAS["embedding"], fingerprint)
 
 
@@ -245,7 +285,7 @@ def read_embeddings(path: str | os.PathLike, *, fingerprint: str | None) -> Embe
             arrays = [node["data"][()], node["indices"][()].astype(np.int64), node["indptr"][()].astype(np.int64)]
         if "row_ids" not in f:
             raise _fail(path, "no 'row_ids' dataset")
-        row_ids = tuple(str(r) for r in f["row_ids"].asstr()[()])
+        row_ids = tuple(r.decode("utf-8") if isinstance(r, bytes) else str(r) for r in f["row_ids"][()].tolist())
     if len(row_ids) != shape[0]:
         raise _fail(path, f"row id count mismatch: {len(row_ids)} row ids for {shape[0]} rows")
     actual = _content_hash(fmt, dtype, shape, nnz, arrays, row_ids)
@@ -302,7 +342,7 @@ def read_json_artifact(path: str | os.PathLike, kind: str, *, fingerprint: str |
     schema = _kind_schema(kind)
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise _fail(path, "file not found")
+        raise _refuse(path, "file not found")
     try:
         with open(path, encoding="utf-8") as fh:
             document = json.loads(fh.read(), parse_constant=_refuse_constant)
@@ -312,7 +352,7 @@ def read_json_artifact(path: str | os.PathLike, kind: str, *, fingerprint: str |
         raise _fail(path, "not a JSON artifact (expected an object with 'manifest' and 'payload')")
     manifest = _check_manifest(path, document["manifest"], schema, None)
     if manifest.get("kind") != kind:
-        raise _fail(path, f"kind mismatch: artifact is {manifest.get('kind')!r}, expected {kind!r}")
+        raise _refuse(path, f"kind mismatch: artifact is {manifest.get('kind')!r}, expected {kind!r}")
     _check_manifest(path, manifest, schema, fingerprint)
     payload = document["payload"]
     actual = sha256_hex(canonical_json(payload))

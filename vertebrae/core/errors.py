@@ -31,6 +31,18 @@ class ArtifactError(VertebraeError, ValueError):
     """A corrupt, truncated, stale or unknown-schema artifact; the message names the path."""
 
 
+class CorruptArtifactError(ArtifactError):
+    """An artifact whose own bytes are bad (unreadable, malformed, content hash mismatch); ``path`` is the file.
+
+    Not raised for a stale (other fingerprint) or missing file. The CLI moves such a file aside (see
+    ``vertebrae.stages.verify``) so that the next run rebuilds it.
+    """
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class BudgetError(VertebraeError, MemoryError):
     """A working set that would not fit the configured byte budget."""
 

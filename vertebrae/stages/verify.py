@@ -1,0 +1,248 @@
+"""``vertebrae verify``: check every artifact of a results/ tree; move corrupt or stale ones (and everything built
+from them) aside so that the next ``snakemake`` rebuilds exactly those.
+
+An artifact is checked as its reader checks it (schema, structure, content hash; ``core.artifacts``) and against
+the fingerprint its path names (``<fp>.json``, ``<fp>.h5``, ``<fp>/shard-i-of-n.h5``, ``<fp>/<side>.h5``): a
+mismatch there is *stale*. A ``report.json`` must parse through its result class's strict ``from_dict`` and
+serialise back to the same document (a hand-edited ranking, score or key is refused).
+
+Moving aside renames a file to ``<name>.corrupt-<UTC time>`` next to it (``core.artifacts.move_aside``). Snakemake
+does not rebuild a missing intermediate while the reports built from it exist, so every artifact that depends on a
+moved one (found through the job specs under ``results/**/plans/``) moves aside with it, up to the reports. The CLI
+does the same when a job refuses a corrupt input (``quarantine``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.artifacts import move_aside, read_embeddings, read_json_artifact
+from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
+
+_FP = re.compile(r"[0-9a-f]{16}")
+_SHARD = re.compile(r"shard-(\d+)-of-(\d+)\.h5")
+_ARTIFACT_SUFFIXES = (".h5", ".json")
+
+
+def _results_root(path: Path) -> Path | None:
+    """The ``results`` directory above ``path`` (job specs name paths relative to its parent)."""
+    for parent in path.resolve().parents:
+        if parent.name == "results":
+            return parent
+    return None
+
+
+def _files(root: Path) -> Iterator[Path]:
+    """Artifact files under ``root``: no temporary, hidden or moved-aside files."""
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in _ARTIFACT_SUFFIXES and not any(p.startswith(".") for p in path.relative_to(root).parts) \
+                and ".corrupt-" not in path.name:
+            yield path
+
+
+def _path_fp(path: Path) -> str | None:
+    """The fingerprint a path names: its stem, else its directory's name."""
+    if _FP.fullmatch(path.stem):
+        return path.stem
+    if _FP.fullmatch(path.parent.name):
+        return path.parent.name
+    return None
+
+
+def _specs(root: Path) -> dict[str, dict[str, Any]]:
+    """Every readable job spec under ``root/**/plans/`` by fingerprint (unreadable ones are verify's to report)."""
+    specs = {}
+    for path in root.rglob("plans/*.json"):
+        if _FP.fullmatch(path.stem):
+            try:
+                specs[path.stem] = read_json_artifact(path, "plan", fingerprint=path.stem)
+            except ArtifactError:
+                pass
+    return specs
+
+
+def _refs(value: Any) -> Iterator[str]:
+    """The paths of every ``{"fingerprint", "path"}`` reference inside a spec."""
+    if isinstance(value, dict):
+        if isinstance(value.get("path"), str) and "fingerprint" in value:
+            yield value["path"]
+        for item in value.values():
+            yield from _refs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _refs(item)
+
+
+def _outputs(root: Path, fp: str, spec: dict[str, Any] | None, files: list[Path]) -> list[Path]:
+    """The files job ``fp`` wrote: those its fingerprint names (plans excepted), or its benchmark's reports."""
+    out = [p for p in files if _path_fp(p) == fp and p.parent.name != "plans"]
+    if spec is not None and str(spec.get("stage", "")).endswith("report"):
+        benchmark = spec.get("benchmark") or (spec.get("recipe") or {}).get("benchmark")
+        folder = root / "reports" / str(benchmark)
+        if benchmark and folder.is_dir():
+            out += [p for p in sorted(folder.iterdir()) if p.is_file() and ".corrupt-" not in p.name]
+    return out
+
+
+def dependents(path: str | Path) -> list[Path]:
+    """Every artifact of the results tree built from ``path``, directly or not (reports and figures included;
+    paths of missing artifacts too, whose consumers are followed all the same)."""
+    path = Path(path).resolve()
+    root = _results_root(path)
+    if root is None:
+        return []
+    workdir, specs = root.parent, _specs(root)
+    files = [p.resolve() for p in _files(root)] + [p.resolve() for p in root.rglob("reports/*/*") if p.is_file()]
+    consumers: dict[str, list[str]] = {}
+    for fp, spec in specs.items():
+        for ref in _refs(spec):
+            consumers.setdefault(str((workdir / ref).resolve()), []).append(fp)
+    # a job that failed (or was removed) has no output file, but its consumers still name its path
+    existing = set(files)
+    files += [Path(p) for p in consumers if Path(p) not in existing]
+    found: dict[Path, None] = {}
+    queue = [path]
+    while queue:
+        current = queue.pop()
+        built = [out for owner in consumers.get(str(current), []) for out in _outputs(root, owner, specs.get(owner), files)]
+        fp = _path_fp(current)
+        if current.parent.name == "plans" and fp:  # a job's plan: the job's own outputs
+            built += _outputs(root, fp, specs.get(fp), files)
+        elif fp and _SHARD.fullmatch(current.name):  # a shard: the merged endpoint built from it, not its siblings
+            built += [out for out in _outputs(root, fp, specs.get(fp), files) if not _SHARD.fullmatch(out.name)]
+        for out in built:
+            if out != path and out not in found:
+                found[out] = None
+                queue.append(out)
+    return list(found)
+
+
+def quarantine(path: str | Path) -> list[tuple[str, str]]:
+    """Move ``path`` and every artifact built from it aside; return ``(old, new)`` pairs, ``path`` first."""
+    moved = []
+    for item in [Path(path), *dependents(path)]:
+        if item.exists():
+            moved.append((str(item), move_aside(item)))
+    return moved
+
+
+def describe_quarantine(moved: list[tuple[str, str]]) -> str:
+    """The sentence the CLI appends to a corrupt-input error."""
+    if not moved:
+        return ""
+    text = f"; moved it aside to {moved[0][1]}"
+    if len(moved) > 1:
+        text += f" and {len(moved) - 1} artifact(s) built from it ({', '.join(old for old, _ in moved[1:])})"
+    return text + ": run the workflow again to rebuild them"
+
+
+def check_report(path: str | Path) -> dict[str, Any]:
+    """A report.json verified like an artifact: valid JSON, parsed by its protocol's strict result class, and
+    serialising back to the same document; return it. Raises CorruptArtifactError naming the path."""
+    from vertebrae.results import BenchmarkResult
+    from vertebrae.results.retrieval import RetrievalBenchmarkResult
+    from vertebrae.results.zero_shot import ZeroShotBenchmarkResult
+
+    path = str(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        raise ArtifactError(f"report {path}: file not found") from None
+    except (OSError, ValueError) as exc:
+        raise CorruptArtifactError(f"report {path}: not valid JSON ({exc})", path) from None
+    classes = {cls.SCHEMA: cls for cls in (BenchmarkResult, RetrievalBenchmarkResult, ZeroShotBenchmarkResult)}
+    schema = document.get("schema") if isinstance(document, dict) else None
+    if schema not in classes:
+        raise CorruptArtifactError(f"report {path}: unknown report schema {schema!r}, expected one of "
+                                   f"{sorted(classes)}", path)
+    try:
+        again = classes[schema].from_dict(document).to_dict()
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise CorruptArtifactError(f"report {path}: malformed {schema} report ({type(exc).__name__}: {exc})",
+                                   path) from None
+    if again != document:
+        keys = sorted(k for k in {*again, *document} if again.get(k) != document.get(k))
+        raise CorruptArtifactError(f"report {path}: edited or inconsistent (keys {keys} differ from the report "
+                                   f"its own results give)", path)
+    return document
+
+
+def run_figures(report_path: str | Path, ranking_path: str | Path, detail_path: str | Path) -> None:
+    """``vertebrae figures``: verify the report (:func:`check_report`), then draw its figures."""
+    from vertebrae.reports.figures import write_report_figures
+
+    check_report(report_path)
+    write_report_figures(report_path, ranking_path, detail_path)
+
+
+def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
+    """Verify one artifact; ArtifactError (stale, or CorruptArtifactError) when it is bad."""
+    from vertebrae.stages.plan import shard_fingerprint
+
+    if path.name == "report.json" and path.parent.parent.name == "reports":
+        check_report(path)
+        return
+    fp = _path_fp(path)
+    if path.suffix == ".h5":
+        manifest = read_embeddings(path, fingerprint=None).manifest
+        expected = {fp, f"{fp}/{path.stem}"}
+        shard = _SHARD.fullmatch(path.name)
+        if shard and fp in specs:
+            spec = specs[fp]
+            index = int(shard.group(1))
+            expected = {shard_fingerprint(spec, index)} if index < len(spec.get("shards", [])) else set()
+    else:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                kind = (json.load(handle).get("manifest") or {}).get("kind")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise CorruptArtifactError(f"artifact {path}: not a JSON artifact ({exc})", str(path)) from None
+        read_json_artifact(path, str(kind), fingerprint=None)
+        with open(path, encoding="utf-8") as handle:
+            manifest = json.load(handle)["manifest"]
+        expected = {fp}
+    if fp is not None and manifest.get("fingerprint") not in expected:
+        raise ArtifactError(f"artifact {path}: stale: fingerprint {manifest.get('fingerprint')}, its path "
+                            f"expects {' or '.join(sorted(expected)) or 'another shard count'}")
+
+
+def verify(results_dir: str | Path = "results", *, repair: bool = False) -> list[tuple[str, str]]:
+    """Check every artifact under ``results_dir``; return ``(path, problem)`` of the corrupt or stale ones, and with
+    ``repair`` move each (and what was built from it) aside."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise ArtifactError(f"results directory {results_dir}: not found")
+    specs = _specs(root)
+    bad = []
+    for path in _files(root):
+        try:
+            _check(path, specs)
+        except (ArtifactError, VertebraeError) as exc:
+            bad.append((str(path), str(exc)))
+    if repair:
+        for path, _ in bad:
+            if os.path.exists(path):
+                quarantine(path)
+    return bad
+
+
+def run_verify(results_dir: str | Path = "results", repair: bool = False) -> None:
+    """``vertebrae verify``: list corrupt or stale artifacts; ArtifactError (exit status 2) when there are any and
+    ``repair`` is off. With ``repair`` they and everything built from them are moved aside."""
+    bad = verify(results_dir, repair=repair)
+    for path, problem in bad:
+        print(f"{'moved aside' if repair else 'bad'}: {path}: {problem}")
+    if bad and not repair:
+        raise ArtifactError(f"{len(bad)} corrupt or stale artifact(s) under {results_dir}; "
+                            f"`vertebrae verify --repair {results_dir}` moves them aside for the workflow to rebuild")
+    print(f"{results_dir}: " + (f"{len(bad)} artifact(s) moved aside with what was built from them; run the workflow "
+                                "again to rebuild them" if bad else "every artifact verifies"))
+
+
+__all__ = ["check_report", "dependents", "describe_quarantine", "quarantine", "run_figures", "run_verify", "verify"]
