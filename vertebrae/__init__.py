@@ -28,6 +28,7 @@ _EXPORTS = {
     "vertebrae.scoring.metrics": ("CallableMetric", "LabelRetrievalMetric", "Metric", "MetricResult", "OverlapMetric"),
     "vertebrae.scoring.stability": ("StabilityConfig", "StabilityResult", "run_stability_analysis"),
     "vertebrae.scoring.separatix": ("SeparatixConfig", "SeparatixResult", "SeparatixScorer"),
+    "vertebrae.scoring.degenerate": ("DegenerateEmbeddingWarning",),
     "vertebrae.compression": ("EmbeddingCompressionConfig", "fit_paired_compression"),
     "vertebrae.data.targets": ("Targets",),
     "vertebrae.data.retrieval": ("RetrievalDataset",),

@@ -39,6 +39,7 @@ from vertebrae import (
     ValidationError,
     run_stability_analysis,
 )
+from vertebrae.core.errors import VertebraeWarning
 from vertebrae.reports.markdown import render_markdown
 
 SCORING = OverlapScoringConfig(k=4)
@@ -580,8 +581,10 @@ def test_multilabel_from_label_tuples_ranks_and_reports_per_label_scores():
     for r in result.extractor_results:
         assert r.overlap.to_dict() == direct[r.name].to_dict()
         assert set(r.overlap.per_class_scores) == {"red", "green", "blue"}
-    assert [r.name for r in result.ranked_results()] == sorted(direct, key=lambda n: -direct[n].score)
-    assert result.ranked_results()[0].name == "sig"  # the shifted columns carry the labels
+    # one L2-normalised column keeps only its sign: 2 points for 5 label sets, a collapsed embedding (issue 15)
+    noise = result.extractor_results[0]
+    assert not noise.aggregate_valid and noise.overlap.degeneracy["n_points"] == 2
+    assert [r.name for r in result.ranked_results()] == ["sig"]  # the shifted columns carry the labels
     assert result.dataset_summary["target_type"] == "multilabel"
     assert result.dataset_summary["class_counts"] == {"blue": 60, "green": 40, "red": 40}
     # label sets cross the metric boundary as tuples of keys in catalog order: ("red", "blue") -> ("blue", "red")
@@ -630,3 +633,72 @@ def test_a_categorical_scoring_config_for_a_regression_dataset_is_refused():
         Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=OverlapScoringConfig(k=4))
     with pytest.raises(ValidationError, match="OverlapScoringConfig"):
         Benchmark(_dataset(), [PrecomputedExtractor("p")], scoring_config=REG_SCORING)
+
+
+# --------------------------------------------------------------------------------------------------
+# collapsed embeddings (issue 15, item 1): they once scored 1.0, aggregate-valid, and ranked first
+
+
+def _constant(X):
+    return np.ones((X.shape[0], 4))
+
+
+def _one_direction(X):
+    return np.abs(X[:, :1]) * np.array([[1.0, -2.0, 0.5, 3.0]])  # every row on one direction, different lengths
+
+
+def test_a_collapsed_embedding_never_ranks_above_a_real_one():
+    dataset = _dataset()
+    extractors = [_columns("noise", range(4, 8)), SklearnExtractor("constant", FunctionTransformer(_constant)),
+                  SklearnExtractor("one_direction", FunctionTransformer(_one_direction)), _columns("signal", range(0, 4))]
+    with pytest.warns(VertebraeWarning, match="degenerate-embedding"):
+        result = Benchmark(dataset, extractors, scoring_config=SCORING, seed=SEED, name="collapse",
+                           stability_config=StabilityConfig(repeats=2)).run()
+    by_name = {r.name: r for r in result.extractor_results}
+    collapsed = ["constant", "one_direction"]
+    # the scores themselves are still the (meaningless) OverlapIndex values: 1.0, tying the real "signal", which
+    # they preceded in declaration order (and so in the ranking, before the check)
+    assert by_name["constant"].overlap.score == by_name["one_direction"].overlap.score == by_name["signal"].overlap.score == 1.0
+    for name in collapsed:
+        r = by_name[name]
+        assert not r.aggregate_valid and r.to_dict()["aggregate_valid"] is False
+        assert r.overlap.warnings[0].startswith("degenerate-embedding: embeddings (L2-normalised): all 120 rows are one point")
+        assert r.stability.degenerate_repeats == [0, 1]
+    ranked = [r.name for r in result.ranked_results()]
+    assert ranked == ["signal", "noise"] and result.to_dict()["ranking"] == ranked
+    rows = {row["extractor"]: row for row in result.table_rows()}
+    assert [rows[n]["rank"] for n in ("signal", "noise", "constant", "one_direction")] == [1, 2, None, None]
+    text = render_markdown(result)
+    for name in collapsed:
+        assert f"Not ranked: **{name}**: embeddings (L2-normalised): all 120 rows are one point" in text
+        assert f"- **{name}**: degenerate-embedding: " in text  # and in the warnings section
+    assert "Not ranked: **signal**" not in text and "Not ranked: **noise**" not in text
+    restored = BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert [r.name for r in restored.ranked_results()] == ranked and restored.to_dict() == result.to_dict()
+    # healthy candidates carry no finding: their JSON is what it was before the check
+    assert all("degeneracy" not in by_name[n].to_dict()["overlap"] for n in ("signal", "noise"))
+    assert all("degenerate_repeats" not in by_name[n].to_dict()["stability"] for n in ("signal", "noise"))
+
+
+def test_a_compressed_variant_that_collapses_is_not_ranked():
+    # PCA(2) of "one_direction" keeps its one varying direction (the second component is rounding noise): after L2
+    # normalisation every row is (+1, 0) or (-1, 0), two points for three classes; "signal" and its PCA(2) stay healthy
+    dataset = _dataset()
+    extractors = [SklearnExtractor("one_direction", FunctionTransformer(_one_direction)), _columns("signal", range(0, 4))]
+    result = Benchmark(dataset, extractors, scoring_config=SCORING, seed=SEED,
+                       compression_configs=[EmbeddingCompressionConfig(method="pca", n_components=2)]).run()
+    by_name = {r.name: r for r in result.extractor_results}
+    variant = by_name["one_direction[pca_2]"]
+    assert not variant.aggregate_valid and variant.overlap.degeneracy["n_points"] == 2
+    assert "fewer than the 3 classes" in variant.overlap.degeneracy["reason"]
+    assert [r.name for r in result.ranked_results()] == ["signal", "signal[pca_2]"]
+    assert "Not ranked: **one_direction[pca_2]**: embeddings (L2-normalised): its 120 rows collapse onto 2" in render_markdown(result)
+
+
+def test_a_collapsed_embedding_is_unranked_whatever_the_primary_metric():
+    dataset = _dataset()
+    extractors = [SklearnExtractor("constant", FunctionTransformer(_constant)), _columns("signal", range(0, 3))]
+    result = Benchmark(dataset, extractors, metrics=[CallableMetric("my_metric", width_metric)],
+                       primary_metric="my_metric", scoring_config=SCORING, seed=SEED).run()
+    # width 4 beats width 3 on my_metric, but the constant rows are collapsed
+    assert [r.name for r in result.ranked_results()] == ["signal"]

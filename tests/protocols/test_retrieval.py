@@ -66,3 +66,48 @@ def test_memory_config_bounds_endpoint_materialisation():
     plain = RetrievalBenchmark(dataset, [PrecomputedExtractor("raw")]).run()
     assert spilled.candidate_results[0].score.to_dict() == plain.candidate_results[0].score.to_dict()
     assert plain.ranked_results()[0].primary_score == _direct(Q, G).primary_score
+
+
+# --------------------------------------------------------------------------------------------------
+# collapsed embeddings (issue 15, item 1)
+
+
+def _constant(rows):
+    return np.ones((len(rows), 4))
+
+
+def _identity(rows):
+    return np.asarray(rows, dtype=np.float64)
+
+
+def test_a_constant_embedding_cannot_rank_above_a_real_one():
+    # every query's one relevant item is one of gallery rows 0-2: constant vectors tie everywhere, ties go to
+    # gallery row order, so they put the relevant item in the top 3 every time, ahead of a real, noisy embedding
+    from vertebrae.reports.markdown import render_retrieval_markdown
+    from vertebrae.scoring.degenerate import DegenerateEmbeddingWarning
+
+    rng = np.random.default_rng(1)
+    gallery = rng.normal(size=(30, 6))
+    queries = gallery[np.arange(20) % 3] + 1.5 * rng.normal(size=(20, 6))
+    records = [(i, i % 3, 1.0) for i in range(20)]
+    dataset = RetrievalDataset.from_arrays(queries, gallery, records, identity=ID, query_modality="vector",
+                                           gallery_modality="vector")
+    config = RetrievalConfig(ks=(3,), primary_metric="recall@3")
+    candidates = [CallableRetrievalExtractor("constant", _constant, _constant),
+                  CallableRetrievalExtractor("real", _identity, _identity)]
+    with pytest.warns(DegenerateEmbeddingWarning, match="Gallery embeddings \\(L2-normalised\\): all 30 rows are one point"):
+        result = RetrievalBenchmark(dataset, candidates, retrieval_config=config).run()
+    constant, real = result.candidate_results
+    assert constant.primary_score == 1.0 > real.primary_score  # the meaningless score would have ranked first
+    assert not constant.aggregate_valid and real.aggregate_valid
+    assert [f["what"] for f in constant.score.forward.metadata["degenerate"]] == [
+        "Query embeddings (L2-normalised)", "Gallery embeddings (L2-normalised)"]
+    assert constant.score.forward.warnings[0].startswith("degenerate-embedding: Query embeddings (L2-normalised): ")
+    assert "degenerate" not in real.score.forward.metadata
+    assert [r.name for r in result.ranked_results()] == ["real"] and result.quality_cohort() == ["real"]
+    doc = result.to_dict()
+    assert doc["ranking"] == ["real"] and type(result).from_dict(doc).to_dict() == doc
+    assert [(row["rank"], row["extractor"]) for row in result.table_rows()] == [(1, "real"), (None, "constant")]
+    text = render_retrieval_markdown(result)
+    assert "Not ranked: **constant**: Gallery embeddings (L2-normalised): all 30 rows are one point" in text
+    assert "- **constant**: degenerate-embedding: Gallery embeddings" in text

@@ -214,3 +214,41 @@ def test_a_branch_less_text_encoder_scores_text_samples_and_shares_the_labelled_
     # the same rows through the same transform: one artifact for both protocols (a branch makes it distinct)
     assert fingerprint("embedding", sample_embedding_recipe(dataset.identity_key(), Keywords(), None)) == labelled
     assert result.embedding_metadata["sample_fingerprint"] == labelled
+
+
+# --------------------------------------------------------------------------------------------------
+# collapsed embeddings (issue 15, item 1)
+
+
+def _constant(rows):
+    return np.ones((len(rows), CENTERS.shape[1]))
+
+
+def test_constant_samples_or_prompts_are_flagged_and_never_ranked():
+    from vertebrae.reports.markdown import render_zero_shot_markdown
+    from vertebrae.scoring.degenerate import DegenerateEmbeddingWarning
+
+    zs = _zero_shot()
+    candidates = [CallableRetrievalExtractor("constant_samples", _constant, encode_texts),
+                  CallableRetrievalExtractor("constant_prompts", encode_samples, _constant), _extractor("real")]
+    with pytest.warns(DegenerateEmbeddingWarning):
+        result = ZeroShotBenchmark(zs, candidates, sample_branch="query", text_branch="gallery").run()
+    samples, prompts, real = result.candidate_results
+    # constant samples all get one prediction; constant prompts make every class tie, so the first class wins
+    assert len({tuple(row) for row in np.asarray(samples.zero_shot.confusion_matrix).T.tolist() if any(row)}) == 1
+    assert prompts.zero_shot.n_top_score_ties == 75
+    assert samples.zero_shot.metadata["degenerate"][0]["what"] == "Sample embeddings (L2-normalised)"
+    assert not samples.overlap.aggregate_valid  # the OverlapIndex beside it is flagged too
+    assert prompts.zero_shot.metadata["degenerate"][0]["what"] == "Class prototypes"
+    assert prompts.zero_shot.metadata["degenerate"][0]["reason"].startswith("all 3 rows are one point")
+    assert prompts.overlap.aggregate_valid  # its sample embeddings are real
+    assert not samples.aggregate_valid and not prompts.aggregate_valid and real.aggregate_valid
+    assert "degenerate" not in real.zero_shot.metadata and "degeneracy" not in real.overlap.to_dict()
+    assert [r.name for r in result.ranked_results()] == ["real"] and result.quality_cohort() == ["real"]
+    assert [row["rank"] for row in result.table_rows()] == [1, None, None]
+    doc = result.to_dict()
+    assert doc["ranking"] == ["real"] and type(result).from_dict(doc).to_dict() == doc
+    text = render_zero_shot_markdown(result)
+    assert "Not ranked: **constant_samples**: Sample embeddings (L2-normalised): all 75 rows are one point" in text
+    assert "Not ranked: **constant_prompts**: Class prototypes: all 3 rows are one point" in text
+    assert "- **constant_prompts**: degenerate-embedding: Class prototypes" in text

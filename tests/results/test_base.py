@@ -128,3 +128,27 @@ def test_to_dataframe_has_the_table_rows():
 ])
 def test_compression_method_only_when_applied(metadata, expected):
     assert compression_method(metadata) == expected
+
+
+@dataclass(frozen=True)
+class Flagged(Candidate):
+    aggregate_valid: bool = True
+
+
+@dataclass(frozen=True)
+class PlainCohort(CohortReport):
+    SCHEMA = "plain-report/v1"
+    CANDIDATE_TYPE = Flagged
+    RENDER = staticmethod(_render)
+
+    def _columns(self, candidate: Flagged) -> dict[str, Any]:
+        return {"score": candidate.primary_score}
+
+
+def test_a_cohort_report_ranks_only_aggregate_valid_candidates():
+    # a collapsed embedding's candidate says aggregate_valid=False: listed without a rank, never in the cohort
+    result = PlainCohort([Flagged("collapsed", 1.0, False), Flagged("real", 0.6), Flagged("other", 0.595)], {}, {})
+    assert [r.name for r in result.ranked_results()] == ["real", "other"]
+    assert result.quality_cohort() == ["real", "other"]
+    assert [(row["rank"], row["extractor"]) for row in result.table_rows()] == [(1, "real"), (2, "other"), (None, "collapsed")]
+    assert PlainCohort([Flagged("collapsed", 1.0, False)], {}, {}).quality_cohort() == []

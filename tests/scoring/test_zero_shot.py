@@ -204,3 +204,23 @@ def test_per_template_metrics_rebuild_prototypes_from_one_template():
     assert result.template_metrics["t1"]["accuracy"] == 1.0
     assert result.template_metrics["t2"]["accuracy"] == 0.0
     assert result.prompt_coherence["a"]["n_prompts"] == 2 and result.prompt_coherence["a"]["min"] == pytest.approx(np.sqrt(0.5))
+
+
+def test_collapsed_samples_and_coinciding_prototypes_are_flagged_not_aggregate_valid():
+    P = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+    X = np.array([[1.0, 0.1], [0.1, 1.0]])
+    # a's prompts e1 and e2 and b's prompts e2 and e1 average to the same prototype: the classes cannot differ
+    result = ZeroShotScorer().score(X, P, ["a", "b"], class_labels=["a", "b"], prompt_labels=["a", "b", "a", "b"])
+    (finding,) = result.metadata["degenerate"]
+    assert finding["what"] == "Class prototypes" and finding["invalid"] and finding["n_points"] == 1
+    assert result.warnings[0].startswith("degenerate-embedding: Class prototypes: all 2 rows are one point")
+    assert not result.aggregate_valid
+    assert ZeroShotResult.from_dict(result.to_dict()).aggregate_valid is False
+    # samples on one direction at different lengths: one point for cosine, two points (one per class) for dot
+    X = np.array([[1.0, 1.0], [2.0, 2.0]])
+    P = np.eye(2)
+    cosine = ZeroShotScorer().score(X, P, ["a", "b"], class_labels=["a", "b"], prompt_labels=["a", "b"])
+    assert cosine.metadata["degenerate"][0]["what"] == "Sample embeddings (L2-normalised)" and not cosine.aggregate_valid
+    dot = ZeroShotScorer(ZeroShotConfig(similarity="dot")).score(X, P, ["a", "b"], class_labels=["a", "b"],
+                                                                 prompt_labels=["a", "b"])
+    assert "degenerate" not in dot.metadata and dot.aggregate_valid

@@ -2,12 +2,15 @@
 
 Each renderer takes a result object (duck-typed: ``metadata``, ``dataset_summary``, ``table_rows()``,
 ``ranked_results()``) and returns the report text: a title and introduction, ``## Ranking``, the protocol's own
-sections, then ``## Warnings``. Table cells: None is ``–``, floats have 4 decimals, pipes are escaped.
+sections, then ``## Warnings``. Table cells: None is ``–``, floats have 4 decimals, pipes are escaped. A candidate
+listed without a rank because its embedding collapsed gets a ``Not ranked`` line under the table saying why.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from vertebrae.scoring.degenerate import CODE as COLLAPSE_CODE
 
 
 def _cell(value: Any) -> str:
@@ -35,9 +38,24 @@ def _row_table(rows: list[dict[str, Any]]) -> list[str]:
     return _table(header, [list(row.values()) for row in rows])
 
 
+def _not_ranked(result) -> list[str]:
+    """One ``Not ranked`` line per unranked candidate whose embedding collapsed, then a blank line; none else."""
+    ranked = result.ranked_results()
+    lines = [f"Not ranked: **{_cell(r.name)}**: {_cell(reason)}" for r in result.candidates if r not in ranked
+             for reason in (r.collapse_reasons() if hasattr(r, "collapse_reasons") else [])]
+    return ["", *lines] if lines else []
+
+
+def _all_candidates(result) -> list:
+    """Ranked candidates first, then the unranked ones in declaration order."""
+    ranked = result.ranked_results()
+    return ranked + [r for r in result.candidates if r not in ranked]
+
+
 def _cohort_opening(result, title: str, introduction: str) -> list[str]:
-    """The opening, a table of ``result.table_rows()`` and the quality cohort line (retrieval, zero-shot)."""
-    return _opening(title, introduction) + _row_table(result.table_rows()) + [
+    """The opening, a table of ``result.table_rows()``, Not-ranked lines and the quality cohort line (retrieval,
+    zero-shot)."""
+    return _opening(title, introduction) + _row_table(result.table_rows()) + _not_ranked(result) + [
         "", f"Quality cohort (within 0.01 of the best): {', '.join(result.quality_cohort()) or '–'}", ""]
 
 
@@ -77,8 +95,8 @@ def render_markdown(result) -> str:
         lines += ["Ranking unavailable: no candidate's primary metric is aggregate-valid.", ""]
     table = [[_interval(row[key]) if key == "stability_interval" else row[key] for key in HEADERS] for row in rows]
     lines += _table(list(HEADERS.values()), table)
-    ranked = result.ranked_results()
-    ranked += [r for r in result.extractor_results if r not in ranked]  # unranked candidates still get their sections
+    lines += _not_ranked(result)
+    ranked = _all_candidates(result)  # unranked candidates still get their sections
     labels = summary.get("labels") or {}
     if labels:
         lines += ["", "## Per-class scores" if target_type == "classification" else "## Per-label scores", ""]
@@ -105,6 +123,8 @@ def render_markdown(result) -> str:
         )
     lines += _warnings([(r.name, w) for r in ranked for w in list(r.warnings) + list(r.overlap.warnings)
                         + (list(r.compression_metadata.get("warnings", [])) if r.compression_metadata else [])
+                        + [f"stability: {w}" for w in (r.stability.warnings if r.stability is not None else [])
+                           if w.startswith(COLLAPSE_CODE) and w not in r.overlap.warnings]
                         + [f"{m.name}: {text}" for m in r.custom_metrics.values() for text in m.warnings]])
     lines += [
         "",
@@ -133,7 +153,7 @@ def render_retrieval_markdown(result) -> str:
         d = r.score.forward.summaries
         diag_rows.append([r.name] + [(d.get(k) or {}).get("mean") for k in ("positive_similarity", "nearest_negative_similarity", "margin")])
     lines += _table(["extractor", "positive similarity (mean)", "nearest negative (mean)", "margin (mean)"], diag_rows)
-    lines += _warnings([(r.name, w) for r in result.ranked_results() for w in r.score.forward.warnings
+    lines += _warnings([(r.name, w) for r in _all_candidates(result) for w in r.score.forward.warnings
                         + (r.score.reverse.warnings if r.score.reverse is not None else [])])
     lines.append("")
     return "\n".join(lines)
@@ -162,6 +182,6 @@ def render_zero_shot_markdown(result) -> str:
     ranked = result.ranked_results()
     lines += _table(["class"] + [r.name for r in ranked],
                     [[labels.get(k, k)] + [r.zero_shot.per_class[k]["recall"] for r in ranked] for k in counts])
-    lines += _warnings([(r.name, w) for r in ranked for w in r.warnings])
+    lines += _warnings([(r.name, w) for r in _all_candidates(result) for w in r.warnings])
     lines.append("")
     return "\n".join(lines)

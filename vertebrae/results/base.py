@@ -1,7 +1,8 @@
 """The ranked-report base the three protocols' result objects share.
 
 A report holds its candidates in declaration order, a ``dataset_summary`` and ``metadata``. ``ranked_results()``
-orders the rankable candidates by ``-primary_score`` (a stable sort: ties keep declaration order). The JSON form is
+orders the rankable candidates by ``-primary_score`` (a stable sort: ties keep declaration order); a candidate whose
+``aggregate_valid`` is False (e.g. a collapsed embedding) is listed without a rank. The JSON form is
 ``{"schema", "ranking", <summary keys>, <candidates key>: [...], "dataset_summary", "metadata"}``; ``from_dict``
 refuses any other schema with ArtifactError. ``save_json`` and ``save_markdown`` write atomically.
 """
@@ -61,7 +62,7 @@ class RankedReport:
         return getattr(self, self.CANDIDATES_KEY)
 
     def _ranks(self, candidate: Any) -> bool:
-        return True
+        return bool(getattr(candidate, "aggregate_valid", True))
 
     def ranked_results(self) -> list[Any]:
         """The ranked candidates, best primary score first; ties keep declaration order."""
@@ -114,7 +115,7 @@ class RankedReport:
 
 @dataclass(frozen=True)
 class CohortReport(RankedReport):
-    """A report that ranks every candidate and names the quality cohort (retrieval, zero-shot)."""
+    """A report that ranks every aggregate-valid candidate and names the quality cohort (retrieval, zero-shot)."""
 
     candidate_results: list[Any]
     dataset_summary: dict[str, Any]
@@ -125,6 +126,8 @@ class CohortReport(RankedReport):
     def quality_cohort(self) -> list[str]:
         """Candidates within COHORT_TOLERANCE (0.01) of the best primary score."""
         ranked = self.ranked_results()
+        if not ranked:
+            return []
         return [r.name for r in ranked if r.primary_score >= ranked[0].primary_score - COHORT_TOLERANCE]
 
     def _summary(self) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 An ExtractorResult is one candidate (an extractor, or a compressed variant named like ``pixels[pca_16]``).
 Its ``metrics`` always hold ``"overlap"`` (the OverlapIndex result as a MetricResult) plus any custom metric;
 ``primary_score`` is the score of ``primary_metric_name``. Only candidates whose primary metric declares
-``aggregate_valid`` are ranked.
+``aggregate_valid`` are ranked; a collapsed embedding (``OverlapScoreResult.degeneracy`` marks it meaningless) is
+never ranked, whichever metric is primary.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from vertebrae.core.fingerprint import to_json_value
 from vertebrae.reports.markdown import render_markdown
 from vertebrae.reports.schemas import LABELLED_SCHEMA
 from vertebrae.results.base import RankedReport, compression_method
+from vertebrae.scoring.degenerate import invalid_reasons
 from vertebrae.scoring.metrics import MetricResult
 from vertebrae.scoring.overlap import OverlapScoreResult
 from vertebrae.scoring.separatix import SeparatixResult
@@ -30,7 +32,8 @@ TABLE_COLUMNS = (
 
 def overlap_metric_result(overlap: OverlapScoreResult) -> MetricResult:
     """The OverlapIndex result seen through the custom-metric contract (diagnostics = the full result)."""
-    return MetricResult("overlap", overlap.score, True, overlap.to_dict(), list(overlap.warnings), {"target_type": overlap.target_type})
+    return MetricResult("overlap", overlap.score, overlap.aggregate_valid, overlap.to_dict(), list(overlap.warnings),
+                        {"target_type": overlap.target_type})
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,12 @@ class ExtractorResult:
 
     @property
     def aggregate_valid(self) -> bool:
-        return self.metrics[self.primary_metric_name].aggregate_valid
+        """The primary metric's flag, and False for a collapsed embedding whatever the primary metric."""
+        return self.overlap.aggregate_valid and self.metrics[self.primary_metric_name].aggregate_valid
+
+    def collapse_reasons(self) -> list[str]:
+        """Why the embedding collapsed (``what: reason`` each); empty when it did not."""
+        return invalid_reasons(self.overlap.degeneracy)
 
     def weakest_class(self) -> tuple[str, float] | None:
         """(display label, score) of the aggregated class with the lowest per-class score."""

@@ -9,6 +9,7 @@ from typing import Any
 from vertebrae.reports.markdown import render_retrieval_markdown
 from vertebrae.reports.schemas import RETRIEVAL_SCHEMA
 from vertebrae.results.base import CohortReport, compression_method, provenance_dict
+from vertebrae.scoring.degenerate import invalid_reasons, is_invalid
 from vertebrae.scoring.retrieval import RetrievalScore
 
 
@@ -25,6 +26,14 @@ class RetrievalCandidateResult:
     @property
     def primary_score(self) -> float:
         return self.score.primary_score
+
+    @property
+    def aggregate_valid(self) -> bool:
+        """False when an endpoint collapsed (``metadata["degenerate"]`` of the forward result): not ranked."""
+        return not is_invalid(self.score.forward.metadata.get("degenerate"))
+
+    def collapse_reasons(self) -> list[str]:
+        return invalid_reasons(self.score.forward.metadata.get("degenerate"))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -13,6 +13,7 @@ from typing import Any
 from vertebrae.reports.markdown import render_zero_shot_markdown
 from vertebrae.reports.schemas import ZERO_SHOT_SCHEMA
 from vertebrae.results.base import CohortReport, compression_method, provenance_dict
+from vertebrae.scoring.degenerate import invalid_reasons
 from vertebrae.scoring.overlap import OverlapScoreResult
 from vertebrae.scoring.zero_shot import ZeroShotResult
 
@@ -31,6 +32,14 @@ class ZeroShotCandidateResult:
     @property
     def primary_score(self) -> float:
         return self.zero_shot.score
+
+    @property
+    def aggregate_valid(self) -> bool:
+        """False when the zero-shot samples or prototypes, or the OverlapIndex rows, collapsed: not ranked."""
+        return self.zero_shot.aggregate_valid and self.overlap.aggregate_valid
+
+    def collapse_reasons(self) -> list[str]:
+        return invalid_reasons(self.zero_shot.metadata.get("degenerate")) + invalid_reasons(self.overlap.degeneracy)
 
     @property
     def warnings(self) -> list[str]:

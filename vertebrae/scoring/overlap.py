@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from importlib.metadata import version
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
 from vertebrae.core.records import check_bool, from_record, is_int, one_of, positive_int, record_fields
 from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
+from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 
 FORBIDDEN_KMEANS_KWARGS = ("n_clusters", "random_state")
 
@@ -239,6 +240,10 @@ class OverlapScoreResult:
 
     For regression, class-level fields are empty; ``loss_ratio`` (unbounded, 1.0 = null-equivalent) and
     ``continuous`` (null calibration and prototype summaries) carry the diagnostics.
+
+    ``degeneracy`` is the collapsed-embedding finding (``vertebrae.scoring.degenerate``) of the scored rows, None
+    (and absent from ``to_dict``) when they are healthy; ``aggregate_valid`` is False when it marks the score
+    meaningless.
     """
 
     score: float
@@ -256,9 +261,15 @@ class OverlapScoreResult:
     target_type: str = "classification"
     loss_ratio: float | None = None
     continuous: dict[str, Any] | None = None
+    degeneracy: dict[str, Any] | None = None
+
+    @property
+    def aggregate_valid(self) -> bool:
+        return not is_invalid(self.degeneracy)
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: to_json_value(getattr(self, name)) for name in self.__dataclass_fields__}
+        return {name: to_json_value(getattr(self, name)) for name in self.__dataclass_fields__
+                if name != "degeneracy" or self.degeneracy is not None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OverlapScoreResult:
@@ -336,6 +347,9 @@ class OverlapIndexScorer:
             raise ValidationError(f"embeddings have {matrix.shape[0]} rows but the targets have {targets.n_rows}")
         check_finite(matrix, row_ids, what="embeddings")
         scored = l2_normalize(matrix) if config.normalize_embeddings else matrix
+        finding = detect_collapse(scored, what="embeddings" + (" (L2-normalised)" if config.normalize_embeddings else ""),
+                                  labels=None if targets.target_type == "regression" else targets.values, row_ids=row_ids)
+        collapse = warn_collapse(finding)
         metadata = {
             "backend": "MiniBatchKMeans",
             "overlapindex_version": version("overlapindex"),
@@ -348,8 +362,12 @@ class OverlapIndexScorer:
             "n_dimensions": int(matrix.shape[1]),
         }
         if targets.target_type == "regression":
-            return _score_regression(scored, targets, config, seed, metadata)
-        return _score_categorical(scored, targets, config, seed, metadata)
+            result = _score_regression(scored, targets, config, seed, metadata)
+        else:
+            result = _score_categorical(scored, targets, config, seed, metadata)
+        if finding is None:
+            return result
+        return replace(result, warnings=collapse + list(result.warnings), degeneracy=finding.to_dict())
 
 
 def _finite_or_none(value: Any) -> float | None:

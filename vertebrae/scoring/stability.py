@@ -43,6 +43,7 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.records import from_record, is_int, is_real, non_negative_int, record_fields
 from vertebrae.core.arrays import as_matrix, encode_row_ids
+from vertebrae.scoring.degenerate import CODE as COLLAPSE_CODE
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
 
 STABILITY_MODES = ("prototype", "subsample")
@@ -131,7 +132,8 @@ class StabilityResult:
     ``sampling_seeds`` is empty in prototype mode. ``effective_sample_counts`` are the rows scored per
     repeat and ``effective_subsample_fractions`` those counts divided by the input row count (all rows and
     1.0 in prototype mode). ``warnings`` are the distinct scorer warnings of all repeats, in first-seen
-    order.
+    order. ``degenerate_repeats`` are the repeats whose scored rows collapsed (``vertebrae.scoring.degenerate``:
+    their scores are meaningless, so the interval is too); empty, and absent from ``to_dict``, when none did.
     """
 
     mode: str
@@ -144,14 +146,20 @@ class StabilityResult:
     effective_sample_counts: list[int]
     effective_subsample_fractions: list[float]
     warnings: list[str] = field(default_factory=list)
+    degenerate_repeats: list[int] = field(default_factory=list)
+
+    @property
+    def aggregate_valid(self) -> bool:
+        return not self.degenerate_repeats
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: to_json_value(getattr(self, name), f"StabilityResult.{name}") for name in self.__dataclass_fields__}
+        return {name: to_json_value(getattr(self, name), f"StabilityResult.{name}") for name in self.__dataclass_fields__
+                if name != "degenerate_repeats" or self.degenerate_repeats}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StabilityResult:
         data = record_fields(cls, data, error=ValidationError)
-        missing = [name for name in cls.__dataclass_fields__ if name != "warnings" and name not in data]
+        missing = [name for name in cls.__dataclass_fields__ if name not in ("warnings", "degenerate_repeats") and name not in data]
         if missing:
             raise ValidationError(f"StabilityResult is missing fields: {missing}")
         return cls(
@@ -165,6 +173,7 @@ class StabilityResult:
             effective_sample_counts=[int(v) for v in data["effective_sample_counts"]],
             effective_subsample_fractions=[float(v) for v in data["effective_subsample_fractions"]],
             warnings=[str(v) for v in data.get("warnings", [])],
+            degenerate_repeats=[int(v) for v in data.get("degenerate_repeats", [])],
         )
 
 
@@ -321,6 +330,7 @@ def run_stability_analysis(
 
     scores: list[float] = []
     messages: list[str] = []
+    degenerate: list[int] = []
     for r, plan in enumerate(plans):
         if plan is None:
             result = scorer.score_targets(matrix, targets, seed=scoring_seeds[r], row_ids=keys)
@@ -329,6 +339,8 @@ def run_stability_analysis(
                                           row_ids=tuple(keys[i] for i in plan))
         scores.append(float(result.score))
         messages += [m for m in result.warnings if m not in messages]
+        if not result.aggregate_valid:
+            degenerate.append(r)
 
     counts = [n if plan is None else int(plan.size) for plan in plans]
     return StabilityResult(
@@ -341,5 +353,7 @@ def run_stability_analysis(
         sampling_seeds=sampling_seeds,
         effective_sample_counts=counts,
         effective_subsample_fractions=[c / n for c in counts],
-        warnings=messages,
+        warnings=messages + ([f"{COLLAPSE_CODE}: stability repeats {degenerate} scored collapsed rows; the "
+                              "stability interval is meaningless"] if degenerate else []),
+        degenerate_repeats=degenerate,
     )

@@ -14,6 +14,9 @@ Definitions
   F1 = 2PR / (P + R) (0 when P + R = 0); macro_f1 = mean F1; balanced_accuracy = mean recall; weighted_f1 =
   support-weighted F1; top_k_accuracy@k = share of samples whose true class ranks <= k, only for k <= classes
   (a larger k is dropped with a warning). Confusion matrix rows = true class, columns = predicted class.
+* Collapse (``vertebrae.scoring.degenerate``): the samples (L2-normalised for cosine) and the class prototypes are
+  checked; samples on one point or on fewer points than classes, or prototypes that coincide, are recorded in
+  ``metadata["degenerate"]`` with a ``degenerate-embedding`` warning, and ``aggregate_valid`` is then False.
 * Correct-class margin = true-class score - best other-class score (summaries of it, of the correct-class and of
   the best incorrect similarity); worst samples = the smallest margins. Prompt coherence per class = number of
   prompts and mean/min/max cosine of each normalised prompt to the class prototype. With template ids, each
@@ -41,6 +44,7 @@ from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import describe_key, semantic_key, semantic_keys
 from vertebrae.core.records import cutoffs, from_record, non_negative_int, one_of, positive_int
 from vertebrae.core.arrays import check_finite, encode_row_ids, paired_matrices
+from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 
 __all__ = ["ZeroShotConfig", "ZeroShotResult", "ZeroShotScorer", "admit", "build_prototypes", "score_encoded"]
 
@@ -278,9 +282,15 @@ def score_encoded(samples: Any, prompts: Any, sample_labels: Sequence[str], *, c
         _check_cosine_rows(S, sample_ids)
     dense_prompts = _rows64(P, 0, n_prompts)
     prototypes, unit = build_prototypes(dense_prompts, prompt_class, n_classes, prompt_texts=texts, class_names=names)
+    cosine = config.similarity == "cosine"
+    findings = [f for f in (
+        detect_collapse(S, what="Sample embeddings" + (" (L2-normalised)" if cosine else ""), labels=y,
+                        n_classes=n_classes, row_ids=sample_ids, normalize=cosine),
+        detect_collapse(prototypes, what="Class prototypes", labels=np.arange(n_classes), row_ids=class_keys),
+    ) if f is not None]
     main = _score_pass(S, prototypes, y, config)
     m = _classification_metrics(y, main.predicted, n_classes)
-    warnings: list[str] = []
+    warnings: list[str] = [text for f in findings for text in warn_collapse(f)]
     metrics = {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"], "balanced_accuracy": m["balanced_accuracy"],
                "weighted_f1": m["weighted_f1"]}
     for k in config.top_k:
@@ -331,7 +341,8 @@ def score_encoded(samples: Any, prompts: Any, sample_labels: Sequence[str], *, c
         template_metrics=template_metrics, worst_samples=worst, n_samples=ns, n_classes=n_classes, n_prompts=n_prompts,
         n_top_score_ties=int(ties.size), warnings=warnings,
         metadata={"n_dimensions": int(d), "sample_sparse": bool(sp.issparse(S)), "prompt_sparse": bool(sp.issparse(P)),
-                  "tie_rule": TIE_RULE, **dict(metadata or {})},
+                  "tie_rule": TIE_RULE, **dict(metadata or {}),
+                  **({"degenerate": [f.to_dict() for f in findings]} if findings else {})},
     )
 
 
@@ -407,6 +418,11 @@ class ZeroShotResult:
     @property
     def primary_metric(self) -> str:
         return self.config.primary_metric
+
+    @property
+    def aggregate_valid(self) -> bool:
+        """False when the samples or prototypes collapsed (``metadata["degenerate"]``): the score is meaningless."""
+        return not is_invalid(self.metadata.get("degenerate"))
 
     def to_dict(self) -> dict[str, Any]:
         doc = {name: getattr(self, name) for name in _RESULT_FIELDS}

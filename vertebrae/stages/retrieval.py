@@ -7,6 +7,7 @@ it, then applied unchanged to the queries.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from importlib.metadata import version
 from typing import Any
 
@@ -16,6 +17,7 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
 from vertebrae.data.retrieval_protocol import RetrievalProtocol
 from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
+from vertebrae.scoring.degenerate import detect_collapse, warn_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore, RetrievalScorer
 from vertebrae.stages.common import EmbeddingBlock, check_row_ids, check_unique_names
 
@@ -63,11 +65,26 @@ def compress_retrieval_pair(queries: EmbeddingBlock, gallery: EmbeddingBlock, co
 
 
 def score_retrieval(queries: EmbeddingBlock, gallery: EmbeddingBlock, protocol: RetrievalProtocol, config: RetrievalConfig) -> RetrievalScore:
-    """Exact scoring of one candidate's endpoints against the protocol (row ids checked first)."""
+    """Exact scoring of one candidate's endpoints against the protocol (row ids checked first).
+
+    An endpoint whose rows collapse onto one point (``vertebrae.scoring.degenerate``; compared L2-normalised for
+    cosine) ranks by row order alone: the finding is recorded in the forward result's ``metadata["degenerate"]``
+    with a ``degenerate-embedding`` warning, and the candidate is not ranked.
+    """
     check_row_ids(queries, protocol.query_ids, QUERY)
     check_row_ids(gallery, protocol.gallery_ids, GALLERY)
-    return RetrievalScorer(config).score(queries.matrix, gallery.matrix, protocol.relevance, query_ids=protocol.query_ids,
-                                         gallery_ids=protocol.gallery_ids, exclusions=protocol.exclusions)
+    score = RetrievalScorer(config).score(queries.matrix, gallery.matrix, protocol.relevance, query_ids=protocol.query_ids,
+                                          gallery_ids=protocol.gallery_ids, exclusions=protocol.exclusions)
+    cosine = config.similarity == "cosine"
+    findings = [f for f in (detect_collapse(block.matrix, what=f"{what} embeddings" + (" (L2-normalised)" if cosine else ""),
+                                            normalize=cosine) for block, what in ((queries, "Query"), (gallery, "Gallery")))
+                if f is not None]
+    if not findings:
+        return score
+    texts = [text for f in findings for text in warn_collapse(f)]
+    forward = replace(score.forward, warnings=texts + list(score.forward.warnings),
+                      metadata={**score.forward.metadata, "degenerate": [f.to_dict() for f in findings]})
+    return RetrievalScore(forward, score.reverse, score.primary_score)
 
 
 def endpoint_metadata(queries: EmbeddingBlock, gallery: EmbeddingBlock) -> dict[str, Any]:
