@@ -1,8 +1,8 @@
 """Crash safety: SIGKILL mid-run, corruption of a finished artifact, and the recoveries the README documents.
 
 README, "Resuming after a failure or a kill": after a kill run ``snakemake --unlock`` once, then the same command
-again (``rerun-incomplete`` is in the workflow profile); a corrupt artifact is refused naming its path: run again
-with ``--forcerun <that path>``, which rebuilds it and everything downstream.
+again (``rerun-incomplete`` is in the workflow profile); a corrupt artifact is refused naming its path and moved
+aside with everything built from it: running the same command again rebuilds them.
 """
 
 from __future__ import annotations
@@ -121,13 +121,16 @@ def test_corrupt_finished_artifact_is_refused_then_recovered(workdir_copy, defau
     # the changed file is newer than its consumers, so they rerun and refuse it (--keep-going: every one of them runs)
     refused = snakemake(workdir_copy, "--keep-going", check=False)
     assert refused.returncode != 0
+    # the first consumer to read it refuses it by path and moves it aside; any other consumer then says where it went
+    logs = [log.read_text(encoding="utf-8") for log in sorted((workdir_copy / "logs").rglob("*.log"))]
+    refusals = [log for log in logs if path in log and "content hash" in log and "vertebrae: error" in log]
+    assert refusals and any("moved it aside" in log for log in refusals) and not target.exists()
     score_log = (workdir_copy / "logs" / "score" / f"{score_fp}.log").read_text(encoding="utf-8")
-    assert path in score_log and "content hash" in score_log and "vertebrae: error" in score_log
+    assert path in score_log and ("content hash" in score_log or "moved aside as corrupt" in score_log)
     assert not (workdir_copy / "results" / "scores" / f"{score_fp}.json").exists()
 
-    # a missing intermediate alone reruns nothing while the reports downstream of it exist (Snakemake treats it like
-    # a temp file); the documented recovery rebuilds the named file and everything downstream of it
-    snakemake(workdir_copy, "--forcerun", path)
+    # the corrupt file went aside with everything built from it, so the same command rebuilds them
+    snakemake(workdir_copy)
     read_embeddings(target, fingerprint=embedding_fp)
     for report, document in before.items():
         assert comparable(json.loads((workdir_copy / report).read_text())) == comparable(document), report

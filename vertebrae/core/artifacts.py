@@ -72,6 +72,17 @@ def _refuse(path: str, message: str) -> ArtifactError:
     return ArtifactError(f"artifact {path}: {message}")
 
 
+def _missing(path: str) -> ArtifactError:
+    """A missing artifact; when a job moved it aside as corrupt, the message says where and what to do."""
+    import glob
+
+    aside = sorted(glob.glob(glob.escape(path) + ".corrupt-*"))
+    if aside:
+        return _refuse(path, f"file not found: it was moved aside as corrupt (to {aside[-1]}); run the workflow "
+                             "again to rebuild it")
+    return _refuse(path, "file not found")
+
+
 def move_aside(path: str | os.PathLike) -> str:
     """Rename ``path`` to ``<path>.corrupt-<UTC time>`` (``-2``, ``-3``... if taken); return the new path."""
     import time
@@ -213,7 +224,7 @@ def _open_h5(path: str) -> Iterator[h5py.File]:
     import h5py
 
     if not os.path.isfile(path):
-        raise _refuse(path, "file not found")
+        raise _missing(path)
     try:
         with h5py.File(path, "r") as f:
             yield f
@@ -342,7 +353,7 @@ def read_json_artifact(path: str | os.PathLike, kind: str, *, fingerprint: str |
     schema = _kind_schema(kind)
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise _refuse(path, "file not found")
+        raise _missing(path)
     try:
         with open(path, encoding="utf-8") as fh:
             document = json.loads(fh.read(), parse_constant=_refuse_constant)

@@ -126,8 +126,10 @@ def quarantine(path: str | Path) -> list[tuple[str, str]]:
     """Move ``path`` and every artifact built from it aside; return ``(old, new)`` pairs, ``path`` first."""
     moved = []
     for item in [Path(path), *dependents(path)]:
-        if item.exists():
+        try:
             moved.append((str(item), move_aside(item)))
+        except FileNotFoundError:  # never built, or already moved aside by a concurrent job
+            continue
     return moved
 
 
