@@ -389,3 +389,46 @@ def test_metadata_is_canonical_json_and_complete(pair, config):
     assert meta["applied"] is True and meta["recipe"] == config.to_dict()
     assert ("explained_variance_ratio_sum" in meta) == (config.method in {"pca", "incremental_pca", "truncated_svd"})
     assert ("calibration" in meta) == (config.precision in {"int8", "uint8"} and config.method == "quantize")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# dtype: the established library's name for the quantization precision
+
+
+def _compressed_fp(config: Config) -> str:
+    from vertebrae.core.fingerprint import fingerprint
+
+    return fingerprint("compressed", {"embedding": "e" * 64, "fit_endpoint": "samples", "compression": config.to_dict()})
+
+
+def test_dtype_is_the_quantization_precision_with_unchanged_fingerprints(pair):
+    from dataclasses import replace
+
+    by_dtype = Config(method="quantize", dtype="float16")
+    assert by_dtype == Config(method="quantize", precision="float16") and by_dtype.precision == by_dtype.dtype == "float16"
+    assert by_dtype.to_dict() == Config(method="quantize", precision="float16").to_dict() and "dtype" not in by_dtype.to_dict()
+    # golden fingerprints, computed before dtype existed: equivalent configs keep them
+    assert _compressed_fp(by_dtype) == "059f7d96aedecac1"
+    assert _compressed_fp(Config(method="quantize")) == _compressed_fp(Config(method="quantize", dtype="int8")) == "6ac90f06284422f2"
+    assert _compressed_fp(Config(method="pca", n_components=8)) == "d54723c45b0d55a9"
+    assert Config(method="quantize", dtype=np.uint8) == Config(method="quantize", dtype=np.dtype("uint8")) == Config(
+        method="quantize", precision="uint8")
+    assert Config(method="quantize", precision="int8", dtype="int8").precision == "int8"  # both, agreeing
+    assert Config.from_dict(by_dtype.to_dict()) == by_dtype
+    assert replace(by_dtype, precision="uint8").precision == "uint8" and replace(by_dtype, random_state=3).dtype == "float16"
+    reference, other = pair
+    a = fit_paired_compression(reference, by_dtype).transform(other)
+    b = fit_paired_compression(reference, Config(method="quantize", precision="float16")).transform(other)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"method": "quantize", "dtype": "float16", "precision": "int8"}, "dtype ('float16') and precision ('int8') disagree"),
+    ({"method": "quantize", "dtype": "float64"}, "dtype (the quantization precision) must be one of float16, int8, uint8"),
+    ({"method": "quantize", "dtype": 3}, "got 3"),
+    ({"method": "pca", "n_components": 4, "dtype": "float16"}, "applies to method 'quantize' only, not 'pca'"),
+])
+def test_bad_or_conflicting_dtype_is_refused_naming_the_field(kwargs, message):
+    with pytest.raises(ValidationError, match="EmbeddingCompressionConfig.dtype") as info:
+        Config(**kwargs)
+    assert message in str(info.value)

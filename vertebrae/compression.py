@@ -66,7 +66,32 @@ def _int_value(value: Any, name: str, *, minimum: int, maximum: int | None = Non
     return int(value)
 
 
-@dataclass(frozen=True)
+def _dtype_name(value: Any) -> Any:
+    """``dtype`` as a precision name: strings as given, NumPy dtypes and scalar types by their name."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return np.dtype(value).name
+    except TypeError:
+        return value
+
+
+def _precision(precision: Any, dtype: Any, method: Any) -> Any:
+    """The quantization precision from ``precision`` and its alias ``dtype`` (default int8)."""
+    if dtype is None:
+        return "int8" if precision is None else precision
+    name = _dtype_name(dtype)
+    if not isinstance(name, str) or name not in PRECISIONS:
+        raise _invalid("dtype", f"(the quantization precision) must be one of {', '.join(PRECISIONS)}; got {dtype!r}")
+    if method != "quantize":
+        raise _invalid("dtype", f"is the quantization precision and applies to method 'quantize' only, not {method!r}")
+    if precision is not None and precision != name:
+        raise _invalid("dtype", f"({name!r}) and precision ({precision!r}) disagree; dtype is another name for "
+                       "precision: give one of them")
+    return name
+
+
+@dataclass(frozen=True, init=False)
 class EmbeddingCompressionConfig:
     """One compression recipe, validated at construction (errors name the field).
 
@@ -75,6 +100,11 @@ class EmbeddingCompressionConfig:
     incremental_pca only (>= n_components), ``precision`` is read by quantize only, ``assume_matryoshka`` by
     prefix_truncate only. With ``enabled=False`` the run is the identity and the method's required fields
     may be left out.
+
+    ``dtype`` is the established library's name for ``precision`` (method quantize only; a NumPy dtype is accepted
+    too): ``EmbeddingCompressionConfig(method="quantize", dtype="float16")`` equals the config with
+    ``precision="float16"`` (same ``to_dict``, same fingerprints); giving both with different values is refused.
+    It is not a field of its own (``to_dict`` and fingerprints are unchanged); ``config.dtype`` reads ``precision``.
     """
 
     enabled: bool = True
@@ -86,6 +116,23 @@ class EmbeddingCompressionConfig:
     assume_matryoshka: bool = False
     random_state: int = 0
     batch_size: int | None = None
+
+    def __init__(self, enabled: bool = True, method: str = "pca", n_components: int | None = None,
+                 preserve_variance: float | None = None, whiten: bool = False, precision: str | None = None,
+                 assume_matryoshka: bool = False, random_state: int = 0, batch_size: int | None = None, *,
+                 dtype: Any = None) -> None:
+        values = {"enabled": enabled, "method": method, "n_components": n_components,
+                  "preserve_variance": preserve_variance, "whiten": whiten,
+                  "precision": _precision(precision, dtype, method), "assume_matryoshka": assume_matryoshka,
+                  "random_state": random_state, "batch_size": batch_size}
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
+    @property
+    def dtype(self) -> str:
+        """The quantization precision (``precision``), under the established library's name."""
+        return self.precision
 
     def __post_init__(self) -> None:
         for name in ("enabled", "whiten", "assume_matryoshka"):

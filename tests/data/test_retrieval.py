@@ -181,3 +181,23 @@ def test_direct_construction_checks_invariants():
                                          ds.gallery_ids, ds.relevance, ds.exclusions, DatasetIdentity.from_content())
     with pytest.raises(AttributeError):
         ds.relevance = None  # frozen
+
+
+def test_relevance_reads_as_query_to_gallery_grades_and_stays_a_csr_matrix():
+    """``dataset.relevance`` is the established library's {query_index: {gallery_index: grade}} and the CSR matrix."""
+    ds = _build(np.array(GRADES), exclusions=[("q2", "a")])
+    relevance = ds.relevance
+    assert relevance == {0: {1: 2.0}, 1: {0: 1.0, 2: 0.5}} and relevance != {0: {1: 2.0}}
+    assert relevance[0] == {1: 2.0} and relevance[1][2] == 0.5 and relevance.get(5) is None
+    assert dict(relevance) == ds.relevance_dict() and list(relevance) == [0, 1] and len(relevance) == 2
+    assert list(relevance.keys()) == [0, 1] and relevance.items()[1] == (1, {0: 1.0, 2: 0.5})
+    assert 1 in relevance and 2 not in relevance and "q1" not in relevance
+    with pytest.raises(KeyError):
+        relevance[2]
+    # matrix use is unchanged (exclusions are not applied to the declared grades)
+    assert isinstance(relevance, sp.csr_matrix) and relevance.dtype == np.float64 and relevance.nnz == 3
+    assert relevance[1, 0] == 1.0 and relevance[0, 1] == 2.0
+    np.testing.assert_array_equal(relevance.toarray(), GRADES)
+    assert type(ds.protocol.relevance) is sp.csr_matrix  # the scorer's input is a plain CSR matrix
+    rebuilt = RetrievalDataset(ds.queries, ds.gallery, ds.query_ids, ds.gallery_ids, relevance, ds.exclusions, ID)
+    assert rebuilt.relevance == relevance.to_dict() and _build(np.array(GRADES)).transposed().relevance[2] == {1: 0.5}

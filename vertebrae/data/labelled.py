@@ -1,13 +1,16 @@
-"""BenchmarkDataset: rows of inputs (features or precomputed embeddings) with single-label targets.
+"""BenchmarkDataset: rows of inputs (features, precomputed embeddings, texts or images) with their targets.
 
 Contract: a dataset has an explicit DatasetIdentity, at least two classes, unique row ids (str or int,
 defaulting to the row order), one label per row encodable by the semantic label catalog, and finite
 numeric inputs. Dense inputs stay dense and sparse inputs become CSR; nothing is copied to change dtype.
+Texts and image paths are kept as ``RawInputs``, in-memory images as ``InMemoryImages``
+(``vertebrae.data.constructors``, which also reads DataFrames and derives the identity of a subset).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,7 +23,20 @@ from vertebrae.core.fingerprint import canonical_json, sha256_hex
 from vertebrae.core.identity import DatasetIdentity, require_identity
 from vertebrae.core.inputs import RawInputs
 from vertebrae.core.labels import LabelCatalog, describe_key, semantic_key, semantic_keys
+from vertebrae.data.constructors import (
+    DatasetBatch,
+    InMemoryImages,
+    dataframe_columns,
+    image_paths,
+    raw_inputs,
+    select_rows,
+    subset_identity,
+    subset_targets,
+    typed_labels,
+)
 from vertebrae.data.targets import TARGET_TYPES, Targets, build_targets
+
+__all__ = ["BenchmarkDataset", "DatasetBatch", "InMemoryImages", "LabelledProtocol", "MODALITIES", "content_digest"]
 
 MODALITIES = ("embedding", "features", "text", "image")
 
@@ -49,7 +65,8 @@ def content_digest(matrix: Any, targets: Targets, row_ids: Sequence[str]) -> str
 
 @dataclass(frozen=True, eq=False)
 class BenchmarkDataset:
-    """Validated rows for the labelled protocol. Build it with ``from_embeddings`` or ``from_arrays``."""
+    """Validated rows for the labelled protocol. Build it with ``from_embeddings``, ``from_arrays``,
+    ``from_image_paths`` or ``from_dataframe``; ``subset(rows)`` and ``with_groups(...)`` derive new datasets."""
 
     inputs: np.ndarray | sp.csr_matrix
     targets: Targets
@@ -89,18 +106,76 @@ class BenchmarkDataset:
         *,
         identity: DatasetIdentity | None,
         row_ids: Sequence[Any] | None = None,
-        modality: str = "features",
+        modality: str | None = None,
         target_type: str | None = None,
         label_names: Sequence[Any] | None = None,
         target_names: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> BenchmarkDataset:
-        """Raw rows that an extractor turns into embeddings: numeric features (e.g. for a scikit-learn pipeline) or
-        RawInputs (texts or image paths, e.g. from a manifest) for a model extractor; the modality of RawInputs
-        is their kind."""
-        if isinstance(X, RawInputs):
-            modality = X.kind
+        """Raw rows that an extractor turns into embeddings.
+
+        - numeric features (e.g. for a scikit-learn pipeline): ``modality`` "features" (the default for numeric rows);
+        - texts: a list (or 1-D array) of str with ``modality="text"``;
+        - images for image models: file paths with ``modality="image"`` (each file must exist), or images held in
+          memory: a uint8 array N x H x W x C (or N x H x W), or a list of PIL images / uint8 arrays;
+        - ``RawInputs`` (e.g. a manifest's rows): the modality is their kind.
+
+        Texts and paths are wrapped into ``RawInputs``, in-memory images into ``InMemoryImages`` (RGB uint8 rows).
+        """
+        X, modality = raw_inputs(X, modality, row_ids)
         return cls._build(X, y, identity, row_ids, modality, target_type, label_names, target_names, metadata)
+
+    @classmethod
+    def from_image_paths(
+        cls,
+        paths: Sequence[str | os.PathLike],
+        labels: Any,
+        *,
+        identity: DatasetIdentity | None,
+        row_ids: Sequence[Any] | None = None,
+        base_dir: str | os.PathLike | None = None,
+        target_type: str | None = None,
+        label_names: Sequence[Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> BenchmarkDataset:
+        """Image files for an image model, one label per file. Relative paths resolve against ``base_dir`` (default
+        the working folder); a missing file is refused naming its row and path. A content identity hashes the
+        files' bytes; nothing is read otherwise until an extractor decodes them."""
+        inputs = image_paths(paths, row_ids, base_dir=base_dir)
+        return cls._build(inputs, labels, identity, row_ids, "image", target_type, label_names, None, metadata)
+
+    @classmethod
+    def from_dataframe(
+        cls,
+        df: Any,
+        *,
+        label_col: Any,
+        identity: DatasetIdentity | None,
+        input_col: Any = None,
+        feature_cols: Sequence[Any] | None = None,
+        id_col: Any = None,
+        modality: str | None = None,
+        target_type: str | None = None,
+        label_names: Sequence[Any] | None = None,
+        target_names: Sequence[str] | None = None,
+        base_dir: str | os.PathLike | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> BenchmarkDataset:
+        """A pandas DataFrame: one row per sample.
+
+        Inputs: ``feature_cols`` (numeric columns; default every column but the label and id columns), or
+        ``input_col``, one column of texts (``modality="text"``), image file paths (``modality="image"``, relative
+        to ``base_dir``) or in-memory images. ``label_col``: the label column (label collections per cell for
+        multi-label); a list of columns is a 0/1 indicator with ``target_type="multilabel"`` (the column names are
+        the labels) or several targets with ``target_type="regression"``. ``id_col``: row ids (default the row
+        order). An empty cell, a non-numeric feature column or a missing column is refused naming the column and
+        the row.
+        """
+        cols = dataframe_columns(df, label_col=label_col, input_col=input_col, feature_cols=feature_cols, id_col=id_col,
+                                 modality=modality, target_type=target_type, base_dir=base_dir)
+        return cls._build(cols.inputs, cols.labels, identity, cols.row_ids, cols.modality, target_type,
+                          label_names if label_names is not None else cols.label_names,
+                          target_names if target_names is not None else cols.target_names, metadata)
 
     @classmethod
     def _build(cls, inputs, labels, identity, row_ids, modality, target_type, label_names, target_names, metadata) -> BenchmarkDataset:
@@ -150,6 +225,44 @@ class BenchmarkDataset:
             raise ValidationError(f"{len(values)} groups for {self.n_rows} rows; give one group per row")
         keys = semantic_keys(values, lambda i: f"group of row {describe_key(self.row_ids[i])}")
         return replace(self, groups=tuple(keys), groups_name=str(name))
+
+    def subset(self, rows: Any) -> BenchmarkDataset:
+        """The selected rows (integer positions in the order given, or a boolean mask) as a new dataset.
+
+        Its identity derives from this dataset's identity key and the selected row ids, so its identity key and
+        every fingerprint built on it differ from this dataset's, and the same rows give the same identity (a
+        subset of an ephemeral dataset is ephemeral). Classes or labels absent from the subset leave its catalog;
+        groups follow their rows.
+        """
+        index = select_rows(rows, self.n_rows)
+        row_ids = tuple(self.row_ids[i] for i in index)
+        targets, kept_labels = subset_targets(self.targets, index)
+        declaration = dict(self.target_declaration)
+        if kept_labels is not None and declaration.get("label_names") is not None:
+            declaration["label_names"] = kept_labels
+        return replace(
+            self,
+            inputs=self.inputs[index],
+            targets=targets,
+            row_ids=row_ids,
+            identity=subset_identity(self.identity, row_ids),
+            metadata=dict(self.metadata),
+            groups=None if self.groups is None else tuple(self.groups[i] for i in index),
+            target_declaration=declaration,
+        )
+
+    def iter_batches(self, batch_size: int = 32) -> Iterator[DatasetBatch]:
+        """Consecutive batches of ``batch_size`` rows (the last may be shorter), in row order: each a
+        ``DatasetBatch`` with ``start``, ``stop``, ``inputs`` (sliced like the dataset's), ``row_ids``, ``labels`` (the
+        original label values) and ``groups``."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValidationError(f"iter_batches: batch_size must be a positive integer, got {batch_size!r}")
+        size = int(batch_size)
+        for start in range(0, self.n_rows, size):
+            stop = min(start + size, self.n_rows)
+            yield DatasetBatch(start, stop, self.inputs[start:stop], self.row_ids[start:stop],
+                               typed_labels(self.targets, start, stop),
+                               None if self.groups is None else self.groups[start:stop])
 
     @property
     def target_type(self) -> str:

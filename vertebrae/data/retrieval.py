@@ -8,6 +8,8 @@ Contract:
   ``(query_id, gallery_id, grade)``; a record ``(query_id, gallery_id)`` has grade 1. A nested-list *matrix*
   goes through ``from_relevance_matrix``. Grades are finite and >= 0; grade 0 and missing pairs are irrelevant,
   so the stored relevance (CSR float64, sorted indices) holds grades > 0 only.
+- ``dataset.relevance`` is that CSR matrix (``RelevanceGrades``), also readable as the mapping
+  ``{query_index: {gallery_index: grade}}`` (``relevance[q]``, ``items()``, ``dict(...)``).
 - Exclusions (records ``(query_id, gallery_id)`` or a boolean matrix) remove pairs from both the candidates and
   the positives. ``exclude_same_id=True`` adds every pair whose query id equals a gallery id; without it equal
   ids are ordinary (valid) matches. The stored exclusions (CSR bool) hold the union.
@@ -138,6 +140,69 @@ def _check_modality(value: Any, what: str) -> str:
     return value
 
 
+class RelevanceGrades(sp.csr_matrix):
+    """The stored relevance: a CSR float64 query x gallery grade matrix that also reads as the mapping
+    ``{query_index: {gallery_index: grade}}`` (grades > 0; exclusions not applied), the established library's form.
+
+    Matrix use is unchanged (``r[i, j]``, ``r.toarray()``, ``r.nnz``, arithmetic). Mapping use: ``r[q]`` is query
+    ``q``'s ``{gallery_index: grade}`` dict (a KeyError outside ``0..n_queries-1``), ``len(r)`` the number of
+    queries, iteration the query indices, ``keys()`` / ``values()`` / ``items()`` / ``get()``, ``dict(r)``, and
+    ``r == {...}`` compares with a nested dict.
+    """
+
+    def _row(self, q: int) -> dict[int, float]:
+        start, stop = self.indptr[q], self.indptr[q + 1]
+        return {int(g): float(v) for g, v in zip(self.indices[start:stop], self.data[start:stop])}
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            if not 0 <= key < self.shape[0]:
+                raise KeyError(key)
+            return self._row(int(key))
+        return super().__getitem__(key)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self):
+        return iter(range(self.shape[0]))
+
+    def __contains__(self, key: Any) -> bool:
+        return isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)) and 0 <= key < self.shape[0]
+
+    def keys(self) -> range:
+        return range(self.shape[0])
+
+    def values(self) -> list[dict[int, float]]:
+        return [self._row(q) for q in range(self.shape[0])]
+
+    def items(self) -> list[tuple[int, dict[int, float]]]:
+        return [(q, self._row(q)) for q in range(self.shape[0])]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def to_dict(self) -> dict[int, dict[int, float]]:
+        return dict(self.items())
+
+    def __eq__(self, other: Any) -> Any:
+        if isinstance(other, Mapping):
+            return self.to_dict() == {k: dict(v) for k, v in other.items()}
+        return super().__eq__(other)
+
+    def __ne__(self, other: Any) -> Any:
+        if isinstance(other, Mapping):
+            return not self.__eq__(other)
+        return super().__ne__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every scipy matrix
+
+
+def _plain_csr(matrix: Any) -> Any:
+    """A RelevanceGrades handed back in (e.g. ``RetrievalDataset(..., ds.relevance, ...)``) as a plain CSR matrix."""
+    return sp.csr_matrix(matrix) if isinstance(matrix, RelevanceGrades) else matrix
+
+
 @dataclass(frozen=True)
 class _GradeMatrix:
     """Relevance handed over by ``from_relevance_matrix``: read as a query x gallery matrix, nested lists too."""
@@ -178,7 +243,7 @@ class RetrievalDataset(QueryGallerySizes):
         _check_modality(self.query_modality, "query_modality")
         _check_modality(self.gallery_modality, "gallery_modality")
         protocol = RetrievalProtocol(
-            self.query_ids, self.gallery_ids, self.relevance, self.exclusions, self.exclude_same_id
+            self.query_ids, self.gallery_ids, _plain_csr(self.relevance), self.exclusions, self.exclude_same_id
         )
         for rows, ids, what, modality in (
             (self.queries, self.query_ids, "queries", self.query_modality),
@@ -200,6 +265,7 @@ class RetrievalDataset(QueryGallerySizes):
                 f"{self.gallery.shape[1]}"
             )
         object.__setattr__(self, "_protocol", protocol)
+        object.__setattr__(self, "relevance", RelevanceGrades(protocol.relevance))
         object.__setattr__(self, "metadata", dict(self.metadata))
 
     # --- constructors -------------------------------------------------------------------------------------
@@ -302,13 +368,9 @@ class RetrievalDataset(QueryGallerySizes):
         return self.protocol.relevance_records()
 
     def relevance_dict(self) -> dict[int, dict[int, float]]:
-        """``{query_index: {gallery_index: grade}}`` (grades > 0; exclusions not applied)."""
-        r = self.relevance
-        out = {}
-        for q in range(r.shape[0]):
-            start, stop = r.indptr[q], r.indptr[q + 1]
-            out[q] = {int(g): float(v) for g, v in zip(r.indices[start:stop], r.data[start:stop])}
-        return out
+        """``{query_index: {gallery_index: grade}}`` (grades > 0; exclusions not applied); ``relevance`` reads the
+        same way (``dataset.relevance[q]``)."""
+        return self.relevance.to_dict()
 
     def eligible_relevance(self) -> sp.csr_matrix:
         """Relevance with the excluded pairs removed (what metrics score)."""

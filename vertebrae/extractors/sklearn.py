@@ -206,7 +206,11 @@ def _estimator_classes(estimator: Any) -> set[str]:
 
 
 class SklearnExtractor(Extractor):
-    """Embeddings from ``estimator.transform`` after ``estimator.fit`` on the fit endpoint."""
+    """Embeddings from ``estimator.transform`` after ``estimator.fit`` on the fit endpoint.
+
+    ``already_fitted=True``: the estimator (any object with ``transform``, scikit-learn or not) is used as given;
+    ``fit`` does nothing and the extractor does not learn (``learns`` is False).
+    """
 
     def __init__(
         self,
@@ -316,7 +320,12 @@ class SklearnExtractor(Extractor):
 
     def fit(self, inputs: Any) -> None:
         """Fit a seeded clone; a failure of the estimator (ValueError, TypeError) becomes a ConfigError (declared
-        steps: naming the extractor and the failing step's config key) or a ValidationError (live estimator)."""
+        steps: naming the extractor and the failing step's config key) or a ValidationError (live estimator).
+
+        With ``already_fitted=True`` this is a no-op: the estimator is used exactly as given (never cloned or
+        refitted), so any object with a ``transform`` method works, scikit-learn or not."""
+        if self.already_fitted:
+            return
         estimator = self._seeded()
         rows = self._prepare(inputs)
         try:

@@ -31,8 +31,8 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.records import cutoffs, positive_int
 from vertebrae.core.labels import _parse_key, describe_key, semantic_key
-from vertebrae.scoring.retrieval.config import SIMILARITIES
-from vertebrae.scoring.retrieval.label import label_retrieval, prepare_rows
+from vertebrae.scoring.retrieval.config import SIMILARITIES, RetrievalConfig
+from vertebrae.scoring.retrieval.label import label_options, label_retrieval, prepare_rows
 from vertebrae.scoring.retrieval.metrics import metric_names, parse_retrieval_metric
 
 __all__ = [
@@ -369,11 +369,26 @@ class LabelRetrievalMetric(Metric):
     ``ks``, with binary gains (formulas: ``scoring.retrieval.metrics``). Queries whose class has no other row
     have no positives and are skipped with a warning. Aggregates are plain means over the evaluated queries;
     ``score`` is the mean of ``primary``.
+
+    ``LabelRetrievalMetric(RetrievalConfig(...))`` (or ``config=``) reads similarity, ks, primary (``primary_metric``)
+    and query_block (``query_block_size``) from a retrieval config; the separate settings are then left out.
     """
 
-    def __init__(self, similarity: str = "cosine", ks: Sequence[int] = (1, 5, 10), primary: str = "map",
-                 query_block: int = 256, *, name: str = "label_retrieval") -> None:
+    _DEFAULTS = ("cosine", (1, 5, 10), "map", 256)
+
+    def __init__(self, similarity: str | RetrievalConfig = "cosine", ks: Sequence[int] = (1, 5, 10),
+                 primary: str = "map", query_block: int = 256, *, name: str = "label_retrieval",
+                 config: RetrievalConfig | None = None) -> None:
         owner = "LabelRetrievalMetric"
+        if isinstance(similarity, RetrievalConfig):
+            if config is not None:
+                raise ConfigError(f"{owner}: give the RetrievalConfig once (positionally or as config=)")
+            similarity, config = self._DEFAULTS[0], similarity
+        if config is not None:
+            if (similarity, ks, primary, query_block) != self._DEFAULTS:
+                raise ConfigError(f"{owner}: with a RetrievalConfig leave similarity, ks, primary and query_block out; "
+                                  "they are read from the config")
+            similarity, ks, primary, query_block = label_options(config, owner=owner).values()
         self.name = _check_name(name, owner)
         if similarity not in SIMILARITIES:
             raise ConfigError(f"{owner}.similarity must be one of {SIMILARITIES}, got {similarity!r}")

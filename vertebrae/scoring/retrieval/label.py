@@ -5,6 +5,7 @@ Every row queries every *other* row (itself excluded); relevant = rows with the 
 ``2 q.g - |g|^2``). The rank of a relevant row is 1 + the number of other rows scoring strictly higher, or equal
 and earlier in row order. Work happens in blocks of ``query_block`` queries against all n rows (about
 60 x query_block x n bytes); the metrics are ``retrieval.metrics``'s kernels over a ``DenseRanking``.
+``label_options(RetrievalConfig(...))`` reads the metric's settings from a retrieval config.
 """
 
 from __future__ import annotations
@@ -16,10 +17,28 @@ import numpy as np
 import scipy.sparse as sp
 
 from vertebrae.core.arrays import as_matrix, check_finite
-from vertebrae.core.errors import ValidationError
+from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.labels import describe_key
 from vertebrae.scoring.retrieval.arithmetic import _row_norms
+from vertebrae.scoring.retrieval.config import RetrievalConfig
 from vertebrae.scoring.retrieval.metrics import DenseRanking, metric_names, per_query_metrics
+
+#: LabelRetrievalMetric's settings, in its positional order, and the RetrievalConfig field each is read from
+CONFIG_FIELDS = (("similarity", "similarity"), ("ks", "ks"), ("primary", "primary_metric"),
+                 ("query_block", "query_block_size"))
+
+
+def label_options(config: Any, *, owner: str = "LabelRetrievalMetric") -> dict[str, Any]:
+    """``LabelRetrievalMetric``'s settings from a ``RetrievalConfig`` (the established library's
+    ``LabelRetrievalMetric(RetrievalConfig(...))``): similarity, ks, primary = ``primary_metric`` and query_block =
+    ``query_block_size``. Every row ranks all n rows, so the gallery block and the comparison cap do not apply;
+    ``bidirectional=True`` is refused (leave-one-out retrieval has one direction)."""
+    if not isinstance(config, RetrievalConfig):
+        raise ConfigError(f"{owner}: expected a RetrievalConfig, got {type(config).__name__}")
+    if config.bidirectional:
+        raise ConfigError(f"{owner}: RetrievalConfig.bidirectional=True does not apply to leave-one-out same-label "
+                          "retrieval (every row is both a query and a candidate)")
+    return {option: getattr(config, name) for option, name in CONFIG_FIELDS}
 
 
 def _divide_rows(matrix: np.ndarray | sp.csr_matrix, norms: np.ndarray) -> np.ndarray | sp.csr_matrix:
