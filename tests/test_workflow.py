@@ -211,9 +211,10 @@ def test_a_retrieval_only_config_is_valid_and_plans_only_retrieval(default_confi
     assert valid["seed"] == 0 and valid["embedding"] == {"shards": 4, "batch_size": 256}
     p = plan(config)
     assert p.reports == {} and list(p.retrieval_reports) == ["digits_search"]
-    assert len(p.specs) == 13
+    assert len(p.specs) == 14
     assert Counter(spec["stage"] for spec in p.specs.values()) == {
         "retrieval-protocol": 1, "fit": 1, "embed": 4, "compress-retrieval": 2, "score-retrieval": 4, "retrieval-report": 1,
+        "compare": 1,
     }
     assert p.final_outputs() == ["results/reports/digits_search/report.json", "results/reports/digits_search/report.md"]
     # planning it next to the labelled benchmarks changes none of its fingerprints
@@ -263,7 +264,7 @@ def _benchmark_of(p, fp) -> str:
     candidates (a compressed retrieval pair through its FP/query and FP/gallery refs); report specs name their
     benchmark."""
     spec = p.spec(fp)
-    if spec["stage"] in ("report", "retrieval-report"):
+    if spec["stage"] in ("report", "retrieval-report", "compare"):
         return spec["benchmark"]
     if "where" in spec:
         section, name = spec["where"].split(".")[:2]
@@ -282,21 +283,21 @@ def test_default_plan_has_thirty_nine_specs_by_stage_and_benchmark(default_plan)
     # diabetes: 1 protocol + 2 fit + 3 embed + 0 compress + 3 score + 1 report = 10
     # digits_search: 1 retrieval-protocol + 1 fit (pca16, on the gallery) + (2 extractors x query/gallery =) 4 embed
     #   + 2 compress-retrieval (one pair per extractor) + (2 extractors x 2 variants =) 4 score-retrieval
-    #   + 1 retrieval-report = 13
-    assert len(default_plan.specs) == 16 + 10 + 13 == 39
+    #   + 1 retrieval-report = 13; + 1 compare spec per report
+    assert len(default_plan.specs) == 17 + 11 + 14 == 42
     assert Counter(spec["stage"] for spec in default_plan.specs.values()) == {
         "protocol": 2, "fit": 5, "embed": 10, "compress": 3, "score": 9, "report": 2,
-        "retrieval-protocol": 1, "compress-retrieval": 2, "score-retrieval": 4, "retrieval-report": 1,
+        "retrieval-protocol": 1, "compress-retrieval": 2, "score-retrieval": 4, "retrieval-report": 1, "compare": 3,
     }
     by_benchmark = Counter((_benchmark_of(default_plan, fp), spec["stage"]) for fp, spec in default_plan.specs.items())
     assert by_benchmark == {
         ("digits", "protocol"): 1, ("digits", "fit"): 2, ("digits", "embed"): 3, ("digits", "compress"): 3,
-        ("digits", "score"): 6, ("digits", "report"): 1,
+        ("digits", "score"): 6, ("digits", "report"): 1, ("digits", "compare"): 1,
         ("diabetes", "protocol"): 1, ("diabetes", "fit"): 2, ("diabetes", "embed"): 3, ("diabetes", "score"): 3,
-        ("diabetes", "report"): 1,
+        ("diabetes", "report"): 1, ("diabetes", "compare"): 1,
         ("digits_search", "retrieval-protocol"): 1, ("digits_search", "fit"): 1, ("digits_search", "embed"): 4,
         ("digits_search", "compress-retrieval"): 2, ("digits_search", "score-retrieval"): 4,
-        ("digits_search", "retrieval-report"): 1,
+        ("digits_search", "retrieval-report"): 1, ("digits_search", "compare"): 1,
     }
     fits = {(_benchmark_of(default_plan, fp), default_plan.spec(fp)["extractor"]["name"], default_plan.spec(fp)["endpoint"])
             for fp in default_plan.fingerprints("fit")}
@@ -455,6 +456,7 @@ def test_final_outputs_and_paths_are_relative_results_paths(default_plan):
     #   retrieval/relevance:  4 score-retrieval specs + 1 retrieval-report spec = 5
     #   retrieval/embeddings: (2 uncompressed score specs + 2 compress-retrieval specs) x (query, gallery) = 8
     #   retrieval/compressed: 2 score specs of the pca_8 variants x (query, gallery) = 4
+    #   plans:      3 compare specs' report refs
     def directory(path):
         parts = path.split("/")
         return "/".join(parts[1:3]) if parts[1] == "retrieval" else parts[1]
@@ -462,6 +464,7 @@ def test_final_outputs_and_paths_are_relative_results_paths(default_plan):
     assert Counter(directory(path) for path in paths) == {
         "scores": 18, "protocols": 11, "embeddings": 9, "compressed": 3, "fitted": 6,
         "retrieval/scores": 8, "retrieval/relevance": 5, "retrieval/embeddings": 8, "retrieval/compressed": 4,
+        "plans": 3,
     }
     for name in ("digits", "diabetes"):
         report = default_plan.spec(default_plan.reports[name])
@@ -537,8 +540,10 @@ def test_rule_inputs_come_whole_from_the_plan(default_config):
         "compress": {"plan", "embeddings"}, "score": {"plan", "embeddings", "protocol"},
         "compress-retrieval": {"plan", "queries", "gallery"}, "score-retrieval": {"plan", "queries", "gallery", "protocol"},
         "compress-zero-shot": {"plan", "samples"}, "score-zero-shot": {"plan", "samples", "prompts", "protocol"},
-        "report": {"plan", "protocol", "scores"}, "retrieval-report": {"plan", "protocol", "scores"},
-        "zero-shot-report": {"plan", "protocol", "scores"},
+        "report": {"plan", "protocol", "scores", "comparison"},
+        "retrieval-report": {"plan", "protocol", "scores", "comparison"},
+        "zero-shot-report": {"plan", "protocol", "scores", "comparison"},
+        "compare": {"plan", "report_plan", "protocol", "scores"},
     }
     seen = set()
     for fp, spec in p.specs.items():
@@ -562,6 +567,10 @@ def test_rule_inputs_come_whole_from_the_plan(default_config):
         spec = p.spec(p.report_fingerprint(name))
         assert spec["benchmark"] == name
         assert p.inputs(spec["fingerprint"])["scores"] == [c["score"]["path"] for c in spec["candidates"]]
+        compare_fp = p.comparisons[spec["fingerprint"]]
+        assert p.inputs(spec["fingerprint"])["comparison"] == f"results/comparisons/{compare_fp}.json"
+        report_inputs = {k: v for k, v in p.inputs(spec["fingerprint"]).items() if k != "comparison"}
+        assert p.inputs(compare_fp) == {**report_inputs, "plan": p.plan_path(compare_fp), "report_plan": report_inputs["plan"]}
     score = p.spec(p.fingerprints("score-retrieval")[0])
     assert p.inputs(score["fingerprint"]) == {"plan": p.plan_path(score["fingerprint"]), "queries": score["query"]["path"],
                                               "gallery": score["gallery"]["path"], "protocol": score["protocol"]["path"]}
@@ -695,7 +704,8 @@ def test_renaming_an_extractor_changes_only_the_report(npz_dir):
             assert new[(key[0], mapping[key[1]])] == value, key
     assert new["protocol"] == old["protocol"]
     assert new["report"] != old["report"]
-    assert set(base.specs) ^ set(renamed.specs) == {old["report"], new["report"]}
+    changed = {old["report"], new["report"], base.comparisons[old["report"]], renamed.comparisons[new["report"]]}
+    assert set(base.specs) ^ set(renamed.specs) == changed  # the report and its comparison
 
 
 def test_fingerprints_depend_on_the_dataset_revision(npz_dir):

@@ -260,6 +260,7 @@ def test_schema_table_is_pinned():
         "protocol": "vertebrae.labelled-protocol/v1",
         "score": "vertebrae.score/v1",
         "report": "vertebrae.report/v1",
+        "comparison": "vertebrae.comparison-artifact/v1",  # a new kind: no existing fingerprint changes
     }
 
 

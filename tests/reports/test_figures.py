@@ -138,4 +138,5 @@ def test_figure_targets_follow_the_report_targets():
     assert report_names(outputs) == ["a", "b"]
     assert report_names_pattern(outputs) == "a|b" and report_names_pattern(["x/report.md"]) == "no-report"
     assert figure_targets(outputs) == ["results/reports/a/ranking.png", "results/reports/a/detail.png",
-                                       "results/reports/b/ranking.png", "results/reports/b/detail.png"]
+                                       "results/reports/a/comparison.png", "results/reports/b/ranking.png",
+                                       "results/reports/b/detail.png", "results/reports/b/comparison.png"]

@@ -71,7 +71,8 @@ def test_json_round_trip_and_layout():
     data = json.loads(json.dumps(result.to_dict()))
     assert data == {"schema": "toy-report/v1", "ranking": ["c1", "c0"], "quality_cohort": ["c1"],
                     "candidate_results": [{"name": "c0", "primary_score": 0.2}, {"name": "c1", "primary_score": 0.4}],
-                    "dataset_summary": {"n_rows": 3}, "metadata": {"benchmark": "b"}}
+                    "dataset_summary": {"n_rows": 3}, "metadata": {"benchmark": "b"}, "comparison": None,
+                    "comparison_skipped": None}
     assert Toy.from_dict(data) == result
 
 
@@ -152,3 +153,8 @@ def test_a_cohort_report_ranks_only_aggregate_valid_candidates():
     assert result.quality_cohort() == ["real", "other"]
     assert [(row["rank"], row["extractor"]) for row in result.table_rows()] == [(1, "real"), (2, "other"), (None, "collapsed")]
     assert PlainCohort([Flagged("collapsed", 1.0, False)], {}, {}).quality_cohort() == []
+
+
+def test_cohort_reports_answer_to_the_labelled_name_of_their_candidates():
+    result = _toy(0.2, 0.4)
+    assert result.extractor_results is result.candidate_results and len(result.extractor_results) == 2

@@ -16,7 +16,7 @@ from sklearn.decomposition import PCA
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_embeddings, read_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
-from vertebrae.stages import jobs, labelled_jobs
+from vertebrae.stages import jobs, labelled_jobs, report_job
 from vertebrae.stages.plan import load_plan, run_plan
 from vertebrae.workflow import benchmarks_from_config, plan, report_paths
 from vertebrae.workflow.paths import artifact_path
@@ -39,6 +39,16 @@ CONFIG = {
     },
 }
 
+
+
+def _compare_and_report(workflow_plan, report_fp: str, paths: dict) -> None:
+    """The compare job, then the report job reading its artifact, as the workflow runs them."""
+    compare_fp = workflow_plan.comparisons[report_fp]
+    inputs = workflow_plan.inputs(compare_fp)
+    report_job.run_compare(inputs["plan"], inputs["report_plan"], inputs["protocol"], inputs["scores"],
+                           artifact_path("comparison", compare_fp))
+    report_job.run_report(inputs["report_plan"], inputs["protocol"], inputs["scores"], paths["json"], paths["markdown"],
+                          comparison=artifact_path("comparison", compare_fp))
 
 def write_data(path: Path, *, bump: float = 0.0) -> None:
     """120 rows x 6 dims, 3 classes of 40 shifted along the first axis; ``bump`` changes one value."""
@@ -84,8 +94,7 @@ def test_the_chain_by_hand_equals_the_in_process_benchmark(workdir):
     report_fp = p.reports["toy"]
     spec = p.spec(report_fp)
     paths = report_paths("toy")
-    labelled_jobs.run_report(plan_path(report_fp), spec["protocol"]["path"], [c["score"]["path"] for c in spec["candidates"]],
-                    paths["json"], paths["markdown"])
+    _compare_and_report(p, report_fp, paths)
 
     for path in p.final_outputs():
         assert (workdir / path).is_file()
@@ -272,8 +281,7 @@ def test_the_chain_with_compression_and_a_custom_metric_equals_the_in_process_be
     report_fp = p.reports["toy"]
     spec = p.spec(report_fp)
     paths = report_paths("toy")
-    labelled_jobs.run_report(plan_path(report_fp), spec["protocol"]["path"], [c["score"]["path"] for c in spec["candidates"]],
-                    paths["json"], paths["markdown"])
+    _compare_and_report(p, report_fp, paths)
 
     written = json.loads((workdir / paths["json"]).read_text(encoding="utf-8"))
     expected = benchmarks_from_config(COMPRESSED_CONFIG)["toy"].run().to_dict()

@@ -73,7 +73,10 @@ def test_the_cli_chain_equals_the_in_process_benchmark_and_report_serves_retriev
     scores = [c["score"]["path"] for c in spec["candidates"]]
     common = ("--plan-json", p.plan_path(report_fp), "--protocol", spec["protocol"]["path"])
     _cli("retrieval-from-artifacts", *common, "--json-output", "a.json", "--markdown-output", "a.md", *scores)
-    _cli("report", *common, "--json-output", "b.json", "--markdown-output", "b.md", *scores)
+    compare_fp = p.comparisons[report_fp]
+    _cli("compare", "--plan-json", p.plan_path(compare_fp), "--report-plan", p.plan_path(report_fp), "--protocol",
+         spec["protocol"]["path"], "--output", "cmp.json", *scores)
+    _cli("report", *common, "--comparison", "cmp.json", "--json-output", "b.json", "--markdown-output", "b.md", *scores)
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     assert (tmp_path / "a.md").read_bytes() == (tmp_path / "b.md").read_bytes()
     written = json.loads((tmp_path / "a.json").read_text())

@@ -83,7 +83,7 @@ def _run_all(config):
     """Every job of the plan, in dependency order, through the runners; returns the plan."""
     wp = plan(config)
     for fp, spec in wp.specs.items():
-        run_plan(wp.spec_json(fp), plan_path(fp))
+        run_plan(wp.spec_json(fp), wp.plan_path(fp))
     by_stage = lambda stage: [s for s in wp.specs.values() if s["stage"] == stage]  # noqa: E731
     for spec in by_stage("zero-shot-protocol"):
         zs_jobs.run_write_protocol(plan_path(spec["fingerprint"]), protocol_path(spec["fingerprint"]))
@@ -115,9 +115,13 @@ def test_artifact_scores_equal_in_process_and_reports_rebuild_from_score_keys(wo
     assert main(["zero-shot-from-artifacts", "--plan-json", plan_path(spec["fingerprint"]), "--protocol",
                  spec["protocol"]["path"], *[a for s in scores for a in ("--score-key", s)], "--json-output", "r.json",
                  "--markdown-output", "r.md"]) == 0
-    # `vertebrae report` serves a zero-shot plan too, with the very same bytes
+    # `vertebrae compare` and `vertebrae report` serve a zero-shot plan too, with the very same bytes
+    compare_fp = wp.comparisons[spec["fingerprint"]]
+    assert main(["compare", "--plan-json", wp.plan_path(compare_fp), "--report-plan",
+                 plan_path(spec["fingerprint"]), "--protocol", spec["protocol"]["path"], "--output", "cmp.json",
+                 *scores]) == 0
     assert main(["report", "--plan-json", plan_path(spec["fingerprint"]), "--protocol", spec["protocol"]["path"],
-                 "--json-output", "same.json", "--markdown-output", "same.md", *scores]) == 0
+                 "--comparison", "cmp.json", "--json-output", "same.json", "--markdown-output", "same.md", *scores]) == 0
     assert (workdir / "same.json").read_bytes() == (workdir / "r.json").read_bytes()
     assert (workdir / "same.md").read_bytes() == (workdir / "r.md").read_bytes()
     written = json.loads((workdir / "r.json").read_text())

@@ -10,7 +10,7 @@ import sys
 from vertebrae.results import BenchmarkResult
 from vertebrae.workflow import benchmarks_from_config, plan, retrieval_benchmarks_from_config, zero_shot_benchmarks_from_config
 
-from workflow_support import comparable, REPO, job_counts, snakemake, write_config
+from workflow_support import comparable, REPO, job_counts, snakemake, write_config, written_report
 
 EXPECTED_JOBS = {
     # digits: 1 protocol + 2 fit + 3 embed + 3 compress + 6 score + 1 report job specs;
@@ -18,7 +18,9 @@ EXPECTED_JOBS = {
     # digits_search (retrieval): 1 protocol + 1 fit + 4 embed + 2 compress + 4 score + 1 report
     # topics_labelled: 1 protocol + 1 embed + 1 score + 1 report
     # topics_search (retrieval): 1 protocol + 2 embed + 1 score + 1 report
-    "plan": 48,
+    # + 1 compare spec per report (6), under plans/ whatever the protocol
+    "plan": 54,
+    "compare": 6,  # the paired comparison of each report's candidates
     "fit_extractor": 5,
     "embed_shard": 10,  # digits: 3 extractors x 2 shards; diabetes: 3 x 1; topics_labelled: 1 x 1
     "merge_embeddings": 7,
@@ -42,8 +44,9 @@ EXPECTED_JOBS = {
     "score_zero_shot": 2,  # raw + PCA-32 variant
     "all": 1,
 }
-ZERO_SHOT_PROMPT_JOBS = {"plan_zero_shot": 5, "embed_zero_shot_prompts": 1, "merge_zero_shot": 1,
-                         "write_zero_shot_protocol": 1, "score_zero_shot": 2, "report": 1, "figures": 1, "all": 1}
+ZERO_SHOT_PROMPT_JOBS = {"plan_zero_shot": 5, "plan": 1, "embed_zero_shot_prompts": 1, "merge_zero_shot": 1,
+                         "write_zero_shot_protocol": 1, "score_zero_shot": 2, "compare": 1, "report": 1, "figures": 1,
+                         "all": 1}
 
 
 
@@ -111,7 +114,7 @@ def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_conf
     changed["benchmarks"]["digits"]["scoring"]["k"] = 20
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 7, "score": 6, "report": 1, "figures": 1, "all": 1}
+    assert counts == {"plan": 8, "score": 6, "compare": 1, "report": 1, "figures": 1, "all": 1}
 
 
 def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_config):
@@ -119,8 +122,8 @@ def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_confi
     changed["benchmarks"]["digits"]["extractors"]["pca16"]["steps"][1]["params"]["n_components"] = 8
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 6, "fit_extractor": 1, "embed_shard": 2, "merge_embeddings": 1, "compress": 1, "score": 2,
-                      "report": 1, "figures": 1, "all": 1}
+    assert counts == {"plan": 7, "fit_extractor": 1, "embed_shard": 2, "merge_embeddings": 1, "compress": 1, "score": 2,
+                      "compare": 1, "report": 1, "figures": 1, "all": 1}
 
 
 def test_prompt_edit_reruns_only_prompt_side_jobs(workdir_copy, default_config):
@@ -129,6 +132,23 @@ def test_prompt_edit_reruns_only_prompt_side_jobs(workdir_copy, default_config):
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
     assert counts == ZERO_SHOT_PROMPT_JOBS  # no sample embedding, merge or compression fit
+
+
+def test_comparison_settings_rerun_only_comparisons_and_reports(workdir_copy, default_config):
+    changed = json.loads(json.dumps(default_config))
+    changed["comparison"] = {"resamples": 2000, "adjustment": "bonferroni"}  # every benchmark
+    write_config(workdir_copy, changed)
+    counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
+    assert counts == {"plan": 6, "compare": 6, "report": 6, "figures": 6, "all": 1}  # never a score
+    changed = json.loads(json.dumps(default_config))
+    changed["retrieval"]["topics_search"]["comparison"] = {"confidence_level": 0.9}  # one benchmark
+    write_config(workdir_copy, changed)
+    counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
+    assert counts == {"plan": 1, "compare": 1, "report": 1, "figures": 1, "all": 1}
+    snakemake(workdir_copy)
+    report = written_report(workdir_copy, "topics_search")
+    assert report["comparison"]["config"]["confidence_level"] == 0.9
+    assert written_report(workdir_copy, "digits")["comparison"]["config"]["confidence_level"] == 0.95
 
 
 def test_lint_is_clean():

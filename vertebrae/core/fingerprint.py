@@ -27,6 +27,7 @@ SCHEMAS: dict[str, str] = {
     "protocol": "vertebrae.labelled-protocol/v1",
     "score": "vertebrae.score/v1",
     "report": "vertebrae.report/v1",
+    "comparison": "vertebrae.comparison-artifact/v1",
 }
 
 FINGERPRINT_LENGTH = 16

@@ -24,7 +24,8 @@ from vertebrae.scoring.metrics import Metric, OverlapMetric
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
-from vertebrae.stages.common import EmbeddingBlock, embed_cached, embed_endpoint, embedding_recipe
+from vertebrae.scoring.paired import ComparisonConfig
+from vertebrae.stages.common import comparison_config_or_default, embed_cached, embed_endpoint, embedding_recipe, EmbeddingBlock
 from vertebrae.stages.labelled import (
     ScoringPlan,
     build_protocol,
@@ -75,6 +76,7 @@ class Benchmark:
         cache_config: CacheConfig | None = None,
         seed: int = 0,
         name: str = "benchmark",
+        comparison_config: ComparisonConfig | None = None,
     ) -> None:
         if not isinstance(dataset, BenchmarkDataset):
             raise ValidationError(f"Benchmark needs a BenchmarkDataset, got {type(dataset).__name__}")
@@ -100,6 +102,7 @@ class Benchmark:
         self.embedding_config = embedding_config or EmbeddingConfig()
         self.cache_config = cache_config or CacheConfig()
         self.name = name
+        self.comparison_config = comparison_config_or_default(comparison_config, seed)
         for extractor in extractors:
             self.add_extractor(extractor)
 
@@ -150,7 +153,7 @@ class Benchmark:
                     metadata={"score_fingerprint": fingerprint("score", score_recipe(embed_fp, protocol_fp, self.plan)),
                               "timings": timings},
                 ))
-        return build_report(results, protocol, benchmark=self.name, plan=self.plan)
+        return build_report(results, protocol, benchmark=self.name, plan=self.plan).with_comparison(self.comparison_config)
 
 
 class Evaluator:

@@ -20,7 +20,8 @@ from vertebrae.extractors.base import Extractor
 from vertebrae.core.config import EmbeddingConfig
 from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig
-from vertebrae.stages.common import embed_endpoint, embedding_recipe
+from vertebrae.scoring.paired import ComparisonConfig
+from vertebrae.stages.common import comparison_config_or_default, embed_endpoint, embedding_recipe
 from vertebrae.stages.retrieval import (
     GALLERY,
     QUERY,
@@ -57,6 +58,7 @@ class RetrievalBenchmark:
         embedding_config: EmbeddingConfig | None = None,
         memory_config: MemoryConfig | None = None,
         name: str = "retrieval",
+        comparison_config: ComparisonConfig | None = None,
     ) -> None:
         if not isinstance(dataset, RetrievalDataset):
             raise ValidationError(f"RetrievalBenchmark needs a RetrievalDataset, got {type(dataset).__name__}")
@@ -67,6 +69,7 @@ class RetrievalBenchmark:
         self.embedding_config = embedding_config or EmbeddingConfig()
         self.memory_config = memory_config
         self.name = name
+        self.comparison_config = comparison_config_or_default(comparison_config, 0)
         self.extractors: list[Extractor] = []
         for extractor in extractors:
             if any(e.name == extractor.name for e in self.extractors):
@@ -114,5 +117,6 @@ class RetrievalBenchmark:
                     {"score_fingerprint": fingerprint("score", retrieval_score_recipe(q_fp, g_fp, protocol_fp, self.config)),
                      "timings": {"embed_s": embedded - started, "score_s": time.perf_counter() - embedded}},
                 ))
-        return retrieval_report(candidates, protocol, benchmark=self.name, config=self.config,
-                                dataset_summary=retrieval_protocol_summary(protocol, dataset.identity_key()))
+        report = retrieval_report(candidates, protocol, benchmark=self.name, config=self.config,
+                                  dataset_summary=retrieval_protocol_summary(protocol, dataset.identity_key()))
+        return report.with_comparison(self.comparison_config)

@@ -24,7 +24,8 @@ from vertebrae.extractors.base import Extractor
 from vertebrae.core.config import CacheConfig, EmbeddingConfig
 from vertebrae.scoring.overlap import OverlapScoringConfig
 from vertebrae.scoring.zero_shot import ZeroShotConfig
-from vertebrae.stages.common import EmbeddingBlock, embed_cached, embed_endpoint
+from vertebrae.scoring.paired import ComparisonConfig
+from vertebrae.stages.common import comparison_config_or_default, embed_cached, embed_endpoint, EmbeddingBlock
 from vertebrae.stages.zero_shot import (
     PROMPTS,
     SAMPLES,
@@ -79,6 +80,7 @@ class ZeroShotBenchmark:
         cache_config: CacheConfig | None = None,
         seed: int = 0,
         name: str = "zero_shot",
+        comparison_config: ComparisonConfig | None = None,
     ) -> None:
         if not isinstance(dataset, ZeroShotDataset):
             raise ValidationError(f"ZeroShotBenchmark needs a ZeroShotDataset, got {type(dataset).__name__}")
@@ -96,6 +98,7 @@ class ZeroShotBenchmark:
         self.memory_config = memory_config
         self.cache_config = cache_config or CacheConfig()
         self.seed, self.name = seed, name
+        self.comparison_config = comparison_config_or_default(comparison_config, seed)
         self.candidates: list[ZeroShotCandidate] = []
         for entry in extractors:
             if not isinstance(entry, ZeroShotCandidate):
@@ -153,5 +156,6 @@ class ZeroShotBenchmark:
                     {**provenance, "scored_samples": s_key, "scored_prompts": p_key}, compression,
                     {"score_fingerprint": score_fp,
                      "timings": {"embed_s": embedded - started, "score_s": time.perf_counter() - begun}}))
-        return zero_shot_report(results, protocol, benchmark=self.name, config=self.config,
-                                overlap_config=self.overlap_config, seed=self.seed, protocol_fingerprint=protocol_fp)
+        report = zero_shot_report(results, protocol, benchmark=self.name, config=self.config,
+                                  overlap_config=self.overlap_config, seed=self.seed, protocol_fingerprint=protocol_fp)
+        return report.with_comparison(self.comparison_config)

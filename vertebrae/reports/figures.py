@@ -1,14 +1,19 @@
-"""Report figures with matplotlib (Agg backend, no display): ranking, per-class scores, confusion matrix.
+"""Report figures with matplotlib (Agg backend, no display): ranking, per-class scores, confusion matrix, comparison.
 
-Three building blocks take plain numbers and return a ``matplotlib.figure.Figure``:
+The building blocks take plain numbers and return a ``matplotlib.figure.Figure``:
 
-- :func:`ranking_figure` — one horizontal bar per candidate (best first), the primary score on the bar;
+- :func:`ranking_figure` — one horizontal bar per candidate (best first), the primary score on the bar, and each
+  score's confidence interval as a whisker when intervals are given;
 - :func:`per_class_figure` — a classes x candidates heat map of per-class scores (values printed in the cells);
 - :func:`confusion_matrix_figure` — rows = true class, columns = predicted class, cells = counts, colour = the
-  row-normalised fraction (each row sums to 1 over a class's samples).
+  row-normalised fraction (each row sums to 1 over a class's samples);
+- :func:`comparison_figure` — the pairwise matrix of a comparison document (``reports.comparison``): candidates x
+  candidates in ranking order, colour = Δ row - column, each cell's Δ with ``*`` where the adjusted p is below
+  alpha; :func:`no_comparison_figure` says why a report has none.
 
-:func:`report_figures` picks the right pair for a report JSON (labelled, retrieval or zero-shot) and
-:func:`write_report_figures` renders both to files atomically. Bad input raises ValidationError naming what is
+:func:`report_figures` picks the right figures for a report JSON (labelled, retrieval or zero-shot; the ranking's
+whiskers and the comparison figure come from its ``comparison``) and :func:`write_report_figures` renders them to
+files atomically. Bad input raises ValidationError naming what is
 wrong (the candidate, the class, the matrix shape); nothing is drawn from invalid numbers.
 """
 
@@ -21,9 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ArtifactError, ValidationError
-from vertebrae.reports.schemas import LABELLED_SCHEMA, RETRIEVAL_SCHEMA, ZERO_SHOT_SCHEMA
+from vertebrae.reports.comparison import UNITS, check_comparison, ranked_names, versus
+from vertebrae.reports.schemas import (
+    LABELLED_SCHEMA,
+    RETRIEVAL_SCHEMA,
+    ZERO_SHOT_SCHEMA,
+)
 
-FIGURES = ("ranking", "detail")
+FIGURES = ("ranking", "detail", "comparison")
 
 
 def report_names(final_outputs: Sequence[str]) -> list[str]:
@@ -58,21 +68,43 @@ def _finite(value: Any, what: str) -> float:
     return float(value)
 
 
-def ranking_figure(names: Sequence[str], scores: Sequence[float], *, metric: str, title: str | None = None):
-    """Horizontal bars of ``scores`` in the given order (first on top), each labelled with its value."""
+def ranking_figure(names: Sequence[str], scores: Sequence[float], *, metric: str, title: str | None = None,
+                   intervals: Sequence[tuple[float, float] | None] | None = None, interval_label: str = "confidence interval"):
+    """Horizontal bars of ``scores`` in the given order (first on top), each labelled with its value.
+
+    ``intervals`` (one ``(low, high)`` or None per candidate) are drawn as whiskers from low to high, named
+    ``interval_label`` in the axis label; the value labels then sit right of the whiskers.
+    """
     if len(names) != len(scores) or not names:
         raise ValidationError(f"ranking figure: {len(names)} names for {len(scores)} scores (need at least one of each)")
     values = [_finite(s, f"ranking figure: score of candidate {n!r}") for n, s in zip(names, scores)]
+    if intervals is not None and len(intervals) != len(names):
+        raise ValidationError(f"ranking figure: {len(intervals)} intervals for {len(names)} candidates")
+    spans = {}
+    for i, (name, interval) in enumerate(zip(names, intervals or [])):
+        if interval is not None:
+            lo, hi = (_finite(v, f"ranking figure: interval of candidate {name!r}") for v in interval)
+            if lo > hi:
+                raise ValidationError(f"ranking figure: interval of candidate {name!r} is [{lo}, {hi}], low above high")
+            spans[i] = (lo, hi)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.4))
     positions = list(range(len(names)))[::-1]
     bars = ax.barh(positions, values, color="#4c72b0")
     ax.set_yticks(positions, labels=[str(n) for n in names])
-    ax.bar_label(bars, labels=[f"{v:.4f}" for v in values], padding=3, fontsize=8)
-    low = min(0.0, min(values))
-    high = max(values)
+    if spans:
+        ax.errorbar([(lo + hi) / 2 for lo, hi in spans.values()], [positions[i] for i in spans],
+                    xerr=[(hi - lo) / 2 for lo, hi in spans.values()], fmt="none", ecolor="black", capsize=3, lw=1)
+        width = max(max(values), max(hi for _, hi in spans.values())) - min(0.0, min(values))
+        for i, value in enumerate(values):
+            ax.text(max(value, spans[i][1] if i in spans else value) + 0.01 * (width or 1.0), positions[i],
+                    f"{value:.4f}", va="center", fontsize=8)
+    else:
+        ax.bar_label(bars, labels=[f"{v:.4f}" for v in values], padding=3, fontsize=8)
+    low = min([0.0, *values, *(lo for lo, _ in spans.values())])
+    high = max([*values, *(hi for _, hi in spans.values())])
     ax.set_xlim(low, high + 0.15 * (high - low or 1.0))
-    ax.set_xlabel(metric)
+    ax.set_xlabel(f"{metric} (whiskers: {interval_label})" if spans else metric)
     ax.set_title(title or f"Ranking by {metric}")
     fig.tight_layout()
     return fig
@@ -140,6 +172,76 @@ def confusion_matrix_figure(matrix: Sequence[Sequence[int]], class_names: Sequen
     return fig
 
 
+def comparison_figure(document: Mapping[str, Any], *, title: str | None = None):
+    """The pairwise matrix of a comparison document, candidates in ranking order (the leader first).
+
+    Cell (row, column) is coloured by Δ = score row - score column (blue: the row is higher) and shows that Δ,
+    with ``*`` where the pair's adjusted p-value is below the document's alpha; the diagonal stays blank.
+    """
+    document = check_comparison(document)
+    names = ranked_names(document)
+    config = document["config"]
+    cells = {(a, b): versus(document, a, b) for a in names for b in names if a != b}
+    grid = [[cells[a, b]["delta"] if a != b else math.nan for b in names] for a in names]
+    scale = max(abs(pair["delta"]) for pair in cells.values()) or 1.0
+    plt = _pyplot()
+    n = len(names)
+    fig, ax = plt.subplots(figsize=(0.9 * n + 3.2, 0.6 * n + 2.2))
+    image = ax.imshow(grid, cmap="RdBu", vmin=-scale, vmax=scale)
+    ax.set_xticks(range(n), labels=names, rotation=30, ha="right")
+    ax.set_yticks(range(n), labels=names)
+    ax.set_xlabel("column")
+    ax.set_ylabel("row")
+    if n <= 30:
+        for i, a in enumerate(names):
+            for j, b in enumerate(names):
+                if a != b:
+                    pair = cells[a, b]
+                    mark = "*" if pair["p_adjusted"] < config["alpha"] else ""
+                    ax.text(j, i, f"{pair['delta']:+.4f}{mark}", ha="center", va="center", fontsize=7,
+                            color="white" if abs(pair["delta"]) > 0.6 * scale else "black")
+    fig.colorbar(image, ax=ax, label=f"Δ {document['statistic']} (row − column)")
+    units = document["unit"] if document["n_units"] == 1 else UNITS[document["unit"]]
+    ax.set_title(title or f"Pairwise Δ {document['statistic']}")
+    fig.text(0.01, 0.01, f"* adjusted p < {config['alpha']} ({config['adjustment']}); paired over "
+             f"{document['n_units']} {units}", fontsize=7, ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def no_comparison_figure(reason: str, *, title: str | None = None):
+    """A figure that only says ``no comparison: <reason>`` (a report without a paired comparison)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 1.6))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"no comparison: {str(reason).rstrip('.')}", ha="center", va="center", fontsize=10, wrap=True)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def _ranking(report: dict[str, Any], ranked: list[dict[str, Any]], metric: str, name: str):
+    """The ranking figure of ``ranked``; with the report's comparison, each candidate's interval as a whisker.
+
+    A whisker is drawn only for a candidate whose comparison score is the bar's score (within 1e-9, relative):
+    an interval of another statistic would not belong on that bar.
+    """
+    names, scores = [c["name"] for c in ranked], [c["primary_score"] for c in ranked]
+    title = f"{name}: ranking by {metric}"
+    if report.get("comparison") is None:
+        return ranking_figure(names, scores, metric=metric, title=title)
+    document = check_comparison(report["comparison"])
+    entries = {c["name"]: c for c in document["candidates"]}
+    intervals = []
+    for candidate in ranked:
+        entry, score = entries.get(candidate["name"]), candidate["primary_score"]
+        same = (entry is not None and isinstance(score, (int, float)) and not isinstance(score, bool)
+                and abs(entry["score"] - score) <= 1e-9 * max(1.0, abs(score)))
+        intervals.append((entry["ci_low"], entry["ci_high"]) if same else None)
+    label = f"{document['config']['confidence_level']:.0%} bootstrap CI over {UNITS[document['unit']]}"
+    return ranking_figure(names, scores, metric=metric, title=title, intervals=intervals, interval_label=label)
+
+
 def _ranked(candidates: list[dict[str, Any]], ranking: list[str]) -> list[dict[str, Any]]:
     by_name = {c["name"]: c for c in candidates}
     missing = [name for name in ranking if name not in by_name]
@@ -153,8 +255,7 @@ def _labelled_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
     if not ranked:  # no aggregate-valid candidate: show every candidate, unranked
         ranked = list(report["extractor_results"])
     metric = ranked[0]["primary_metric_name"] if ranked else "primary score"
-    figures = {"ranking": ranking_figure([c["name"] for c in ranked], [c["primary_score"] for c in ranked], metric=metric,
-                                         title=f"{name}: ranking by {metric}")}
+    figures = {"ranking": _ranking(report, ranked, metric, name)}
     labels = report["dataset_summary"].get("labels") or {}
     if labels:
         keys = list(labels)
@@ -189,8 +290,7 @@ def _interval_figure(ranked: list[dict[str, Any]], metric: str, title: str):
 def _retrieval_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
     ranked = _ranked(report["candidate_results"], report["ranking"])
     metric = report["metadata"].get("primary_metric") or "primary score"
-    figures = {"ranking": ranking_figure([c["name"] for c in ranked], [c["primary_score"] for c in ranked], metric=metric,
-                                         title=f"{name}: ranking by {metric}")}
+    figures = {"ranking": _ranking(report, ranked, metric, name)}
     family = metric.split("@")[0] if "@" in metric else "ndcg"
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -216,8 +316,7 @@ def _retrieval_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
 def _zero_shot_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
     ranked = _ranked(report["candidate_results"], report["ranking"])
     metric = ranked[0]["primary_metric"] if ranked else "primary score"
-    figures = {"ranking": ranking_figure([c["name"] for c in ranked], [c["primary_score"] for c in ranked], metric=metric,
-                                         title=f"{name}: ranking by {metric}")}
+    figures = {"ranking": _ranking(report, ranked, metric, name)}
     best = ranked[0]["zero_shot"]
     labels = best.get("labels") or {}
     figures["detail"] = confusion_matrix_figure(best["confusion_matrix"], [labels.get(k, k) for k in best["class_keys"]],
@@ -226,24 +325,36 @@ def _zero_shot_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def report_figures(report: Mapping[str, Any], *, name: str = "report") -> dict[str, Any]:
-    """``{"ranking": Figure, "detail": Figure}`` for a labelled, retrieval or zero-shot report dict.
+    """``{"ranking": Figure, "detail": Figure, "comparison": Figure}`` for a labelled, retrieval or zero-shot report.
 
     The detail figure is the per-class score heat map (labelled classes / labels), the primary score with its
     stability interval (regression), metric@k curves (retrieval) or the best candidate's confusion matrix
-    (zero-shot).
+    (zero-shot). The comparison figure is :func:`comparison_figure` of the report's ``comparison``, or
+    :func:`no_comparison_figure` with its ``comparison_skipped`` reason; the ranking's whiskers are the
+    comparison's candidate intervals.
     """
     schema = report.get("schema") if isinstance(report, Mapping) else None
     builders = {LABELLED_SCHEMA: _labelled_figures, RETRIEVAL_SCHEMA: _retrieval_figures, ZERO_SHOT_SCHEMA: _zero_shot_figures}
     if schema not in builders:
         raise ValidationError(f"report {name!r}: unknown report schema {schema!r}; expected one of {sorted(builders)}")
     try:
-        return builders[schema](dict(report), name)
+        figures = builders[schema](dict(report), name)
     except (KeyError, TypeError, IndexError) as exc:
         raise ValidationError(f"report {name!r}: malformed {schema} report ({type(exc).__name__}: {exc})") from None
+    if report.get("comparison") is not None:
+        figures["comparison"] = comparison_figure(report["comparison"], title=f"{name}: is the leader really ahead?")
+    else:
+        reason = report.get("comparison_skipped") or "this report was written without a paired comparison"
+        figures["comparison"] = no_comparison_figure(reason, title=f"{name}: is the leader really ahead?")
+    return figures
 
 
-def write_report_figures(report_path: str | Path, ranking_path: str | Path, detail_path: str | Path) -> None:
-    """Render :func:`report_figures` of the JSON report at ``report_path``; each file is written atomically."""
+def write_report_figures(report_path: str | Path, ranking_path: str | Path, detail_path: str | Path,
+                         comparison_path: str | Path | None = None) -> None:
+    """Render :func:`report_figures` of the JSON report at ``report_path``; each file is written atomically.
+
+    The comparison figure is written only when ``comparison_path`` is given.
+    """
     from vertebrae.core.artifacts import atomic_write
 
     try:
@@ -255,8 +366,11 @@ def write_report_figures(report_path: str | Path, ranking_path: str | Path, deta
     except ValidationError as exc:
         raise ValidationError(f"{report_path}: {exc}") from None
     plt = _pyplot()
-    for key, path in (("ranking", ranking_path), ("detail", detail_path)):
-        suffix = Path(path).suffix.lstrip(".") or "png"
-        with atomic_write(path) as tmp:
-            figures[key].savefig(tmp, format=suffix, dpi=110, metadata={"Software": None} if suffix == "png" else None)
-        plt.close(figures[key])
+    paths = {"ranking": ranking_path, "detail": detail_path, "comparison": comparison_path}
+    for key, figure in figures.items():
+        path = paths.get(key)
+        if path is not None:
+            suffix = Path(path).suffix.lstrip(".") or "png"
+            with atomic_write(path) as tmp:
+                figure.savefig(tmp, format=suffix, dpi=110, metadata={"Software": None} if suffix == "png" else None)
+        plt.close(figure)

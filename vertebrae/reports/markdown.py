@@ -2,29 +2,20 @@
 
 Each renderer takes a result object (duck-typed: ``metadata``, ``dataset_summary``, ``table_rows()``,
 ``ranked_results()``) and returns the report text: a title and introduction, ``## Ranking``, the protocol's own
-sections, then ``## Warnings``. Table cells: None is ``–``, floats have 4 decimals, pipes are escaped. A candidate
-listed without a rank because its embedding collapsed gets a ``Not ranked`` line under the table saying why.
+sections, the paired comparison ``## Is the leader really ahead?`` (``reports.comparison``; nothing for a
+result without ``comparison`` and ``comparison_skipped``), then ``## Warnings``. Table cells (``reports.comparison``'s
+``cell`` and ``table``): None is ``–``, floats have 4 decimals, pipes are escaped. A candidate listed without a rank
+because its embedding collapsed gets a ``Not ranked`` line under the table saying why.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from vertebrae.reports.comparison import cell as _cell
+from vertebrae.reports.comparison import result_comparison_lines
+from vertebrae.reports.comparison import table as _table
 from vertebrae.scoring.degenerate import CODE as COLLAPSE_CODE
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
-    return lines
 
 
 def _opening(title: str, introduction: str) -> list[str]:
@@ -121,6 +112,7 @@ def render_markdown(result) -> str:
             [[r.name, r.separatix.ran, r.separatix.recommendation, r.separatix.confidence,
               " > ".join(r.separatix.decision_path) or None, r.separatix.skipped_reason] for r in diagnosed],
         )
+    lines += result_comparison_lines(result)
     lines += _warnings([(r.name, w) for r in ranked for w in list(r.warnings) + list(r.overlap.warnings)
                         + (list(r.compression_metadata.get("warnings", [])) if r.compression_metadata else [])
                         + [f"stability: {w}" for w in (r.stability.warnings if r.stability is not None else [])
@@ -153,6 +145,7 @@ def render_retrieval_markdown(result) -> str:
         d = r.score.forward.summaries
         diag_rows.append([r.name] + [(d.get(k) or {}).get("mean") for k in ("positive_similarity", "nearest_negative_similarity", "margin")])
     lines += _table(["extractor", "positive similarity (mean)", "nearest negative (mean)", "margin (mean)"], diag_rows)
+    lines += result_comparison_lines(result)
     lines += _warnings([(r.name, w) for r in _all_candidates(result) for w in r.score.forward.warnings
                         + (r.score.reverse.warnings if r.score.reverse is not None else [])])
     lines.append("")
@@ -182,6 +175,7 @@ def render_zero_shot_markdown(result) -> str:
     ranked = result.ranked_results()
     lines += _table(["class"] + [r.name for r in ranked],
                     [[labels.get(k, k)] + [r.zero_shot.per_class[k]["recall"] for r in ranked] for k in counts])
+    lines += result_comparison_lines(result)
     lines += _warnings([(r.name, w) for r in _all_candidates(result) for w in r.warnings])
     lines.append("")
     return "\n".join(lines)

@@ -5,18 +5,25 @@ orders the rankable candidates by ``-primary_score`` (a stable sort: ties keep d
 ``aggregate_valid`` is False (e.g. a collapsed embedding) is listed without a rank. The JSON form is
 ``{"schema", "ranking", <summary keys>, <candidates key>: [...], "dataset_summary", "metadata"}``; ``from_dict``
 refuses any other schema with ArtifactError. ``save_json`` and ``save_markdown`` write atomically.
+
+Every report may carry the paired comparison of its ranked candidates (``comparison``, a ``PairedComparison``) or
+say why it has none (``comparison_skipped``); both are None on a report built without one. ``compare(config)``
+computes it from the candidates' per-unit values (``vertebrae.results.comparison``) and ``with_comparison(config)``
+returns the report carrying it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from vertebrae.core.artifacts import atomic_write, write_json
 from vertebrae.core.errors import ArtifactError
 from vertebrae.core.fingerprint import to_json_value
+from vertebrae.results.comparison import ComparisonUnavailable
+from vertebrae.scoring.paired import ComparisonConfig, PairedComparison, PairedUnits, compare_units
 
 COHORT_TOLERANCE = 0.01
 
@@ -53,9 +60,12 @@ class RankedReport:
     CANDIDATE_TYPE: ClassVar[Any]
     RENDER: ClassVar[Callable[[Any], str]]
     TABLE_COLUMNS: ClassVar[tuple[str, ...] | None] = None
+    UNITS: ClassVar[Callable[[list[Any]], PairedUnits]]
 
     dataset_summary: dict[str, Any]
     metadata: dict[str, Any]
+    comparison: PairedComparison | None
+    comparison_skipped: str | None
 
     @property
     def candidates(self) -> list[Any]:
@@ -73,6 +83,27 @@ class RankedReport:
         ranks = [(rank, r) for rank, r in enumerate(self.ranked_results(), start=1)]
         ranks += [(None, r) for r in self.candidates if not self._ranks(r)]
         return [{"rank": rank, "extractor": r.name, **self._columns(r)} for rank, r in ranks]
+
+    def comparison_units(self) -> PairedUnits:
+        """The ranked candidates' per-unit values of the primary metric (ComparisonUnavailable says why not)."""
+        ranked = self.ranked_results()
+        if len(ranked) < 2:
+            raise ComparisonUnavailable(f"{len(ranked)} ranked candidate(s); a comparison needs at least two")
+        return type(self).UNITS(ranked)
+
+    def compare(self, config: ComparisonConfig | None = None) -> PairedComparison:
+        """Paired intervals and tests of every pair of ranked candidates (``vertebrae.scoring.paired``)."""
+        return compare_units(self.comparison_units(), config or ComparisonConfig())
+
+    def with_comparison(self, config: ComparisonConfig | None = None):
+        """This report carrying ``compare(config)``, or the reason there is none (disabled, or unavailable)."""
+        config = config or ComparisonConfig()
+        if not config.enabled:
+            return replace(self, comparison=None, comparison_skipped="disabled by the configuration (enabled: false)")
+        try:
+            return replace(self, comparison=self.compare(config), comparison_skipped=None)
+        except ComparisonUnavailable as exc:
+            return replace(self, comparison=None, comparison_skipped=str(exc))
 
     def _columns(self, candidate: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -95,6 +126,8 @@ class RankedReport:
             self.CANDIDATES_KEY: [r.to_dict() for r in self.candidates],
             "dataset_summary": to_json_value(self.dataset_summary),
             "metadata": to_json_value(self.metadata),
+            "comparison": None if self.comparison is None else self.comparison.to_dict(),
+            "comparison_skipped": self.comparison_skipped,
         }
 
     @classmethod
@@ -102,8 +135,10 @@ class RankedReport:
         schema = data.get("schema") if isinstance(data, Mapping) else None
         if schema != cls.SCHEMA:
             raise ArtifactError(f"unknown {cls.SCHEMA_LABEL}report schema {schema!r}, expected {cls.SCHEMA!r}")
+        comparison = data.get("comparison")
         return cls([cls.CANDIDATE_TYPE.from_dict(item) for item in data[cls.CANDIDATES_KEY]],
-                   dict(data["dataset_summary"]), dict(data["metadata"]))
+                   dict(data["dataset_summary"]), dict(data["metadata"]),
+                   None if comparison is None else PairedComparison.from_dict(comparison), data.get("comparison_skipped"))
 
     def save_json(self, path: str | Path) -> None:
         write_json(path, self.to_dict())
@@ -120,8 +155,15 @@ class CohortReport(RankedReport):
     candidate_results: list[Any]
     dataset_summary: dict[str, Any]
     metadata: dict[str, Any] = field(default_factory=dict)
+    comparison: PairedComparison | None = None
+    comparison_skipped: str | None = None
 
     CANDIDATES_KEY: ClassVar[str] = "candidate_results"
+
+    @property
+    def extractor_results(self) -> list[Any]:
+        """The candidates (the labelled report's name for them)."""
+        return self.candidate_results
 
     def quality_cohort(self) -> list[str]:
         """Candidates within COHORT_TOLERANCE (0.01) of the best primary score."""

@@ -17,9 +17,11 @@ from vertebrae.core.fingerprint import to_json_value
 from vertebrae.reports.markdown import render_markdown
 from vertebrae.reports.schemas import LABELLED_SCHEMA
 from vertebrae.results.base import RankedReport, compression_method
+from vertebrae.results.comparison import labelled_units
 from vertebrae.scoring.degenerate import invalid_reasons
 from vertebrae.scoring.metrics import MetricResult
 from vertebrae.scoring.overlap import OverlapScoreResult
+from vertebrae.scoring.paired import PairedComparison
 from vertebrae.scoring.separatix import SeparatixResult
 from vertebrae.scoring.stability import StabilityResult
 
@@ -115,12 +117,15 @@ class BenchmarkResult(RankedReport):
     extractor_results: list[ExtractorResult]
     dataset_summary: dict[str, Any]
     metadata: dict[str, Any] = field(default_factory=dict)
+    comparison: PairedComparison | None = None
+    comparison_skipped: str | None = None
 
     SCHEMA = LABELLED_SCHEMA
     CANDIDATES_KEY = "extractor_results"
     CANDIDATE_TYPE = ExtractorResult
     RENDER = staticmethod(render_markdown)
     TABLE_COLUMNS = TABLE_COLUMNS
+    UNITS = staticmethod(labelled_units)
 
     def _ranks(self, candidate: ExtractorResult) -> bool:
         """Only candidates whose primary metric is aggregate-valid are ranked."""

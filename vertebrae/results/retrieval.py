@@ -9,6 +9,7 @@ from typing import Any
 from vertebrae.reports.markdown import render_retrieval_markdown
 from vertebrae.reports.schemas import RETRIEVAL_SCHEMA
 from vertebrae.results.base import CohortReport, compression_method, provenance_dict
+from vertebrae.results.comparison import retrieval_units
 from vertebrae.scoring.degenerate import invalid_reasons, is_invalid
 from vertebrae.scoring.retrieval import RetrievalScore
 
@@ -56,6 +57,7 @@ class RetrievalBenchmarkResult(CohortReport):
     SCHEMA = RETRIEVAL_SCHEMA
     SCHEMA_LABEL = "retrieval "
     CANDIDATE_TYPE = RetrievalCandidateResult
+    UNITS = staticmethod(retrieval_units)
     RENDER = staticmethod(render_retrieval_markdown)
 
     def _columns(self, result: RetrievalCandidateResult) -> dict[str, Any]:

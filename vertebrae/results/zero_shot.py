@@ -13,6 +13,7 @@ from typing import Any
 from vertebrae.reports.markdown import render_zero_shot_markdown
 from vertebrae.reports.schemas import ZERO_SHOT_SCHEMA
 from vertebrae.results.base import CohortReport, compression_method, provenance_dict
+from vertebrae.results.comparison import zero_shot_units
 from vertebrae.scoring.degenerate import invalid_reasons
 from vertebrae.scoring.overlap import OverlapScoreResult
 from vertebrae.scoring.zero_shot import ZeroShotResult
@@ -68,6 +69,7 @@ class ZeroShotBenchmarkResult(CohortReport):
     SCHEMA = ZERO_SHOT_SCHEMA
     SCHEMA_LABEL = "zero-shot "
     CANDIDATE_TYPE = ZeroShotCandidateResult
+    UNITS = staticmethod(zero_shot_units)
     RENDER = staticmethod(render_zero_shot_markdown)
 
     def _columns(self, result: ZeroShotCandidateResult) -> dict[str, Any]:

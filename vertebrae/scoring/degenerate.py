@@ -69,11 +69,12 @@ def _multipliers(columns: np.ndarray) -> np.ndarray:
     """(len(columns), 2) odd uint64 multipliers of the two hashes: splitmix64 of the column index and a fixed seed,
     so the same rows always give the same points and only the columns in use are computed."""
     out = []
-    for seed in _HASH_SEEDS:
-        z = np.asarray(columns, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        out.append((z ^ (z >> np.uint64(31))) | np.uint64(1))
+    with np.errstate(over="ignore"):  # arithmetic modulo 2^64 is the hash
+        for seed in _HASH_SEEDS:
+            z = np.asarray(columns, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            out.append((z ^ (z >> np.uint64(31))) | np.uint64(1))
     return np.stack(out, axis=1)
 
 

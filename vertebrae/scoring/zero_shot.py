@@ -48,7 +48,7 @@ from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_colla
 
 __all__ = ["ZeroShotConfig", "ZeroShotResult", "ZeroShotScorer", "admit", "build_prototypes", "score_encoded"]
 
-RESULT_SCHEMA = "vertebrae.zero-shot-result/v1"
+RESULT_SCHEMA = "vertebrae.zero-shot-result/v2"
 SIMILARITIES = ("cosine", "dot", "squared_l2")
 PRIMARY_METRICS = ("accuracy", "macro_f1", "balanced_accuracy")
 TIE_RULE = "first maximum in declared class order"
@@ -340,6 +340,8 @@ def score_encoded(samples: Any, prompts: Any, sample_labels: Sequence[str], *, c
                  "margin": _summary(margin)},
         template_metrics=template_metrics, worst_samples=worst, n_samples=ns, n_classes=n_classes, n_prompts=n_prompts,
         n_top_score_ties=int(ties.size), warnings=warnings,
+        per_sample={"sample_ids": list(sample_ids), "true_class": y.tolist(), "predicted": main.predicted.tolist(),
+                    "true_class_rank": main.rank.tolist()},
         metadata={"n_dimensions": int(d), "sample_sparse": bool(sp.issparse(S)), "prompt_sparse": bool(sp.issparse(P)),
                   "tie_rule": TIE_RULE, **dict(metadata or {}),
                   **({"degenerate": [f.to_dict() for f in findings]} if findings else {})},
@@ -377,12 +379,18 @@ class ZeroShotScorer:
 
 _RESULT_FIELDS = ("score", "metrics", "per_class", "confusion_matrix", "class_keys", "labels", "prompt_coherence",
                   "margins", "template_metrics", "worst_samples", "n_samples", "n_classes", "n_prompts",
-                  "n_top_score_ties", "warnings", "metadata")
+                  "n_top_score_ties", "warnings", "metadata", "per_sample")
+PER_SAMPLE_COLUMNS = ("true_class", "predicted", "true_class_rank")
 
 
 @dataclass(frozen=True, eq=False)
 class ZeroShotResult:
-    """Metrics and diagnostics of one candidate (see the module docstring); equality compares ``to_dict``."""
+    """Metrics and diagnostics of one candidate (see the module docstring); equality compares ``to_dict``.
+
+    ``per_sample`` keeps every sample's outcome for paired comparisons: ``sample_ids`` and, as class indices into
+    ``class_keys``, ``true_class`` and ``predicted``, and ``true_class_rank`` (1 = top); a sample is correct when
+    ``predicted == true_class``.
+    """
 
     config: ZeroShotConfig
     score: float
@@ -401,6 +409,7 @@ class ZeroShotResult:
     n_top_score_ties: int
     warnings: list[str]
     metadata: dict[str, Any]
+    per_sample: dict[str, list[Any]]
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, ZeroShotConfig):
@@ -414,6 +423,30 @@ class ZeroShotResult:
             raise ValidationError("ZeroShotResult: class_keys and confusion_matrix must cover n_classes classes")
         if set(self.per_class) != set(self.class_keys):
             raise ValidationError("ZeroShotResult.per_class must hold exactly the declared classes")
+        self._check_per_sample()
+
+    def _check_per_sample(self) -> None:
+        if not isinstance(self.per_sample, Mapping) or set(self.per_sample) != {"sample_ids", *PER_SAMPLE_COLUMNS}:
+            raise ValidationError(f"ZeroShotResult.per_sample must hold sample_ids and {list(PER_SAMPLE_COLUMNS)}")
+        columns = {"sample_ids": [str(v) for v in self.per_sample["sample_ids"]]}
+        for name in PER_SAMPLE_COLUMNS:
+            values = self.per_sample[name]
+            if isinstance(values, np.ndarray):
+                values = values.tolist()
+            if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
+                raise ValidationError(f"ZeroShotResult.per_sample[{name!r}] must hold integers")
+            columns[name] = [int(v) for v in values]
+        for name, values in columns.items():
+            if len(values) != self.n_samples:
+                raise ValidationError(f"ZeroShotResult.per_sample[{name!r}] holds {len(values)} values for "
+                                      f"{self.n_samples} samples")
+        for name in ("true_class", "predicted"):
+            if any(not 0 <= v < self.n_classes for v in columns[name]):
+                raise ValidationError(f"ZeroShotResult.per_sample[{name!r}] holds a class index outside "
+                                      f"[0, {self.n_classes})")
+        if any(not 1 <= v <= self.n_classes for v in columns["true_class_rank"]):
+            raise ValidationError(f"ZeroShotResult.per_sample['true_class_rank'] must lie in [1, {self.n_classes}]")
+        object.__setattr__(self, "per_sample", columns)
 
     @property
     def primary_metric(self) -> str:

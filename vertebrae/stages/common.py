@@ -21,6 +21,7 @@ from vertebrae.core.memory import EmbeddingAccumulator, MemoryConfig
 from vertebrae.core.arrays import as_matrix, check_finite, stack_blocks
 from vertebrae.core.config import CacheConfig
 from vertebrae.extractors.base import Extractor
+from vertebrae.scoring.paired import ComparisonConfig
 
 
 @dataclass(frozen=True)
@@ -200,3 +201,12 @@ def check_unique_names(names: Sequence[str], benchmark: str) -> None:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValidationError(f"benchmark {benchmark!r}: duplicate candidate names {duplicates}")
+
+
+def comparison_config_or_default(config: Any, seed: int) -> ComparisonConfig:
+    """``config``, or the default ComparisonConfig resampling with ``seed``; anything else is refused."""
+    if config is None:
+        return ComparisonConfig(seed=seed)
+    if not isinstance(config, ComparisonConfig):
+        raise ValidationError(f"comparison_config must be a ComparisonConfig, got {type(config).__name__}")
+    return config

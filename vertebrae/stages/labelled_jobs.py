@@ -58,9 +58,8 @@ def run_score(plan: str | Path, embeddings: str | Path, protocol: str | Path, ou
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=recipe)
 
 
-def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
-               markdown_output: str | Path) -> None:
-    """The ranked labelled report (JSON and Markdown) of the planned candidates' score artifacts."""
+def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path]):
+    """The ranked labelled report (a BenchmarkResult) of the planned candidates' score artifacts."""
     spec = load_plan(plan, "report")
     candidates = spec["candidates"]
     check_score_count(plan, spec, scores)
@@ -77,9 +76,7 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
             compression_metadata=payload.get("compression_metadata"),
             metadata={"score_fingerprint": candidate["score"]["fingerprint"]},
         ))
-    report = build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], plan=scoring_plan)
-    report.save_json(json_output)
-    report.save_markdown(markdown_output)
+    return build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], plan=scoring_plan)
 
 
-__all__ = ["run_compress", "run_report", "run_score", "run_write_protocol"]
+__all__ = ["load_report", "run_compress", "run_score", "run_write_protocol"]

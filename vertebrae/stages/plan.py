@@ -25,7 +25,7 @@ KIND_OF_STAGE = {
     "report": "report", "retrieval-protocol": "protocol", "compress-retrieval": "compressed",
     "score-retrieval": "score", "retrieval-report": "report",
     "zero-shot-embed": "embedding", "compress-zero-shot": "compressed", "score-zero-shot": "score",
-    "zero-shot-report": "report",
+    "zero-shot-report": "report", "compare": "comparison",
 }
 BASE_DIR = Path(".")  # relative data paths in job specs resolve against the working directory
 

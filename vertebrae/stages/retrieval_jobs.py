@@ -64,9 +64,8 @@ def run_score(plan: str | Path, queries: str | Path, gallery: str | Path, protoc
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
-def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
-               markdown_output: str | Path) -> None:
-    """The ranked retrieval report of the planned candidates' score artifacts (``vertebrae retrieval-from-artifacts``)."""
+def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path]):
+    """The ranked retrieval report of the planned candidates' score artifacts."""
     spec = load_plan(plan, "retrieval-report")
     config = RetrievalConfig.from_dict(spec["retrieval"])
     check_score_count(plan, spec, scores)
@@ -81,10 +80,16 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
             payload.get("compression_metadata"), {"score_fingerprint": candidate["score"]["fingerprint"]},
         ))
     retrieval_protocol = _read_protocol(spec["protocol"], protocol)
-    report = retrieval_report(candidates, retrieval_protocol, benchmark=spec["benchmark"], config=config,
-                              dataset_summary=retrieval_protocol_summary(retrieval_protocol, spec["identity"]))
+    return retrieval_report(candidates, retrieval_protocol, benchmark=spec["benchmark"], config=config,
+                            dataset_summary=retrieval_protocol_summary(retrieval_protocol, spec["identity"]))
+
+
+def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
+               markdown_output: str | Path) -> None:
+    """``vertebrae retrieval-from-artifacts``: the report of ``load_report`` with the default paired comparison."""
+    report = load_report(plan, protocol, scores).with_comparison()
     report.save_json(json_output)
     report.save_markdown(markdown_output)
 
 
-__all__ = ["run_compress", "run_report", "run_score", "run_write_relevance"]
+__all__ = ["load_report", "run_compress", "run_report", "run_score", "run_write_relevance"]

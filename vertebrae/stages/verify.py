@@ -175,12 +175,13 @@ def check_report(path: str | Path) -> dict[str, Any]:
     return document
 
 
-def run_figures(report_path: str | Path, ranking_path: str | Path, detail_path: str | Path) -> None:
+def run_figures(report_path: str | Path, ranking_path: str | Path, detail_path: str | Path,
+                comparison_path: str | Path | None = None) -> None:
     """``vertebrae figures``: verify the report (:func:`check_report`), then draw its figures."""
     from vertebrae.reports.figures import write_report_figures
 
     check_report(report_path)
-    write_report_figures(report_path, ranking_path, detail_path)
+    write_report_figures(report_path, ranking_path, detail_path, comparison_path)
 
 
 def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:

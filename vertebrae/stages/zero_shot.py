@@ -22,7 +22,7 @@ from vertebrae.core.fingerprint import SCHEMAS
 from vertebrae.data.zero_shot import ZeroShotProtocol
 from vertebrae.extractors.base import Extractor
 from vertebrae.scoring.overlap import OverlapIndexScorer, OverlapScoreResult, OverlapScoringConfig
-from vertebrae.scoring.zero_shot import ZeroShotConfig, ZeroShotResult, score_encoded
+from vertebrae.scoring.zero_shot import RESULT_SCHEMA, ZeroShotConfig, ZeroShotResult, score_encoded
 from vertebrae.stages.common import EmbeddingBlock, check_row_ids, check_unique_names, embedding_recipe
 from vertebrae.results.zero_shot import ZeroShotBenchmarkResult, ZeroShotCandidateResult
 
@@ -79,8 +79,10 @@ def zero_shot_compression_recipe(sample_fp: str, config: EmbeddingCompressionCon
 
 def zero_shot_score_recipe(sample_key: str, prompt_key: str, protocol_fp: str, config: ZeroShotConfig,
                            overlap: OverlapScoringConfig, seed: int) -> dict[str, Any]:
+    """``result`` names the result schema: a v2 result keeps per-sample outcomes (paired comparisons), so v1
+    artifacts, which lack them, are rescored rather than reused."""
     return {"samples": sample_key, "prompts": prompt_key, "protocol": protocol_fp, "zero_shot": config.to_dict(),
-            "overlap": overlap.to_dict(), "seed": seed, "backend": {"schema": SCHEMAS["score"]}}
+            "overlap": overlap.to_dict(), "seed": seed, "backend": {"schema": SCHEMAS["score"]}, "result": RESULT_SCHEMA}
 
 
 def fit_sample_compression(samples: EmbeddingBlock, config: EmbeddingCompressionConfig) -> tuple[FittedCompression, EmbeddingBlock, dict[str, Any]]:

@@ -15,6 +15,7 @@ from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.data.declared import load_declared_rows
 from vertebrae.data.zero_shot import ZeroShotProtocol, build_zero_shot_dataset
+from vertebrae.scoring.paired import ComparisonConfig
 from vertebrae.scoring.overlap import OverlapScoreResult, OverlapScoringConfig
 from vertebrae.scoring.zero_shot import ZeroShotConfig, ZeroShotResult
 from vertebrae.stages.jobs import check_score_count, merge_shard_files, read_block, shard_rows, write_shard
@@ -109,8 +110,8 @@ def run_score(plan: str | Path, samples: str | Path, prompts: str | Path, protoc
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
-def run_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
-               markdown_output: str | Path, *, benchmark: str | None = None) -> None:
+def load_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[str | Path], *,
+                benchmark: str | None = None):
     """A ranked zero-shot report from score artifacts that share one protocol and one evaluation setting (zero-shot
     config, overlap config, seed); with a ``plan``, the planned candidates (names, score fingerprints) are enforced,
     without one the names come from the score artifacts and the report is called ``benchmark``."""
@@ -154,8 +155,16 @@ def run_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[s
         results.append(candidate(name, result, OverlapScoreResult.from_dict(payload["overlap"]), payload["endpoints"],
                                  entry, payload["compression_metadata"], {"score_fingerprint": score_fp}))
     name = benchmark or (spec["benchmark"] if spec is not None else "zero_shot")
-    report = zero_shot_report(results, zs_protocol, benchmark=name, config=config, overlap_config=overlap_config,
-                              seed=setting["seed"], protocol_fingerprint=protocol_fp)
+    return zero_shot_report(results, zs_protocol, benchmark=name, config=config, overlap_config=overlap_config,
+                            seed=setting["seed"], protocol_fingerprint=protocol_fp)
+
+
+def run_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
+               markdown_output: str | Path, *, benchmark: str | None = None) -> None:
+    """``vertebrae zero-shot-from-artifacts``: the report of ``load_report`` with the default paired comparison,
+    resampled with the scores' seed (as the workflow's default comparison is)."""
+    report = load_report(plan, protocol, scores, benchmark=benchmark)
+    report = report.with_comparison(ComparisonConfig(seed=report.metadata["seed"]))
     report.save_json(json_output)
     report.save_markdown(markdown_output)
 
@@ -165,5 +174,5 @@ def _manifest_fingerprint(path: str | Path) -> str:
         return json.load(handle)["manifest"]["fingerprint"]
 
 
-__all__ = ["read_zero_shot_protocol", "run_compress", "run_embed_shard", "run_merge", "run_report", "run_score",
+__all__ = ["load_report", "read_zero_shot_protocol", "run_compress", "run_embed_shard", "run_merge", "run_report", "run_score",
            "run_write_protocol"]

@@ -21,6 +21,7 @@ from vertebrae.workflow.config import (
     load_config_file,
     validate_config,
 )
+from vertebrae.workflow.comparison import plan_comparisons
 from vertebrae.workflow.dag import WorkflowPlan, gpus
 from vertebrae.workflow.labelled import benchmarks_from_config, plan_labelled
 from vertebrae.workflow.paths import artifact_path, report_paths
@@ -52,6 +53,7 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
         if name in result.reports or name in result.retrieval_reports:
             raise ConfigError(f"zero_shot.{name}: another benchmark has the same name; report names must be unique")
         plan_zero_shot(result, name, bench, config, base_dir)
+    plan_comparisons(result, config)
     return result
 
 

@@ -56,6 +56,7 @@ class WorkflowPlan:
     reports: dict[str, str] = field(default_factory=dict)
     retrieval_reports: dict[str, str] = field(default_factory=dict)
     zero_shot_reports: dict[str, str] = field(default_factory=dict)
+    comparisons: dict[str, str] = field(default_factory=dict)  # report fingerprint -> its compare spec's
 
     def add(self, spec: dict[str, Any], *, protocol: str = "labelled") -> str:
         """Add ``spec`` (the first one added under a fingerprint wins), filed under ``protocol``'s layout."""
@@ -89,6 +90,12 @@ class WorkflowPlan:
         if merge:
             named["shards"] = self.shard_paths(fp)
             return named
+        if spec["stage"] == "compare":  # the report's inputs, its spec as report_plan
+            report = self.inputs(spec["report"]["fingerprint"])
+            report.pop("comparison", None)
+            return {**named, "report_plan": report.pop("plan"), **report}
+        if fp in self.comparisons:
+            named["comparison"] = artifact_path("comparison", self.comparisons[fp])
         for name, key in INPUTS.get(spec["stage"], {}).items():
             if spec.get(key) is not None:
                 named[name] = spec[key]["path"]

@@ -21,6 +21,7 @@ from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
+from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
     compression_from_decl, config_from_decl, embedding_config, shard_count, validate_config,
 )
@@ -129,6 +130,7 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
             compression_configs=[compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])],
             stability_config=scoring_plan.stability, separatix_config=scoring_plan.separatix,
             embedding_config=embedding, seed=config["seed"], name=name,
+            comparison_config=comparison_config(config, "benchmarks", name),
         )
     return benchmarks
 

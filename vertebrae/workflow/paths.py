@@ -17,6 +17,7 @@ LAYOUT = {
         "compressed": "compressed/{fp}/samples.h5",
         "protocol": "protocols/{fp}.json",
         "score": "scores/{fp}.json",
+        "comparison": "comparisons/{fp}.json",  # every protocol's: the compare job is protocol-blind
     },
     "retrieval": {  # plans and fitted extractors are shared with the labelled layout
         "plan": "plans/{fp}.json",

@@ -16,6 +16,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
     config_from_decl, embedding_config, paired_compression, shard_count, validate_config,
 )
@@ -122,6 +123,7 @@ def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
             dataset, extractors, retrieval_config=retrieval_config_from_decl(bench, where=where),
             compression_config=compression, embedding_config=embedding_config(bench, config),
             query_branch=bench.get("query_branch"), gallery_branch=bench.get("gallery_branch"), name=name,
+            comparison_config=comparison_config(config, "retrieval", name),
         )
     return benchmarks
 

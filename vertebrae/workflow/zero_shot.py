@@ -22,6 +22,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.zero_shot import build_zero_shot_dataset
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import shard_bounds
+from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
     config_from_decl, embedding_config, paired_compression, shard_count, validate_config,
 )
@@ -154,7 +155,7 @@ def zero_shot_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
             zs, extractors, sample_branch=bench.get("sample_branch"), text_branch=bench.get("text_branch"),
             zero_shot_config=_zero_shot_config(bench, where), overlap_config=_overlap_config(bench, where),
             compression_config=paired_compression(bench, where), embedding_config=embedding_config(bench, config),
-            seed=config["seed"], name=name,
+            seed=config["seed"], name=name, comparison_config=comparison_config(config, "zero_shot", name),
         )
     return benchmarks
 

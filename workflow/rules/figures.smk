@@ -1,4 +1,4 @@
-# Reports and their figures, for every protocol: `vertebrae report` reads the report spec's stage.
+# Comparisons, reports and their figures, for every protocol: `vertebrae report` reads the report spec's stage.
 rule report:
     input:
         unpack(get_report_inputs),
@@ -11,8 +11,8 @@ rule report:
     log:
         "logs/report/{benchmark}.log",
     shell:
-        "vertebrae report --plan-json {input.plan} --protocol {input.protocol} --json-output {output.json}"
-        " --markdown-output {output.markdown} {input.scores} > {log} 2>&1"
+        "vertebrae report --plan-json {input.plan} --protocol {input.protocol} --comparison {input.comparison}"
+        " --json-output {output.json} --markdown-output {output.markdown} {input.scores} > {log} 2>&1"
 
 
 rule figures:
@@ -31,6 +31,12 @@ rule figures:
             category="{report_name}",
             labels={"benchmark": "{report_name}", "figure": "detail"},
         ),
+        comparison=report(
+            "results/reports/{report_name}/comparison.png",
+            caption="../report/comparison.rst",
+            category="{report_name}",
+            labels={"benchmark": "{report_name}", "figure": "comparison"},
+        ),
     wildcard_constraints:
         report_name=get_report_names_pattern(),
     conda:
@@ -38,4 +44,21 @@ rule figures:
     log:
         "logs/figures/{report_name}.log",
     shell:
-        "vertebrae figures --report {input.report} --ranking-output {output.ranking} --detail-output {output.detail} > {log} 2>&1"
+        "vertebrae figures --report {input.report} --ranking-output {output.ranking} --detail-output {output.detail}"
+        " --comparison-output {output.comparison} > {log} 2>&1"
+
+
+rule compare:
+    input:
+        unpack(get_inputs),
+    output:
+        comparison=artifact_path("comparison", "{fp}"),
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/compare/{fp}.log",
+    benchmark:
+        "benchmarks/compare/{fp}.tsv"
+    shell:
+        "vertebrae compare --plan-json {input.plan} --report-plan {input.report_plan} --protocol {input.protocol}"
+        " --output {output.comparison} {input.scores} > {log} 2>&1"

@@ -1,0 +1,44 @@
+"""DAG-time planning of each benchmark's compare job: the paired comparison of its report's candidates.
+
+The compare spec's recipe is the report spec's fingerprint and the ComparisonConfig (the top-level ``comparison``
+keys, overridden by the benchmark's own; ``seed`` defaults to the top-level ``seed``): a change of comparison
+settings reruns that compare job and the report, never a score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.fingerprint import fingerprint
+from vertebrae.scoring.paired import ComparisonConfig
+from vertebrae.workflow.dag import WorkflowPlan, ref
+
+SECTION_OF_REPORTS = {"reports": "benchmarks", "retrieval_reports": "retrieval", "zero_shot_reports": "zero_shot"}
+
+
+def comparison_config(config: Mapping[str, Any], section: str, name: str) -> ComparisonConfig:
+    """The ComparisonConfig of benchmark ``section.name`` (ConfigError naming the key)."""
+    decl = {"seed": config.get("seed", 0), **(config.get("comparison") or {}),
+            **(config[section][name].get("comparison") or {})}
+    try:
+        return ComparisonConfig.from_dict(decl)
+    except (ValidationError, TypeError) as exc:
+        raise ConfigError(f"config key {section}.{name}.comparison (or the top-level comparison): {exc}") from None
+
+
+def plan_comparisons(result: WorkflowPlan, config: Mapping[str, Any]) -> None:
+    """One compare spec per report spec of ``result``; ``result.comparisons`` maps report -> compare fingerprint."""
+    for attribute, section in SECTION_OF_REPORTS.items():
+        for name, report_fp in getattr(result, attribute).items():
+            recipe = {"report": report_fp, "comparison": comparison_config(config, section, name).to_dict()}
+            compare_fp = result.add({
+                "stage": "compare", "fingerprint": fingerprint("comparison", recipe), "recipe": recipe,
+                "benchmark": name, "report": ref(report_fp, result.plan_path(report_fp)),
+                "comparison": recipe["comparison"],
+            })
+            result.comparisons[report_fp] = compare_fp
+
+
+__all__ = ["comparison_config", "plan_comparisons"]
