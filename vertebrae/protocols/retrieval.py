@@ -21,6 +21,7 @@ from vertebrae.core.config import EmbeddingConfig
 from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig
 from vertebrae.scoring.paired import ComparisonConfig
+from vertebrae.scoring.retrieval.device import resolve_device
 from vertebrae.stages.common import comparison_config_or_default, embed_endpoint, embedding_recipe
 from vertebrae.stages.retrieval import (
     GALLERY,
@@ -43,7 +44,8 @@ class RetrievalBenchmark:
     ``query_branch`` / ``gallery_branch`` name the branches that encode each endpoint (e.g. "text_branch" and
     "image_branch" for text-to-image retrieval with an image-text model); by default an extractor with "query" /
     "gallery" branches uses them, any other extractor its one (or default) transform for both endpoints
-    (``vertebrae.stages.retrieval.retrieval_branch``).
+    (``vertebrae.stages.retrieval.retrieval_branch``). ``device`` runs the block products on cpu (NumPy), cuda,
+    auto or torch:cpu, with identical results (``vertebrae.scoring.retrieval.device``).
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class RetrievalBenchmark:
         compression_config: EmbeddingCompressionConfig | None = None,
         embedding_config: EmbeddingConfig | None = None,
         memory_config: MemoryConfig | None = None,
+        device: str = "cpu",
         name: str = "retrieval",
         comparison_config: ComparisonConfig | None = None,
     ) -> None:
@@ -68,6 +71,8 @@ class RetrievalBenchmark:
         self.compression_config = compression_config
         self.embedding_config = embedding_config or EmbeddingConfig()
         self.memory_config = memory_config
+        resolve_device(device)  # a bad string or a missing GPU is refused here, before any embedding
+        self.device = device
         self.name = name
         self.comparison_config = comparison_config_or_default(comparison_config, 0)
         self.extractors: list[Extractor] = []
@@ -108,7 +113,7 @@ class RetrievalBenchmark:
                                  f"{pair_fp}/gallery", metadata))
             embedded = time.perf_counter()
             for name, q, g, q_fp, g_fp, compression in variants:
-                score = score_retrieval(q, g, protocol, self.config)
+                score = score_retrieval(q, g, protocol, self.config, device=self.device)
                 candidates.append(RetrievalCandidateResult(
                     name, score,
                     {**endpoint_metadata(q, g), "query_fingerprint": q_fp, "gallery_fingerprint": g_fp,

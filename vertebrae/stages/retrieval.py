@@ -64,8 +64,10 @@ def compress_retrieval_pair(queries: EmbeddingBlock, gallery: EmbeddingBlock, co
     return EmbeddingBlock(queries_c, queries.row_ids), EmbeddingBlock(gallery_c, gallery.row_ids), {**metadata, "fit_side": FIT_ENDPOINT}
 
 
-def score_retrieval(queries: EmbeddingBlock, gallery: EmbeddingBlock, protocol: RetrievalProtocol, config: RetrievalConfig) -> RetrievalScore:
-    """Exact scoring of one candidate's endpoints against the protocol (row ids checked first).
+def score_retrieval(queries: EmbeddingBlock, gallery: EmbeddingBlock, protocol: RetrievalProtocol, config: RetrievalConfig,
+                    *, device: str = "cpu") -> RetrievalScore:
+    """Exact scoring of one candidate's endpoints against the protocol (row ids checked first), its block products
+    on ``device`` (``vertebrae.scoring.retrieval.device``: the same result on every device).
 
     An endpoint whose rows collapse onto one point (``vertebrae.scoring.degenerate``; compared L2-normalised for
     cosine) ranks by row order alone: the finding is recorded in the forward result's ``metadata["degenerate"]``
@@ -73,7 +75,7 @@ def score_retrieval(queries: EmbeddingBlock, gallery: EmbeddingBlock, protocol: 
     """
     check_row_ids(queries, protocol.query_ids, QUERY)
     check_row_ids(gallery, protocol.gallery_ids, GALLERY)
-    score = RetrievalScorer(config).score(queries.matrix, gallery.matrix, protocol.relevance, query_ids=protocol.query_ids,
+    score = RetrievalScorer(config, device=device).score(queries.matrix, gallery.matrix, protocol.relevance, query_ids=protocol.query_ids,
                                           gallery_ids=protocol.gallery_ids, exclusions=protocol.exclusions)
     cosine = config.similarity == "cosine"
     findings = [f for f in (detect_collapse(block.matrix, what=f"{what} embeddings" + (" (L2-normalised)" if cosine else ""),

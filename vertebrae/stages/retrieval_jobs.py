@@ -59,7 +59,7 @@ def run_score(plan: str | Path, queries: str | Path, gallery: str | Path, protoc
     q, q_meta = read_block(queries, spec["query"]["fingerprint"])
     g, _ = read_block(gallery, spec["gallery"]["fingerprint"])
     config = RetrievalConfig.from_dict(spec["retrieval"])
-    score = score_retrieval(q, g, _read_protocol(spec["protocol"], protocol), config)
+    score = score_retrieval(q, g, _read_protocol(spec["protocol"], protocol), config, device=spec.get("device", "cpu"))
     payload = {"score": score.to_dict(), "endpoints": endpoint_metadata(q, g), "compression_metadata": q_meta.get("compression")}
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 

@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.retrieval.arithmetic import _U, _product, _tolerance
 from vertebrae.scoring.retrieval.config import RetrievalConfig
+from vertebrae.scoring.retrieval.device import block_product, resolve_device
 from vertebrae.scoring.retrieval.inputs import Endpoint
 from vertebrae.scoring.retrieval.partial import RetrievalPartial
 from vertebrae.scoring.retrieval.positives import PositivePairs, _check_endpoints, _pair_similarities, pair_rank_scores
@@ -86,7 +87,8 @@ def _round_down(x: np.ndarray, dtype: Any) -> np.ndarray:
 
 
 def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gallery_offset: int,
-                positives: PositivePairs, exclusions: Any = None, config: RetrievalConfig) -> RetrievalPartial:
+                positives: PositivePairs, exclusions: Any = None, config: RetrievalConfig,
+                device: str = "cpu") -> RetrievalPartial:
     """Partial counts of one (query block, gallery shard) unit.
 
     ``Q_block`` = rows [query_offset, query_offset + b) of the prepared queries, ``G_shard`` = rows
@@ -108,7 +110,8 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     run over groups of S rows of about ``_GROUP_BYTES``, so a group stays in cache from pass to pass. Thresholds
     are rounded outwards to the scan precision. Direct scores (band items, nearest-negative candidates) are
     computed at the end, in gallery order. Positives compare among themselves by their direct scores. A
-    float64 scan block is scored in two column halves (memory).
+    float64 scan block is scored in two column halves (memory). ``device``: where the block product runs
+    (``device.resolve_device``: "cpu" = NumPy, "torch:cpu", "cuda", "cuda:N", "auto"); the partial is the same.
     """
     _check_endpoints(Q_block, G_shard, config, "score_shard")
     b = len(Q_block)
@@ -123,7 +126,8 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
         positives = positives.rows(query_offset, query_offset + b)
     state = _BlockState(_BlockPositives.of(positives), Q_block, G_shard, gallery_offset)
     state.count_positives(gallery_offset, gallery_offset + len(G_shard))
-    state.add_shard(G_shard, gallery_offset, exclusions, query_offset, config, _Workspace())
+    product = block_product(resolve_device(device), (Q_block.scan, G_shard.scan))
+    state.add_shard(G_shard, gallery_offset, exclusions, query_offset, config, _Workspace(product))
     return state.partial(query_offset, ((gallery_offset, gallery_offset + len(G_shard)),))
 
 
@@ -154,10 +158,12 @@ class _BlockPositives:
 
 
 class _Workspace:
-    """One worker's reusable buffers (the score block and two masks): no fresh pages for every unit."""
+    """One worker's reusable buffers (the score block and two masks): no fresh pages for every unit; ``product``:
+    the block product's device (``device.block_product``; None: NumPy)."""
 
-    def __init__(self) -> None:
+    def __init__(self, product: Any = None) -> None:
         self._buffers: dict[str, np.ndarray] = {}
+        self.product = product
 
     def get(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         n = math.prod(shape) * np.dtype(dtype).itemsize
@@ -357,7 +363,12 @@ def _expand_words(mask: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.n
 def _block_product(Q_block: Endpoint, G_shard: Endpoint, similarity: str, workspace: _Workspace,
                    order: np.ndarray | None = None) -> np.ndarray:
     """The block's scan scores into the workspace: Q.scan @ G.scan.T, or (2 Q.scan) @ G.scan.T - |g|^2, with
-    the query rows taken in ``order`` when given."""
+    the query rows taken in ``order`` when given; in torch when the workspace has a device product (it answers
+    None for a block that stays NumPy's: ``device.TorchProduct``)."""
+    if workspace.product is not None:
+        S = workspace.product(Q_block, G_shard, similarity, workspace, order)
+        if S is not None:
+            return S
     A, B = Q_block.scan, G_shard.scan
     if order is not None:
         A = A[order]

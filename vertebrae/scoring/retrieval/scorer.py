@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from vertebrae.core.arrays import paired_matrices
 from vertebrae.core.errors import BudgetError, ConfigError, ValidationError
 from vertebrae.scoring.retrieval.config import RetrievalConfig
+from vertebrae.scoring.retrieval.device import block_product, resolve_device
 from vertebrae.scoring.retrieval.finalize import finalize
 from vertebrae.scoring.retrieval.inputs import (
     _row_id_keys,
@@ -52,8 +53,10 @@ def admit(config: RetrievalConfig, queries: Any, gallery: Any) -> None:
     total = endpoints + block
     if total > config.max_dense_bytes:
         if endpoints > config.max_dense_bytes:
-            hint = ("the float64 endpoints alone exceed it: shard the gallery (scoring decomposes over gallery "
-                    "shards) or raise RetrievalConfig.max_dense_bytes")
+            hint = ("the float64 endpoints alone exceed it: split the work into partial scores (a retrieval "
+                    "benchmark: scoring.query_shards / scoring.gallery_shards; in process: vertebrae.stages."
+                    "retrieval_fanout.score_retrieval_partial over row ranges, then merge_retrieval_partials) or "
+                    "raise RetrievalConfig.max_dense_bytes")
         else:
             hint = ("lower RetrievalConfig.query_block_size or RetrievalConfig.gallery_block_size, or raise "
                     "RetrievalConfig.max_dense_bytes")
@@ -62,7 +65,8 @@ def admit(config: RetrievalConfig, queries: Any, gallery: Any) -> None:
                           f"than RetrievalConfig.max_dense_bytes={config.max_dense_bytes:,}; {hint}")
     if config.max_comparisons is not None and nq * ng > config.max_comparisons:
         raise BudgetError(f"retrieval compares {nq:,} queries x {ng:,} gallery items = {nq * ng:,} pairs, more than "
-                          f"RetrievalConfig.max_comparisons={config.max_comparisons:,}; raise it or score fewer rows")
+                          f"RetrievalConfig.max_comparisons={config.max_comparisons:,}; raise it or split the work "
+                          "(scoring.query_shards / scoring.gallery_shards)")
 
 
 class RetrievalScorer:
@@ -71,9 +75,15 @@ class RetrievalScorer:
     ``threads``: how many query blocks are scored at once (None: as many as the loaded BLAS would use
     threads, e.g. ``OMP_NUM_THREADS``), fewer when ``max_dense_bytes`` cannot hold that many score blocks
     beside the endpoints. Results do not depend on it.
+
+    ``device``: where the block products run (``device.resolve_device``): "cpu" (default, NumPy), "auto" (a
+    CUDA GPU when torch sees one, else "cpu"), "cuda" / "cuda:N", or "torch:cpu" (the torch path on the CPU).
+    Block products only filter, so every device gives the identical score document; it is no part of the
+    config (no fingerprint changes with it).
     """
 
-    def __init__(self, config: RetrievalConfig | None = None, *, threads: int | None = None) -> None:
+    def __init__(self, config: RetrievalConfig | None = None, *, threads: int | None = None,
+                 device: str = "cpu") -> None:
         if config is not None and not isinstance(config, RetrievalConfig):
             raise ValidationError(f"RetrievalScorer config must be a RetrievalConfig, got {type(config).__name__}")
         if threads is not None and (isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer))
@@ -81,6 +91,7 @@ class RetrievalScorer:
             raise ConfigError(f"RetrievalScorer threads must be a positive integer or None, got {threads!r}")
         self.config = config if config is not None else RetrievalConfig()
         self.threads = None if threads is None else int(threads)
+        self.device = resolve_device(device)
 
     def workers(self, queries: Any, gallery: Any) -> int:
         """Query blocks scored at once: ``threads`` (default: the BLAS thread count), capped so that the
@@ -122,23 +133,25 @@ class RetrievalScorer:
             raise ValidationError(f"{config.similarity} similarity would overflow float64 (largest row norms: Query "
                                   f"embeddings {q_max:.3g}, Gallery embeddings {g_max:.3g}); rescale the embeddings")
         meta = {"n_dimensions": int(d), "query_sparse": bool(sp.issparse(Q)), "gallery_sparse": bool(sp.issparse(G))}
+        product = block_product(self.device, (Qp.scan, Gp.scan))  # None: NumPy
         forward = _score_direction(Qp, Gp, forward_relevance, excluded, config, qkeys, gkeys, "forward", meta,
-                                   workers)
+                                   workers, product)
         reverse = None
         if config.bidirectional:
             reverse_excluded = None if excluded is None else excluded.T.tocsr()
             reverse = _score_direction(Gp, Qp, reverse_relevance, reverse_excluded, config, gkeys, qkeys, "reverse",
                                        {**meta, "query_sparse": meta["gallery_sparse"],
-                                        "gallery_sparse": meta["query_sparse"]}, workers)
+                                        "gallery_sparse": meta["query_sparse"]}, workers, product)
         primary = forward.score if reverse is None else (forward.score + reverse.score) / 2.0
         return RetrievalScore(forward, reverse, primary)
 
 
 def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, direction, metadata,
-                     workers: int) -> RetrievalResult:
+                     workers: int, product: Any = None) -> RetrievalResult:
     """One direction: positives, every query block over every gallery shard (the same kernel and state as
     ``score_shard``; a block's partial covers the whole gallery), merge, finalize. Query blocks are spread
-    over ``workers`` threads (``_map_blocks``); the partials do not depend on it."""
+    over ``workers`` threads (``_map_blocks``); the partials do not depend on it, nor on the block ``product``
+    (``device.block_product``: torch on a device, shared by the threads; None: NumPy)."""
     positives = positive_scores(Q, G, relevance, config=config, workers=workers)
     nq, ng = len(Q), len(G)
     starts = range(0, ng, config.gallery_block_size)
@@ -150,7 +163,7 @@ def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, directio
         state = _BlockState(_BlockPositives.of(positives.rows(qs, qe)), Q[qs:qe], G, 0)
         state.count_positives(0, ng)
         block_exclusions = None if exclusions is None else exclusions[qs:qe]
-        workspace = getattr(local, "workspace", None) or _Workspace()
+        workspace = getattr(local, "workspace", None) or _Workspace(product)
         local.workspace = workspace
         for gs, shard in zip(starts, shards):
             state.add_shard(shard, gs, block_exclusions, qs, config, workspace)
