@@ -90,6 +90,13 @@ COMMANDS: dict[str, Command] = {
     "score-retrieval": Command("exact ranking of one candidate against the protocol", f"{RETRIEVAL}:run_score",
                                (PLAN, arg("--queries", required=True), arg("--gallery", required=True), PROTOCOL,
                                 OUTPUT)),
+    "score-retrieval-partial": Command("one partial score of a fanned-out candidate: its query rows x gallery rows "
+                                       "(one direction)", "vertebrae.stages.retrieval_fanout_jobs:run_score_partial",
+                                       (PLAN, arg("--queries", required=True), arg("--gallery", required=True),
+                                        PROTOCOL, OUTPUT)),
+    "merge-retrieval-partials": Command("merge a fanned-out candidate's partial scores into its score artifact",
+                                        "vertebrae.stages.retrieval_fanout_jobs:run_merge_partials",
+                                        (PLAN, PROTOCOL, OUTPUT, arg("partials", nargs="+"))),
     "retrieval-from-artifacts": Command("a ranked retrieval report from score artifacts", f"{RETRIEVAL}:run_report",
                                         REPORT),
     "figures": Command("render a report's figures (ranking; per-class scores or confusion matrix; comparison)",

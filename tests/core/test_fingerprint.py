@@ -261,6 +261,7 @@ def test_schema_table_is_pinned():
         "score": "vertebrae.score/v1",
         "report": "vertebrae.report/v1",
         "comparison": "vertebrae.comparison-artifact/v1",  # a new kind: no existing fingerprint changes
+        "retrieval-partial": "vertebrae.retrieval-partial/v1",  # a new kind: no existing fingerprint changes
     }
 
 

@@ -168,12 +168,68 @@ def _normalise_matrix(matrix: Any) -> tuple[str, str, Any, list[np.ndarray]]:
     return "dense", dense.dtype.name, dense, [dense]
 
 
+_CHUNK_TABLE = "row_chunks"
+_CHUNK_BYTES = 1 << 16  # the default chunk of a row-range hash: about this many bytes of values
+
+
+def _chunk_rows(fmt: str, arrays: Sequence[np.ndarray], shape: Sequence[int]) -> int:
+    """Rows per hashed chunk: about ``_CHUNK_BYTES`` of stored values (CSR: at the average row's size)."""
+    n = max(1, int(shape[0]))
+    if fmt == "dense":
+        row_bytes = arrays[0].dtype.itemsize * max(1, int(shape[1]))
+    else:
+        row_bytes = (arrays[0].dtype.itemsize + 8) * max(1, -(-int(arrays[0].shape[0]) // n)) + 8
+    return max(1, _CHUNK_BYTES // row_bytes)
+
+
+def _chunk_hash(fmt: str, dtype: str, width: int, start: int, stop: int, arrays: Sequence[np.ndarray],
+                row_ids: Sequence[str]) -> bytes:
+    """SHA-256 (32 raw bytes) of rows [start, stop): a header (format, dtype, width, the row range), the rows'
+    little-endian bytes (dense: the values; CSR: data, int64 column indices, int64 row lengths), then the rows'
+    ids as canonical JSON. ``arrays`` hold exactly those rows."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    header = {"format": fmt, "dtype": dtype, "width": int(width), "rows": [int(start), int(stop)]}
+    h.update(canonical_json(header).encode("utf-8") + b"\n")
+    for array in arrays:
+        h.update(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).data)
+    h.update(canonical_json([str(r) for r in row_ids]).encode("utf-8"))
+    return h.digest()
+
+
+def _chunk_arrays(fmt: str, arrays: Sequence[np.ndarray], a: int, b: int, base: int = 0) -> list[np.ndarray]:
+    """The hashed arrays of rows [a, b) of a stored matrix whose ``arrays`` start at row ``base`` (CSR: data,
+    indices, indptr of those rows with indptr's first entry at ``arrays``' first value)."""
+    import numpy as np
+
+    if fmt == "dense":
+        return [arrays[0][a - base:b - base]]
+    data, indices, indptr = arrays
+    lo, hi = int(indptr[a - base] - indptr[0]), int(indptr[b - base] - indptr[0])
+    return [data[lo:hi], indices[lo:hi].astype(np.int64), np.diff(indptr[a - base:b - base + 1]).astype(np.int64)]
+
+
+def _chunk_table(fmt: str, dtype: str, shape: Sequence[int], arrays: Sequence[np.ndarray], ids: Sequence[str],
+                 chunk: int) -> np.ndarray:
+    """(chunks x 32) uint8: the ``_chunk_hash`` of every run of ``chunk`` rows."""
+    import numpy as np
+
+    n, width = int(shape[0]), int(shape[1])
+    digests = [_chunk_hash(fmt, dtype, width, a, min(a + chunk, n), _chunk_arrays(fmt, arrays, a, min(a + chunk, n)),
+                           ids[a:min(a + chunk, n)]) for a in range(0, n, chunk)]
+    return np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(len(digests), 32)
+
+
 def write_embeddings(path: str | os.PathLike, matrix: Any, row_ids: Sequence[str], *, fingerprint: str,
-                     recipe: dict, metadata: dict | None = None) -> dict:
+                     recipe: dict, metadata: dict | None = None, chunk_rows: int | None = None) -> dict:
     """Atomically write an HDF5 embedding artifact and return its manifest.
 
     ``matrix``: 2-D float32/float64 ndarray (dtype kept) or scipy sparse matrix (stored as canonical CSR).
     ``row_ids``: one str per row. Raises ValidationError on bad input, before anything is written.
+    Besides the whole-file content hash, the file holds one SHA-256 per fixed run of ``chunk_rows`` rows (by
+    default about 64 KiB of values; ``_chunk_hash``) in its ``row_chunks`` dataset, whose own hash is in the
+    manifest (``row_chunks``): :func:`read_embedding_rows` verifies exactly the chunks it reads.
     """
     import h5py
     import numpy as np
@@ -193,9 +249,14 @@ def write_embeddings(path: str | os.PathLike, matrix: Any, row_ids: Sequence[str
     ids = [str(rid) for rid in ids]
     nnz = int(matrix.nnz) if fmt == "csr" else None
     shape = [int(s) for s in matrix.shape]
+    chunk = _chunk_rows(fmt, arrays, shape) if chunk_rows is None else int(chunk_rows)
+    if chunk < 1:
+        raise ValidationError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    table = _chunk_table(fmt, dtype, shape, arrays, ids, chunk)
     manifest_text = canonical_json({
         "schema": SCHEMAS["embedding"], "fingerprint": fingerprint, "format": fmt, "shape": shape,
         "dtype": dtype, "nnz": nnz, "content_hash": _content_hash(fmt, dtype, shape, nnz, arrays, ids),
+        "row_chunks": {"rows": chunk, "count": int(table.shape[0]), "sha256": sha256_hex(table.tobytes())},
         "recipe": recipe, "metadata": metadata or {},
     })
     with atomic_write(path) as tmp, h5py.File(tmp, "w", libver="latest") as f:
@@ -211,6 +272,7 @@ def write_embeddings(path: str | os.PathLike, matrix: Any, row_ids: Sequence[str
         encoded = [rid.encode("utf-8") for rid in ids]
         width = max([1, *map(len, encoded)])
         f.create_dataset("row_ids", data=np.array(encoded, dtype=f"S{width}"))
+        f.create_dataset(_CHUNK_TABLE, data=table)
         f.attrs["manifest"] = manifest_text
         f.attrs["manifest_sha256"] = sha256_hex(manifest_text)  # the manifest's own integrity (older files lack it)
     return json.loads(manifest_text)
@@ -260,49 +322,89 @@ def read_manifest(path: str | os.PathLike) -> dict:
         return _h5_manifest(path, f, None)
 
 
-def read_embeddings(path: str | os.PathLike, *, fingerprint: str | None) -> EmbeddingArtifact:
-    """Load and fully verify an embedding artifact (schema, fingerprint if given, structure, content hash)."""
+def _layout(path: str, f: h5py.File, manifest: dict) -> tuple[str, str, list, int | None, Any]:
+    """(format, dtype, shape, nnz, embeddings node) of an open artifact, checked against its manifest."""
     import h5py
+
+    fmt, dtype, shape, nnz = (manifest.get(k) for k in ("format", "dtype", "shape", "nnz"))
+    if fmt not in ("dense", "csr") or dtype not in _FLOAT_DTYPES or not (
+            isinstance(shape, list) and len(shape) == 2):
+        raise _fail(path, f"manifest format {fmt!r} / dtype {dtype!r} / shape {shape!r} not supported")
+    node = f.get("embeddings")
+    if fmt == "dense":
+        if not isinstance(node, h5py.Dataset):
+            raise _fail(path, "format mismatch: manifest says dense, no 'embeddings' dataset")
+        stored_shape, stored_dtype, stored_nnz = list(node.shape), node.dtype.name, None
+    else:
+        if not isinstance(node, h5py.Group) or not {"data", "indices", "indptr"} <= set(node):
+            raise _fail(path, "format mismatch: manifest says csr, no 'embeddings' group with "
+                              "data/indices/indptr")
+        stored_shape = [int(s) for s in node.attrs.get("shape", [])]
+        stored_dtype, stored_nnz = node["data"].dtype.name, int(node["data"].shape[0])
+    if stored_shape != shape:
+        raise _fail(path, f"shape mismatch: file holds {stored_shape}, manifest says {shape}")
+    if stored_dtype != dtype:
+        raise _fail(path, f"dtype mismatch: file holds {stored_dtype}, manifest says {dtype}")
+    if stored_nnz != nnz:
+        raise _fail(path, f"nnz mismatch: file holds {stored_nnz}, manifest says {nnz}")
+    if "row_ids" not in f:
+        raise _fail(path, "no 'row_ids' dataset")
+    if fmt == "csr" and node["indptr"].shape != (shape[0] + 1,):
+        raise _fail(path, f"malformed CSR data (indptr holds {node['indptr'].shape} offsets for {shape[0]} rows)")
+    return fmt, dtype, shape, nnz, node
+
+
+def _verified_chunk_table(path: str, f: h5py.File, manifest: dict) -> tuple[int, np.ndarray] | None:
+    """(rows per chunk, chunks x 32 table) of an artifact that records row-chunk hashes, the table checked
+    against the manifest's hash of it; None for an artifact written without them."""
+    info = manifest.get("row_chunks")
+    if info is None:
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("rows"), int) or info["rows"] < 1:
+        raise _fail(path, f"manifest row_chunks {info!r} is malformed")
+    node = f.get(_CHUNK_TABLE)
+    if node is None or node.dtype.name != "uint8" or node.ndim != 2 or node.shape[1] != 32:
+        raise _fail(path, f"no valid {_CHUNK_TABLE!r} dataset of row-chunk hashes")
+    table = node[()]
+    n = int(manifest["shape"][0])
+    if table.shape[0] != -(-n // info["rows"]) or table.shape[0] != info.get("count"):
+        raise _fail(path, f"{table.shape[0]} row-chunk hashes for {n} rows in chunks of {info['rows']}")
+    if sha256_hex(table.tobytes()) != info.get("sha256"):
+        raise _fail(path, "row-chunk hash table mismatch: it does not hash to the manifest's row_chunks.sha256")
+    return info["rows"], table
+
+
+def _decode_ids(raw: Any) -> tuple[str, ...]:
+    return tuple(r.decode("utf-8") if isinstance(r, bytes) else str(r) for r in raw.tolist())
+
+
+def read_embeddings(path: str | os.PathLike, *, fingerprint: str | None) -> EmbeddingArtifact:
+    """Load and fully verify an embedding artifact (schema, fingerprint if given, structure, content hash; the
+    row-chunk hash table against the manifest when the file has one)."""
     import numpy as np
     import scipy.sparse
 
     path = os.fspath(path)
     with _open_h5(path) as f:
         manifest = _h5_manifest(path, f, fingerprint)
-        fmt, dtype, shape, nnz = (manifest.get(k) for k in ("format", "dtype", "shape", "nnz"))
-        if fmt not in ("dense", "csr") or dtype not in _FLOAT_DTYPES or not (
-                isinstance(shape, list) and len(shape) == 2):
-            raise _fail(path, f"manifest format {fmt!r} / dtype {dtype!r} / shape {shape!r} not supported")
-        node = f.get("embeddings")
-        if fmt == "dense":
-            if not isinstance(node, h5py.Dataset):
-                raise _fail(path, "format mismatch: manifest says dense, no 'embeddings' dataset")
-            stored_shape, stored_dtype, stored_nnz = list(node.shape), node.dtype.name, None
-        else:
-            if not isinstance(node, h5py.Group) or not {"data", "indices", "indptr"} <= set(node):
-                raise _fail(path, "format mismatch: manifest says csr, no 'embeddings' group with "
-                                  "data/indices/indptr")
-            stored_shape = [int(s) for s in node.attrs.get("shape", [])]
-            stored_dtype, stored_nnz = node["data"].dtype.name, int(node["data"].shape[0])
-        if stored_shape != shape:
-            raise _fail(path, f"shape mismatch: file holds {stored_shape}, manifest says {shape}")
-        if stored_dtype != dtype:
-            raise _fail(path, f"dtype mismatch: file holds {stored_dtype}, manifest says {dtype}")
-        if stored_nnz != nnz:
-            raise _fail(path, f"nnz mismatch: file holds {stored_nnz}, manifest says {nnz}")
+        fmt, dtype, shape, nnz, node = _layout(path, f, manifest)
+        try:  # reported after the content hash, which names the commoner damage
+            table_error = _verified_chunk_table(path, f, manifest) and None
+        except ArtifactError as exc:
+            table_error = exc
         if fmt == "dense":
             arrays = [node[()]]
         else:
             arrays = [node["data"][()], node["indices"][()].astype(np.int64), node["indptr"][()].astype(np.int64)]
-        if "row_ids" not in f:
-            raise _fail(path, "no 'row_ids' dataset")
-        row_ids = tuple(r.decode("utf-8") if isinstance(r, bytes) else str(r) for r in f["row_ids"][()].tolist())
+        row_ids = _decode_ids(f["row_ids"][()])
     if len(row_ids) != shape[0]:
         raise _fail(path, f"row id count mismatch: {len(row_ids)} row ids for {shape[0]} rows")
     actual = _content_hash(fmt, dtype, shape, nnz, arrays, row_ids)
     if actual != manifest.get("content_hash"):
         raise _fail(path, f"content hash mismatch: content hashes to {actual}, "
                           f"manifest says {manifest.get('content_hash')}")
+    if table_error is not None:
+        raise table_error
     matrix = arrays[0]
     if fmt == "csr":
         try:
@@ -312,6 +414,129 @@ def read_embeddings(path: str | os.PathLike, *, fingerprint: str | None) -> Embe
             raise _fail(path, f"malformed CSR data ({exc})") from exc
     return EmbeddingArtifact(matrix=matrix, row_ids=row_ids, manifest=manifest, path=path)
 
+
+@dataclass(frozen=True)
+class EmbeddingRows:
+    """Rows of a verified embedding artifact (:func:`read_embedding_rows`): ``matrix`` / ``row_ids`` = rows
+    [start, stop); ``picked`` / ``picked_ids`` = the rows ``picked_rows`` (ascending, unique), or None."""
+
+    matrix: Any
+    row_ids: tuple[str, ...]
+    start: int
+    stop: int
+    picked: Any
+    picked_ids: tuple[str, ...] | None
+    picked_rows: Any
+    manifest: dict
+    path: str
+    verified: str  # "chunks" (every chunk read verified) or "full" (no chunk hashes: the whole file verified)
+
+
+def read_embedding_rows(path: str | os.PathLike, start: int, stop: int, *, fingerprint: str | None,
+                        rows: Any = None) -> EmbeddingRows:
+    """Rows [start, stop) of an embedding artifact, and optionally the rows ``rows`` (any row indices; returned
+    ascending and unique), read and verified without reading the rest of the file.
+
+    Verification: schema, fingerprint (when given), the manifest's own hash and the stored structure as
+    :func:`read_embeddings` checks them; then the row-chunk hash table against the manifest, and every chunk of
+    ``row_chunks.rows`` rows the read touches (a range is read out to its chunks' edges) against its hash. The
+    whole-file content hash cannot be checked without reading the whole file and is not: a damaged byte in a
+    chunk that is not read goes unnoticed until something reads that chunk. An artifact written before chunk
+    hashes existed (no ``row_chunks`` in its manifest) falls back to full verification: the whole file is read
+    and checked by :func:`read_embeddings` and the rows are taken from it (``verified == "full"``).
+    """
+    import numpy as np
+    import scipy.sparse
+
+    path = os.fspath(path)
+    start, stop = int(start), int(stop)
+    picked_rows = None if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
+    with _open_h5(path) as f:
+        manifest = _h5_manifest(path, f, fingerprint)
+        fmt, dtype, shape, nnz, node = _layout(path, f, manifest)
+        n, width = int(shape[0]), int(shape[1])
+        outside = not 0 <= start <= stop <= n or (picked_rows is not None and picked_rows.size > 0
+                                                  and (picked_rows[0] < 0 or picked_rows[-1] >= n))
+        chunks = None if outside else _verified_chunk_table(path, f, manifest)
+        if chunks is None:
+            full = None
+        else:
+            size, table = chunks
+            wanted = set(range(start // size, -(-stop // size)))
+            if picked_rows is not None:
+                wanted.update((picked_rows // size).tolist())
+            runs: list[list[int]] = []
+            for k in sorted(wanted):
+                if runs and runs[-1][1] == k:
+                    runs[-1][1] = k + 1
+                else:
+                    runs.append([k, k + 1])
+            pieces = []  # (first row, last row, matrix of those rows, their ids)
+            for k0, k1 in runs:
+                a, b = k0 * size, min(k1 * size, n)
+                ids = _decode_ids(f["row_ids"][a:b])
+                if fmt == "dense":
+                    arrays = [node[a:b]]
+                else:
+                    indptr = node["indptr"][a:b + 1].astype(np.int64)
+                    lo, hi = int(indptr[0]), int(indptr[-1])
+                    if not 0 <= lo <= hi <= int(nnz) or np.any(np.diff(indptr) < 0):
+                        raise _fail(path, f"malformed CSR data (indptr of rows [{a}, {b}))")
+                    arrays = [node["data"][lo:hi], node["indices"][lo:hi].astype(np.int64), indptr]
+                for k in range(k0, k1):
+                    ca, cb = k * size, min((k + 1) * size, n)
+                    digest = _chunk_hash(fmt, dtype, width, ca, cb, _chunk_arrays(fmt, arrays, ca, cb, base=a),
+                                         ids[ca - a:cb - a])
+                    if digest != table[k].tobytes():
+                        raise _fail(path, f"row chunk {k} (rows [{ca}, {cb})) does not match its hash")
+                if fmt == "dense":
+                    matrix = arrays[0]
+                else:
+                    try:
+                        matrix = scipy.sparse.csr_array((arrays[0], arrays[1], arrays[2] - arrays[2][0]),
+                                                        shape=(b - a, width))
+                        matrix.check_format(full_check=True)
+                    except ValueError as exc:
+                        raise _fail(path, f"malformed CSR data in rows [{a}, {b}) ({exc})") from exc
+                pieces.append((a, b, matrix, ids))
+            full = pieces
+    if outside:  # raised outside the open file: a request, not damage (_open_h5 calls failures inside corrupt)
+        bad = [int(i) for i in ([] if picked_rows is None else picked_rows) if not 0 <= i < n][:1]
+        raise ValidationError(f"artifact {path}: " + (f"row index {bad[0]} is outside its {n} rows" if bad else
+                                                      f"rows [{start}, {stop}) are outside its {n} rows"))
+    if full is None:
+        artifact = read_embeddings(path, fingerprint=fingerprint)
+        matrix, ids = artifact.matrix, artifact.row_ids
+        block = matrix[start:stop]
+        block_ids = ids[start:stop]
+        picked = picked_ids = None
+        if picked_rows is not None:
+            picked = matrix[picked_rows]
+            picked_ids = tuple(ids[i] for i in picked_rows.tolist())
+        return EmbeddingRows(block, tuple(block_ids), start, stop, picked, picked_ids, picked_rows, manifest, path, "full")
+
+    def take(index: np.ndarray) -> tuple[Any, tuple[str, ...]]:
+        """The rows ``index`` (ascending) from the pieces read."""
+        parts, ids = [], []
+        firsts = np.array([p[0] for p in full], dtype=np.int64)
+        owner = np.searchsorted(firsts, index, side="right") - 1
+        for j in np.unique(owner).tolist():
+            a, _, matrix, piece_ids = full[j]
+            local = index[owner == j] - a
+            parts.append(matrix[local])
+            ids.extend(piece_ids[i] for i in local.tolist())
+        if not parts:
+            empty = np.zeros((0, width), dtype=dtype)
+            return (empty if fmt == "dense" else scipy.sparse.csr_array(empty)), ()
+        if fmt == "dense":
+            return (parts[0] if len(parts) == 1 else np.concatenate(parts)), tuple(ids)
+        return scipy.sparse.vstack(parts, format="csr"), tuple(ids)
+
+    block, block_ids = take(np.arange(start, stop, dtype=np.int64))
+    picked = picked_ids = None
+    if picked_rows is not None:
+        picked, picked_ids = take(picked_rows)
+    return EmbeddingRows(block, block_ids, start, stop, picked, picked_ids, picked_rows, manifest, path, "chunks")
 
 
 def _dump_json(path: str | os.PathLike, data: Any) -> None:

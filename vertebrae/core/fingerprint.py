@@ -28,6 +28,7 @@ SCHEMAS: dict[str, str] = {
     "score": "vertebrae.score/v1",
     "report": "vertebrae.report/v1",
     "comparison": "vertebrae.comparison-artifact/v1",
+    "retrieval-partial": "vertebrae.retrieval-partial/v1",
 }
 
 FINGERPRINT_LENGTH = 16

@@ -24,6 +24,7 @@ KIND_OF_STAGE = {
     "fit": "fitted-extractor", "embed": "embedding", "compress": "compressed", "protocol": "protocol", "score": "score",
     "report": "report", "retrieval-protocol": "protocol", "compress-retrieval": "compressed",
     "score-retrieval": "score", "retrieval-report": "report",
+    "score-retrieval-partial": "retrieval-partial", "merge-retrieval-partials": "score",
     "zero-shot-embed": "embedding", "compress-zero-shot": "compressed", "score-zero-shot": "score",
     "zero-shot-report": "report", "compare": "comparison",
 }

@@ -192,6 +192,11 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
         check_report(path)
         return
     fp = _path_fp(path)
+    if path.suffix == ".h5" and path.parent.name == "partials":  # a retrieval partial score (its own format)
+        from vertebrae.stages.retrieval_fanout import FanoutPartial
+
+        FanoutPartial.load(path, fingerprint=fp)
+        return
     if path.suffix == ".h5":
         manifest = read_embeddings(path, fingerprint=None).manifest
         expected = {fp, f"{fp}/{path.stem}"}

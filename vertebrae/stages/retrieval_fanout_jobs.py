@@ -1,0 +1,255 @@
+"""The fan-out retrieval jobs: ``vertebrae score-retrieval-partial`` (one partial: rows of the endpoints read by
+range and verified chunk by chunk) and ``vertebrae merge-retrieval-partials`` (verify the partials, merge, write
+the score artifact ``score-retrieval`` writes, payload for payload; no embeddings are read).
+
+Besides its counts a partial records what the merge needs of the endpoints without reading them: their
+manifests' shape, dtype and sparsity, the query endpoint's compression metadata, the fingerprints of its inputs,
+and, for the collapse check ``score-retrieval`` runs (``scoring.degenerate``), per endpoint rows it read the
+column-wise minimum and maximum and the largest magnitude of the values compared (O(dimensions)): the rows of
+an endpoint are one point exactly when every column's smallest and largest value quantise to the same grid
+step, since quantising is monotone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from vertebrae.core.artifacts import read_embedding_rows, read_json_artifact, write_json_artifact
+from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.core.fingerprint import canonical_json, fingerprint, sha256_hex
+from vertebrae.core.labels import describe_key
+from vertebrae.data.retrieval_protocol import RetrievalProtocol
+from vertebrae.scoring.degenerate import GRID, _quantise, _unit_rows, detect_collapse, warn_collapse
+from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
+from vertebrae.stages.plan import load_plan
+from vertebrae.stages.retrieval_fanout import (MERGE_STAGE, PARTIAL_STAGE, FanoutPartial, compute_partial,
+                                               direction_inputs, merge_fanout)
+
+ROLES = ("query", "gallery")
+
+
+def _read_protocol(ref: Mapping[str, str], path: str | Path) -> tuple[RetrievalProtocol, str]:
+    """The verified protocol and its content hash."""
+    payload = read_json_artifact(path, "protocol", fingerprint=ref["fingerprint"])
+    try:
+        return RetrievalProtocol.from_payload(payload), sha256_hex(canonical_json(payload))
+    except ValueError as exc:
+        raise ArtifactError(f"{path}: invalid retrieval protocol: {exc}") from None
+
+
+def _endpoint_meta(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """``EmbeddingBlock.metadata()`` of an endpoint, from its manifest."""
+    n_rows, dim = manifest["shape"]
+    return {"n_rows": int(n_rows), "dim": int(dim), "dtype": manifest["dtype"], "sparse": manifest["format"] == "csr"}
+
+
+def _check_ids(got: Sequence[str], expected: Sequence[str], rows: Sequence[int], role: str, path: Any) -> None:
+    """Rows read from an endpoint carry the protocol's ids (``check_row_ids``, by row index)."""
+    for i, (a, b) in enumerate(zip(got, expected)):
+        if a != b:
+            raise ValidationError(f"endpoint {role!r}: embedding row {int(rows[i])} is {describe_key(a)}, protocol row "
+                                  f"is {describe_key(b)} ({path})")
+
+
+def collapse_summary(matrix: Any, normalize: bool) -> np.ndarray:
+    """(3, d) float64: the column-wise min and max of the compared values (L2-normalised rows when
+    ``normalize``, implicit zeros of CSR rows included), then [largest magnitude, any nonzero raw value] in the
+    first two entries of row 2 (a one-column endpoint: the magnitude only, ``any nonzero`` = magnitude > 0)."""
+    d = matrix.shape[1]
+    if sp.issparse(matrix):
+        csr = sp.csr_matrix(matrix)
+        data = np.asarray(csr.data, dtype=np.float64)
+        any_nonzero = bool(np.any(data))
+        if normalize:
+            row_of_entry = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+            norms = np.sqrt(np.bincount(row_of_entry, weights=data * data, minlength=csr.shape[0]))[row_of_entry]
+            data = data / np.where(norms > 0, norms, 1.0)
+        values = sp.csr_matrix((data, csr.indices, csr.indptr), shape=csr.shape)
+        low, high = values.min(axis=0).toarray().ravel(), values.max(axis=0).toarray().ravel()
+        largest = float(np.abs(data).max()) if data.size else 0.0
+    else:
+        dense = np.asarray(matrix)
+        any_nonzero = bool(np.any(dense))
+        values = _unit_rows(dense) if normalize else np.asarray(dense, dtype=np.float64)
+        low, high = values.min(axis=0), values.max(axis=0)
+        largest = float(np.abs(values).max()) if values.size else 0.0
+    stats = np.zeros(d)
+    stats[0] = largest
+    if d > 1:
+        stats[1] = float(any_nonzero)
+    return np.stack([np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64), stats])
+
+
+def _collapsed(summaries: Sequence[np.ndarray], n_rows: int, sparse: bool, normalize: bool) -> bool:
+    """``detect_collapse`` (no labels) of an endpoint whose row ranges have the given summaries: one point."""
+    if n_rows < 2:
+        return False
+    low = np.min([s[0] for s in summaries], axis=0)
+    high = np.max([s[1] for s in summaries], axis=0)
+    largest = max(float(s[2, 0]) for s in summaries)
+    any_nonzero = any(bool(s[2, 1] if s.shape[1] > 1 else s[2, 0] > 0) for s in summaries)
+    scale = (1.0 if any_nonzero else 0.0) if normalize and not sparse else largest
+    if scale == 0.0:
+        return True
+    return bool(np.array_equal(_quantise(low, GRID * scale), _quantise(high, GRID * scale)))
+
+
+def run_score_partial(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path,
+                      output: str | Path) -> None:
+    """``vertebrae score-retrieval-partial``: one (direction, query rows, gallery rows) partial of a candidate.
+
+    Reads only its query rows, its gallery rows and the gallery rows of its queries' positives (by index) from
+    the endpoint files (``read_embedding_rows``: each chunk read is verified), plus the protocol."""
+    spec = load_plan(plan, PARTIAL_STAGE)
+    config = RetrievalConfig.from_dict(spec["retrieval"])
+    prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    direction = spec["direction"]
+    (qa, qb), (ga, gb) = spec["query_rows"], spec["gallery_rows"]
+    files = {"query": (queries, spec["query"]["fingerprint"], prot.query_ids),
+             "gallery": (gallery, spec["gallery"]["fingerprint"], prot.gallery_ids)}
+    q_role, g_role = ("query", "gallery") if direction == "forward" else ("gallery", "query")
+    eligible, excluded = direction_inputs(prot.relevance, prot.exclusions, (prot.n_queries, prot.n_gallery),
+                                          prot.query_ids, prot.gallery_ids, direction)
+    positive_rows = np.unique(eligible[qa:qb].indices).astype(np.int64)
+    (q_path, q_fp, q_ids), (g_path, g_fp, g_ids) = files[q_role], files[g_role]
+    q_rows = read_embedding_rows(q_path, qa, qb, fingerprint=q_fp)
+    g_rows = read_embedding_rows(g_path, ga, gb, fingerprint=g_fp, rows=positive_rows)
+    for rows, ids, role in ((q_rows, q_ids, q_role), (g_rows, g_ids, g_role)):
+        if rows.manifest["shape"][0] != len(ids):
+            raise ValidationError(f"endpoint {role!r}: embeddings have {rows.manifest['shape'][0]} rows, the protocol "
+                                  f"has {len(ids)} ({rows.path})")
+    _check_ids(q_rows.row_ids, q_ids[qa:qb], range(qa, qb), q_role, q_rows.path)
+    _check_ids(g_rows.row_ids, g_ids[ga:gb], range(ga, gb), g_role, g_rows.path)
+    _check_ids(g_rows.picked_ids, [g_ids[i] for i in positive_rows.tolist()], positive_rows, g_role, g_rows.path)
+    partial = compute_partial(direction, q_rows.matrix, g_rows.matrix, g_rows.picked, positive_rows, eligible,
+                              excluded, query_rows=(qa, qb), gallery_rows=(ga, gb), config=config,
+                              query_ids=q_ids[qa:qb], gallery_id=lambda idx: [g_ids[int(i)] for i in idx],
+                              device=spec.get("device", "cpu"))
+    normalize = config.similarity == "cosine"
+    manifests = {q_role: q_rows.manifest, g_role: g_rows.manifest}
+    info = {
+        "inputs": {"query": spec["query"]["fingerprint"], "gallery": spec["gallery"]["fingerprint"],
+                   "protocol": spec["protocol"]["fingerprint"]},
+        "contents": {"query": manifests["query"]["content_hash"], "gallery": manifests["gallery"]["content_hash"],
+                     "protocol": protocol_hash},
+        "endpoints": {role: _endpoint_meta(manifests[role]) for role in ROLES},
+        "compression_metadata": (manifests["query"].get("metadata") or {}).get("compression"),
+        "summaries": {q_role: [qa, qb], g_role: [ga, gb]},
+    }
+    extra = {f"summary/{q_role}": collapse_summary(q_rows.matrix, normalize),
+             f"summary/{g_role}": collapse_summary(g_rows.matrix, normalize)}
+    replace(partial, info=info, extra=extra).save(output, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+def _load_partials(spec: Mapping[str, Any], paths: Sequence[str | Path]) -> list[FanoutPartial]:
+    """Every planned partial, verified and checked against the spec; errors name the file."""
+    expected = {ref["fingerprint"]: ref["path"] for ref in spec["partials"]}
+    inputs = {"query": spec["query"]["fingerprint"], "gallery": spec["gallery"]["fingerprint"],
+              "protocol": spec["protocol"]["fingerprint"]}
+    loaded: dict[str, FanoutPartial] = {}
+    for path in paths:
+        p = FanoutPartial.load(path)
+        recipe = p.recipe if isinstance(p.recipe, dict) else {}
+        if p.fingerprint in loaded:
+            raise ValidationError(f"{path} and {loaded[p.fingerprint].source} are the same partial ({p.fingerprint}): "
+                                  "a duplicated partial")
+        if p.fingerprint not in expected:
+            raise ArtifactError(f"artifact {path}: stale or foreign retrieval partial: fingerprint {p.fingerprint} "
+                                f"(of score {recipe.get('score')}) is not one of the {len(expected)} partials of score "
+                                f"{spec['fingerprint']}")
+        if (fingerprint("retrieval-partial", recipe) != p.fingerprint or recipe.get("score") != spec["fingerprint"]
+                or recipe.get("direction") != p.direction or recipe.get("query_rows") != list(p.query_rows)
+                or recipe.get("gallery_rows") != list(p.gallery_rows)):
+            raise ArtifactError(f"artifact {path}: its recipe does not describe its rows or this score")
+        if p.info.get("inputs") != inputs:
+            raise ArtifactError(f"artifact {path}: stale retrieval partial: computed from inputs "
+                                f"{p.info.get('inputs')}, the score needs {inputs}")
+        loaded[p.fingerprint] = p
+    missing = [f"{path} ({fp})" for fp, path in expected.items() if fp not in loaded]
+    if missing:
+        raise ArtifactError(f"{len(missing)} retrieval partial(s) of score {spec['fingerprint']} not given: "
+                            + ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else ""))
+    return [loaded[ref["fingerprint"]] for ref in spec["partials"]]
+
+
+def _check_against_protocol(partials: Sequence[FanoutPartial], prot: RetrievalProtocol) -> None:
+    """Each partial's query ids and positives are the protocol's (a partial of another protocol is refused)."""
+    directions = {}
+    for p in partials:
+        if p.direction not in directions:
+            directions[p.direction] = direction_inputs(prot.relevance, prot.exclusions, (prot.n_queries, prot.n_gallery),
+                                                       prot.query_ids, prot.gallery_ids, p.direction)[0]
+        eligible = directions[p.direction]
+        ids = prot.query_ids if p.direction == "forward" else prot.gallery_ids
+        (qa, qb), block = p.query_rows, directions[p.direction][slice(*p.query_rows)]
+        if (p.n_queries, p.n_gallery) != eligible.shape or tuple(ids[qa:qb]) != p.query_ids or not (
+                np.array_equal(block.indptr, p.positives.indptr) and np.array_equal(block.indices, p.positives.indices)
+                and np.array_equal(block.data, p.positives.grades)):
+            raise ValidationError(f"{p.source}: its queries or positives are not the protocol's: a partial of "
+                                  "another protocol")
+
+
+def _degenerate(partials: Sequence[FanoutPartial], endpoints: Mapping[str, Any], config: RetrievalConfig):
+    """The collapse findings ``score_retrieval`` records, from the partials' row summaries (queries first)."""
+    cosine = config.similarity == "cosine"
+    findings = []
+    for role, what in (("query", "Query"), ("gallery", "Gallery")):
+        seen: dict[tuple[int, int], np.ndarray] = {}
+        for p in partials:
+            a, b = p.info["summaries"][role]
+            seen.setdefault((int(a), int(b)), p.extra[f"summary/{role}"])
+        n = endpoints[role]["n_rows"]
+        at = 0
+        for a, b in sorted(seen):
+            if a != at:
+                raise ValidationError(f"the partials' summaries of the {role} endpoint do not tile its rows")
+            at = b
+        if at != n:
+            raise ValidationError(f"the partials' summaries of the {role} endpoint do not tile its rows")
+        if _collapsed(list(seen.values()), n, endpoints[role]["sparse"], cosine):
+            label = f"{what} embeddings" + (" (L2-normalised)" if cosine else "")
+            findings.append(detect_collapse(np.broadcast_to(np.zeros((1, 1)), (n, 1)), what=label, normalize=cosine))
+    return findings
+
+
+def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequence[str | Path],
+                       output: str | Path) -> None:
+    """``vertebrae merge-retrieval-partials``: the score artifact of a fanned-out candidate, equal to the one
+    ``score-retrieval`` writes. Every partial is verified (schema, fingerprint = a planned one, content hash,
+    recipe, inputs, the protocol's queries and positives) and the partials must tile each direction's queries x
+    gallery exactly once; a missing, stale, duplicated or mixed partial is refused naming its file."""
+    spec = load_plan(plan, MERGE_STAGE)
+    config = RetrievalConfig.from_dict(spec["retrieval"])
+    loaded = _load_partials(spec, partials)
+    prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    first = loaded[0]
+    for p in loaded:
+        if p.info.get("contents", {}).get("protocol") != protocol_hash:
+            raise ArtifactError(f"artifact {p.source}: stale retrieval partial: computed from another protocol "
+                                f"content than {protocol}")
+    _check_against_protocol(loaded, prot)
+    for p in loaded[1:]:
+        for key in ("contents", "endpoints", "compression_metadata"):
+            if p.info.get(key) != first.info.get(key):
+                raise ArtifactError(f"artifact {p.source}: stale or mixed retrieval partial: its inputs' {key} differ "
+                                    f"from those of {first.source}")
+    score = merge_fanout(loaded, config)
+    endpoints = first.info["endpoints"]
+    findings = _degenerate([p for p in loaded if p.direction == "forward"], endpoints, config)
+    if findings:
+        texts = [text for f in findings for text in warn_collapse(f)]
+        forward = replace(score.forward, warnings=texts + list(score.forward.warnings),
+                          metadata={**score.forward.metadata, "degenerate": [f.to_dict() for f in findings]})
+        score = RetrievalScore(forward, score.reverse, score.primary_score)
+    payload = {"score": score.to_dict(), "endpoints": {"dim": endpoints["gallery"]["dim"], **endpoints},
+               "compression_metadata": first.info.get("compression_metadata")}
+    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+__all__ = ["collapse_summary", "run_merge_partials", "run_score_partial"]
