@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup demo test lint bench clean report slurm-profile slurm-start slurm-stop
+.PHONY: setup demo test test-slurm lint bench clean report slurm-profile slurm-start slurm-stop
 
 EXTRAS := workflow,test,models
 # Setup installs with uv (itself pip-installed into the venv first; ~3x faster than pip here: it fetches and unpacks
@@ -48,8 +48,15 @@ demo: setup
 	$(BIN)/snakemake --cores all
 	@echo "Reports written to results/reports/*/report.{md,json}"
 
+# The suite touches nothing outside the repository, its venv and temporary folders: it installs no system package
+# and starts no service. The SLURM test (which does both, as root) is skipped there and runs with `make test-slurm`.
 test: setup
 	$(BIN)/python -m pytest
+
+# The default workflow on a real single-node SLURM started on this machine (installs slurm + munge with apt if
+# needed: root, Debian/Ubuntu); the cluster is stopped afterwards unless it was already running.
+test-slurm: setup
+	VERTEBRAE_SLURM=1 $(BIN)/python -m pytest tests/workflow/test_slurm.py -x -q -s
 
 bench: setup
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
@@ -63,6 +70,7 @@ report: setup
 	$(BIN)/snakemake --report report.html
 
 # Install profiles/slurm as the global `slurm` profile: make slurm-profile SLURM_ACCOUNT=a SLURM_PARTITION=p [SLURM_GPU_PARTITION=g]
+# (install.sh refuses a missing account or partition, naming it, and installs nothing)
 slurm-profile:
 	profiles/slurm/install.sh "$(SLURM_ACCOUNT)" "$(SLURM_PARTITION)" $(SLURM_GPU_PARTITION)
 

@@ -28,9 +28,11 @@ localrules:
     plan_zero_shot,
     write_zero_shot_protocol,
     figures,
+    report_tables,
 
 
 rule all:
     input:
         get_final_outputs(),
         get_figure_outputs(),
+        get_report_item_outputs(),

@@ -92,7 +92,10 @@ COMMANDS: dict[str, Command] = {
                                 OUTPUT)),
     "score-retrieval-partial": Command("one partial score of a fanned-out candidate: its query rows x gallery rows "
                                        "(one direction)", "vertebrae.stages.retrieval_fanout_jobs:run_score_partial",
-                                       (PLAN, arg("--queries", required=True), arg("--gallery", required=True),
+                                       (PLAN, arg("--partial", metavar="FINGERPRINT",
+                                                  help="the partial to score when --plan-json is the candidate's "
+                                                       "merge spec (the workflow's way)"),
+                                        arg("--queries", required=True), arg("--gallery", required=True),
                                         PROTOCOL, OUTPUT)),
     "merge-retrieval-partials": Command("merge a fanned-out candidate's partial scores into its score artifact",
                                         "vertebrae.stages.retrieval_fanout_jobs:run_merge_partials",
@@ -108,6 +111,13 @@ COMMANDS: dict[str, Command] = {
                         arg("--comparison-output", dest="comparison_path", metavar="COMPARISON_OUTPUT",
                             default=argparse.SUPPRESS,
                             help="the pairwise comparison matrix (or why the report has none); optional"))),
+    "report-tables": Command("write a report's tables and warnings (from its report.md) as HTML pages for "
+                             "snakemake --report", "vertebrae.reports.html_items:run_report_tables",
+                             (arg("--markdown", dest="markdown_path", metavar="REPORT_MD", required=True),
+                              arg("--ranking-output", dest="ranking_path", required=True),
+                              arg("--detail-output", dest="detail_path", required=True),
+                              arg("--comparison-output", dest="comparison_path", required=True),
+                              arg("--warnings-output", dest="warnings_path", required=True))),
     "verify": Command("check every artifact under RESULTS_DIR (schema, fingerprint, content hash); exit status 2 "
                       "when any is corrupt or stale", "vertebrae.stages.verify:run_verify",
                       (arg("results_dir", nargs="?", default="results", metavar="RESULTS_DIR"),

@@ -1,11 +1,17 @@
-"""Profiles the Snakemake way: per-rule resources from the workflow profile, site settings from the SLURM profile."""
+"""Profiles the Snakemake way: per-rule resources from the workflow profile, site settings from the SLURM profile;
+installing the site profile refuses missing values; `make test` starts no SLURM."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 import yaml
-
 from workflow_support import REPO, snakemake, write_config
 
 
@@ -33,3 +39,86 @@ def test_slurm_profile_adds_site_settings_to_the_workflow_profiles_resources(tmp
         assert resources[rule]["slurm_account"] == "root", rule
     assert resources["embed_shard"]["gpu"] == "0"  # scikit-learn and precomputed extractors need no GPU
     assert "gpu" not in resources["score"]
+
+
+# --- installing the site profile, and what the shipped one promises ---------------------------------------------
+
+def _make_slurm_profile(tmp_path, **values: str) -> subprocess.CompletedProcess:
+    """``make slurm-profile NAME=VALUE...`` the way the README says, into a private XDG config home."""
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    for name in ("SLURM_ACCOUNT", "SLURM_PARTITION", "SLURM_GPU_PARTITION", "MAKEFLAGS", "MFLAGS"):
+        env.pop(name, None)
+    args = [f"{name}={value}" for name, value in values.items()]
+    return subprocess.run(["make", "-s", "-C", str(REPO), "slurm-profile", *args], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize(("values", "missing"), [
+    ({"SLURM_PARTITION": "cpu"}, ["SLURM_ACCOUNT"]),
+    ({"SLURM_ACCOUNT": "lab"}, ["SLURM_PARTITION"]),
+    ({}, ["SLURM_ACCOUNT", "SLURM_PARTITION"]),
+    ({"SLURM_ACCOUNT": "", "SLURM_PARTITION": "cpu", "SLURM_GPU_PARTITION": "gpu"}, ["SLURM_ACCOUNT"]),
+])
+def test_slurm_profile_refuses_a_missing_account_or_partition(tmp_path, values, missing):
+    proc = _make_slurm_profile(tmp_path, **values)
+    assert proc.returncode != 0, proc.stdout
+    for name in ("SLURM_ACCOUNT", "SLURM_PARTITION"):
+        assert (f"missing the {'SLURM account' if name == 'SLURM_ACCOUNT' else 'CPU partition'} ({name}="
+                in proc.stderr) == (name in missing), proc.stderr
+    assert "make slurm-profile SLURM_ACCOUNT=<account> SLURM_PARTITION=<partition>" in proc.stderr  # how to give it
+    assert not (tmp_path / "xdg" / "snakemake" / "slurm").exists() or not any(
+        (tmp_path / "xdg" / "snakemake" / "slurm").iterdir()), "a profile was written anyway"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_slurm_profile_installs_the_given_account_and_partitions(tmp_path):
+    proc = _make_slurm_profile(tmp_path, SLURM_ACCOUNT="lab", SLURM_PARTITION="cpu", SLURM_GPU_PARTITION="gpu")
+    assert proc.returncode == 0, proc.stderr
+    target = tmp_path / "xdg" / "snakemake" / "slurm"
+    config = yaml.safe_load((target / "config.yaml").read_text())
+    assert config["default-resources"] == {"slurm_account": "lab"}
+    partitions = yaml.safe_load((target / "partitions.yaml").read_text())["partitions"]
+    assert partitions == {"cpu": {"max_gpu": 0}, "gpu": {"max_gpu": 8}}
+
+
+def test_shipped_slurm_profile_says_the_local_test_cluster_needs_its_overlay():
+    """profiles/slurm alone polls job states with sacct (the plugin's default), which the accounting-free test
+    cluster cannot answer: its comment must say so and name the overlay, which switches to squeue."""
+    text = (REPO / "profiles/slurm/config.yaml").read_text()
+    shipped = yaml.safe_load(text)
+    overlay = yaml.safe_load((REPO / "profiles/slurm/localhost/config.yaml").read_text())
+    assert "slurm-status-command" not in shipped and overlay["slurm-status-command"] == "squeue"
+    comment = " ".join(line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#"))
+    assert "snakemake --profile profiles/slurm --profile profiles/slurm/localhost" in comment
+    assert "alone is NOT enough" in comment and "sacct" in comment
+    assert "as shipped it targets the single-node test cluster" not in comment  # the old, untrue promise
+
+
+# --- `make test` leaves the machine alone ----------------------------------------------------------------------
+
+SLURM_STUBS = ("apt-get", "slurmctld", "slurmd", "sbatch", "sinfo", "squeue", "scancel", "munge", "unmunge", "munged",
+               "runuser", "systemctl")
+
+
+def test_slurm_test_is_skipped_without_asking_and_touches_nothing(tmp_path):
+    """Run tests/workflow/test_slurm.py as `make test` does (neither VERTEBRAE_SLURM nor VERTEBRAE_REQUIRE_SLURM):
+    it is skipped with the way to ask, and neither cluster.sh's folder nor any SLURM, munge or apt command (each
+    replaced by a stub that records its call and fails) was touched."""
+    stubs, calls, slurm_dir = tmp_path / "stubs", tmp_path / "calls.log", tmp_path / "slurm"
+    stubs.mkdir()
+    for name in SLURM_STUBS:
+        stub = stubs / name
+        stub.write_text(f'#!/bin/sh\necho "{name} $*" >> "{calls}"\nexit 1\n')
+        stub.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("VERTEBRAE_SLURM", "VERTEBRAE_REQUIRE_SLURM",
+                                                              "PYTEST_ADDOPTS")}
+    env.update(PATH=f"{stubs}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+               VERTEBRAE_SLURM_DIR=str(slurm_dir))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
+                           str(REPO / "tests/workflow/test_slurm.py")], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "1 skipped" in proc.stdout and "make test-slurm" in proc.stdout, proc.stdout[-3000:]
+    assert not calls.exists(), calls.read_text()
+    assert not slurm_dir.exists()

@@ -3,8 +3,12 @@
 The cluster (munge, slurmctld, slurmd; profiles/slurm/localhost/cluster.sh) is started once per test session and
 stopped afterwards unless it was already running (``.ci/run`` starts it itself). The profile is installed the way
 the README tells users (``profiles/slurm/install.sh`` into a private XDG config home), and the run uses it by name:
-``snakemake --profile slurm --profile profiles/slurm/localhost``. Without SLURM (no root, no apt) the test is
-skipped, unless VERTEBRAE_REQUIRE_SLURM=1 (as in .ci/run) turns that into a failure.
+``snakemake --profile slurm --profile profiles/slurm/localhost``.
+
+Starting the cluster installs packages (apt, as root) and starts daemons on this machine, so the test runs only
+when asked: ``make test-slurm`` or VERTEBRAE_SLURM=1; ``make test`` skips it without touching SLURM. Asked and
+without SLURM (no root, no apt) it is skipped, unless VERTEBRAE_REQUIRE_SLURM=1 (as in .ci/run, which asks and
+requires) turns that into a failure.
 """
 
 from __future__ import annotations
@@ -25,6 +29,13 @@ from workflow_support import REPO, comparable, job_counts, write_config
 
 CLUSTER = REPO / "profiles" / "slurm" / "localhost" / "cluster.sh"
 WORKFLOW_TIMEOUT_S = int(os.environ.get("VERTEBRAE_SLURM_TIMEOUT", "3000"))
+REQUIRED = os.environ.get("VERTEBRAE_REQUIRE_SLURM") == "1"
+ASKED = REQUIRED or os.environ.get("VERTEBRAE_SLURM") == "1"
+NOT_ASKED = ("not asked for: this test installs SLURM and munge (apt, as root) and starts their daemons on this "
+             "machine; run it with `make test-slurm` or VERTEBRAE_SLURM=1 (.ci/run does)")
+
+# decided before any fixture runs: without asking, nothing here touches cluster.sh, apt or the default run
+pytestmark = pytest.mark.skipif(not ASKED, reason=NOT_ASKED)
 
 
 def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
@@ -43,7 +54,6 @@ def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> s
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A running single-node SLURM cluster for the whole session; yields the seconds its start took."""
-    require = os.environ.get("VERTEBRAE_REQUIRE_SLURM") == "1"
     try:
         was_running = subprocess.run([str(CLUSTER), "status"], capture_output=True, timeout=60).returncode == 0
     except subprocess.TimeoutExpired:
@@ -56,7 +66,7 @@ def slurm_cluster():
     seconds = time.monotonic() - started
     if proc.returncode != 0:
         message = f"no SLURM cluster: {proc.stderr.strip()[-2000:]}"
-        if require:
+        if REQUIRED:
             pytest.fail(message)
         pytest.skip(message)
     yield seconds

@@ -1,6 +1,8 @@
 """Inference plumbing shared by the PyTorch-based extractors (torch is imported only inside the functions).
 
-- ``resolve_device("auto" | "cpu" | "cuda" | "cuda:1" | "mps")``: auto picks cuda, then mps, then cpu.
+- ``resolve_device("auto" | "cpu" | "cuda" | "cuda:1" | "mps")``: auto picks cuda, then mps, then cpu; an explicit
+  device this machine lacks (no CUDA GPU, too few GPUs, no MPS) is a ConfigError naming the extractor and the
+  ``device`` key, raised before any weights load, instead of torch's own error deep in a forward pass.
 - ``inference(module, device, dtype)``: a context with the module in eval mode (each submodule's training flag
   restored afterwards), ``torch.inference_mode`` and, on a GPU with ``dtype`` float16 / bfloat16, autocast.
 - ``batches(...)``: a DataLoader over a Python sequence, in order (no shuffling), with worker processes for
@@ -47,10 +49,41 @@ def check_dtype(dtype: str | None, *, where: str) -> str | None:
     return dtype
 
 
-def resolve_device(device: str = "auto") -> Any:
+def _missing_device(device: str) -> str | None:
+    """Why this machine cannot run on ``device`` (cuda, cuda:N, mps), or None when it can."""
+    import torch
+
+    kind, _, index = device.partition(":")
+    if kind == "cuda":
+        if torch.version.cuda is None:
+            return f"this torch build (torch {torch.__version__}) has no CUDA support"
+        if not torch.cuda.is_available():
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            return ("torch finds no CUDA GPU on this machine (torch.cuda.is_available() is False: no GPU, no NVIDIA "
+                    "driver" + (f", or CUDA_VISIBLE_DEVICES={visible!r} hides them" if visible is not None else "") + ")")
+        count = torch.cuda.device_count()
+        if index and (not index.isdigit() or int(index) >= count):
+            return f"torch sees {count} CUDA GPU(s) on this machine (cuda:0 to cuda:{count - 1})"
+    elif kind == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            return "Apple's MPS backend is not available on this machine"
+    return None
+
+
+def resolve_device(device: str = "auto", *, extractor: str | None = None, where: str | None = None) -> Any:
+    """The torch device for ``device``; ConfigError naming ``extractor`` and the ``where.device`` key when this
+    machine does not have it (``auto`` always resolves: cuda, then mps, then cpu)."""
     import torch
 
     if device != "auto":
+        why = _missing_device(device)
+        if why is not None:
+            key = "device" if where is None or where.startswith("extractor ") else f"{where}.device"
+            who = f"extractor {extractor!r}" if extractor is not None else "an extractor"
+            raise ConfigError(f"{who}: {key} is {device!r}, but {why}. Run it where that device is (on SLURM, the "
+                              f"embedding job asks for a GPU because of device: cuda), or set {key} to 'auto' (a GPU "
+                              "when there is one, else the CPU) or 'cpu'")
         return torch.device(device)
     if torch.cuda.is_available():
         return torch.device("cuda")
@@ -248,6 +281,7 @@ class ModelExtractor:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
             raise ConfigError(f"{where}.num_workers: must be a non-negative integer, got {num_workers!r}")
         self.batch_size, self.num_workers, self.progress = batch_size, num_workers, bool(progress)
+        self._where = where
         self._state: Any = None
 
     def runtime_recipe(self) -> dict[str, Any]:
@@ -261,12 +295,14 @@ class ModelExtractor:
 
     def loaded(self) -> Any:
         if self._state is None:
+            self.torch_device()  # a device this machine lacks is refused before any weights load
             self._state = self._load()
         return self._state
 
     def torch_device(self) -> Any:
-        if getattr(self, "_torch_device", None) is None:
-            self._torch_device = resolve_device(self.device)  # resolved once: probing cuda per batch costs time
+        if getattr(self, "_torch_device", None) is None:  # resolved once: probing cuda per batch costs time
+            self._torch_device = resolve_device(self.device, extractor=self.name,  # type: ignore[attr-defined]
+                                                where=getattr(self, "_where", None))
         return self._torch_device
 
     def _image_transform(self, branch: str | None) -> Callable[[Any], Any] | None:

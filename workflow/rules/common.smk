@@ -1,6 +1,7 @@
 # The plan of the config, made by the library (vertebrae.workflow); wildcard constraints and input functions.
 # Every rule's inputs come whole from the plan: PLAN.inputs(fp) names them as the rule's shell line does.
 import vertebrae.reports.figures
+import vertebrae.reports.html_items
 import vertebrae.workflow
 from vertebrae.workflow import artifact_path, report_paths
 
@@ -23,6 +24,10 @@ def get_figure_outputs():
     return vertebrae.reports.figures.figure_targets(PLAN.final_outputs())
 
 
+def get_report_item_outputs():
+    return vertebrae.reports.html_items.item_targets(PLAN.final_outputs())
+
+
 def get_report_names_pattern():
     return vertebrae.reports.figures.report_names_pattern(PLAN.final_outputs())
 
@@ -37,6 +42,14 @@ def get_side(wildcards):
 
 def get_gpus(wildcards):
     return PLAN.gpus(wildcards.fp)
+
+
+def get_fanout_scores_pattern():
+    return PLAN.fanout_scores_pattern()
+
+
+def get_partial_mem_mb(wildcards):
+    return PLAN.partial_mem_mb(wildcards.fp)
 
 
 def get_inputs(wildcards):

@@ -1,4 +1,12 @@
 # Comparisons, reports and their figures, for every protocol: `vertebrae report` reads the report spec's stage.
+# In `snakemake --report report.html` each benchmark is a category holding its figures (ranking, detail,
+# comparison) and its tables as HTML pages (ranking, detail, comparison, warnings), each with the caption of its kind
+# (vertebrae.reports.html_items.report_options).
+import vertebrae.reports.html_items
+
+ITEM = vertebrae.reports.html_items.report_options
+
+
 rule report:
     input:
         unpack(get_report_inputs),
@@ -19,24 +27,9 @@ rule figures:
     input:
         report=report_paths("{report_name}")["json"],
     output:
-        ranking=report(
-            "results/reports/{report_name}/ranking.png",
-            caption="../report/ranking.rst",
-            category="{report_name}",
-            labels={"benchmark": "{report_name}", "figure": "ranking"},
-        ),
-        detail=report(
-            "results/reports/{report_name}/detail.png",
-            caption="../report/detail.rst",
-            category="{report_name}",
-            labels={"benchmark": "{report_name}", "figure": "detail"},
-        ),
-        comparison=report(
-            "results/reports/{report_name}/comparison.png",
-            caption="../report/comparison.rst",
-            category="{report_name}",
-            labels={"benchmark": "{report_name}", "figure": "comparison"},
-        ),
+        ranking=report("results/reports/{report_name}/ranking.png", **ITEM("ranking", "figure")),
+        detail=report("results/reports/{report_name}/detail.png", **ITEM("detail", "figure")),
+        comparison=report("results/reports/{report_name}/comparison.png", **ITEM("comparison", "figure")),
     wildcard_constraints:
         report_name=get_report_names_pattern(),
     conda:
@@ -46,6 +39,28 @@ rule figures:
     shell:
         "vertebrae figures --report {input.report} --ranking-output {output.ranking} --detail-output {output.detail}"
         " --comparison-output {output.comparison} > {log} 2>&1"
+
+
+rule report_tables:
+    input:
+        markdown=report_paths("{report_name}")["markdown"],
+    output:
+        ranking=report("results/reports/{report_name}/ranking.html", **ITEM("ranking", "table")),
+        detail=report("results/reports/{report_name}/detail.html", **ITEM("detail", "table")),
+        comparison=report("results/reports/{report_name}/comparison.html", **ITEM("comparison", "table")),
+        warnings=report("results/reports/{report_name}/warnings.html", **ITEM("warnings", "table")),
+    wildcard_constraints:
+        report_name=get_report_names_pattern(),
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/report_tables/{report_name}.log",
+    benchmark:
+        "benchmarks/report_tables/{report_name}.tsv"
+    shell:
+        "vertebrae report-tables --markdown {input.markdown} --ranking-output {output.ranking}"
+        " --detail-output {output.detail} --comparison-output {output.comparison}"
+        " --warnings-output {output.warnings} > {log} 2>&1"
 
 
 rule compare:
