@@ -9,8 +9,13 @@ Recipes pin the output: a local folder by the SHA-256 of every file in it (weigh
 processor files, so preprocessing changes are seen); a hub id by id and revision; plus pooling, normalisation,
 hidden layer, max_length, padding, autocast dtype and the vertebrae version. Never the folder's path.
 
-- ``HFTextExtractor``: AutoTokenizer + AutoModel; ``pooling`` mean (over the attention mask) or cls; optional
-  L2 normalisation. Sentence embeddings as in sentence-transformers' mean-pooling models.
+- ``HFTextExtractor``: AutoTokenizer + AutoModel; ``pooling`` mean (over the attention mask) or cls (and max,
+  mean_sqrt_len or lasttoken when a sentence-transformers folder says so); optional L2 normalisation; an optional ``prefix`` (or instruction) before every text,
+  or one per branch (``prefixes``, whose names become the branches: retrieval picks query / gallery itself).
+  A sentence-transformers folder is used as its authors saved it: pooling, normalisation and max_length default
+  to what ``modules.json``, ``1_Pooling/config.json`` and ``sentence_bert_config.json`` say (see
+  ``vertebrae.extractors.sentence_transformers``); an explicit different pooling or normalisation is used and
+  warned (VertebraeWarning), and modules hf_text does not apply (e.g. Dense) are warned about.
 - ``HFVisionExtractor``: AutoImageProcessor + AutoModel (the ``vision_model`` of a multimodal checkpoint);
   ``pooling`` cls, mean or pooler; ``hidden_layer`` selects ``hidden_states[hidden_layer]`` (None = the final
   ``last_hidden_state``) so intermediate layers can be compared as separate candidates.
@@ -20,16 +25,24 @@ hidden layer, max_length, padding, autocast dtype and the vertebrae version. Nev
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.errors import ConfigError, ValidationError, VertebraeWarning
 from vertebrae.extractors.base import Extractor
-from vertebrae.extractors.torch_runtime import ModelExtractor, folder_digest, model_options
+from vertebrae.extractors.torch_runtime import (
+    ModelExtractor,
+    folder_digest,
+    model_options,
+)
 
-TEXT_POOLING = ("mean", "cls")
+TEXT_POOLING = ("mean", "cls", "max", "mean_sqrt_len", "lasttoken")  # implemented (a folder may name any)
+DECLARED_TEXT_POOLING = ("mean", "cls")  # what a config may declare
+TEXT_DEFAULTS = {"pooling": "mean", "normalize": True, "max_length": 256}  # for folders that say nothing
+_UNSET: Any = object()
 VISION_POOLING = ("cls", "mean", "pooler")
 
 
@@ -95,23 +108,83 @@ class _HFBase(ModelExtractor, Extractor):
 
 
 class HFTextExtractor(_HFBase):
-    """Sentence embeddings from a transformers text encoder: token states pooled (mean over the mask, or CLS)."""
+    """Sentence embeddings from a transformers text encoder: token states pooled (mean over the mask, CLS, ...)."""
 
     kind = "hf_text"
     branch_modality = {None: "text"}
 
-    def __init__(self, name: str, model: str | None = None, *, pooling: str = "mean", normalize: bool = True,
-                 max_length: int | None = 256, **kwargs: Any) -> None:
+    def __init__(self, name: str, model: str | None = None, *, pooling: str | None = None, normalize: bool | None = None,
+                 max_length: int | None = _UNSET, prefix: str | None = None,
+                 prefixes: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         where = kwargs.get("where") or f"extractor {name!r}"
-        if pooling not in TEXT_POOLING:
-            raise ConfigError(f"{where}.pooling: must be one of {TEXT_POOLING}, got {pooling!r}")
+        if pooling is not None and pooling not in DECLARED_TEXT_POOLING:
+            raise ConfigError(f"{where}.pooling: must be one of {DECLARED_TEXT_POOLING}, got {pooling!r} (max, "
+                              "mean_sqrt_len and lasttoken are used when a sentence-transformers folder says so)")
+        if normalize is not None and not isinstance(normalize, bool):
+            raise ConfigError(f"{where}.normalize: must be true or false, got {normalize!r}")
+        super().__init__(name, model, normalize=bool(normalize), **kwargs)
+        from vertebrae.extractors.sentence_transformers import read_folder
+
+        folder = read_folder(self._source, where=where) if self._local else None
+        self.pooling = self._folder_choice("pooling", pooling, folder and folder.pooling, "1_Pooling/config.json", where)
+        self.normalize = self._folder_choice("normalize", normalize, folder and folder.normalize, "modules.json", where)
+        if max_length is _UNSET:
+            max_length = folder.max_length if folder is not None and folder.max_length else TEXT_DEFAULTS["max_length"]
         if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
             raise ConfigError(f"{where}.max_length: must be a positive integer or null, got {max_length!r}")
-        self.pooling, self.max_length = pooling, max_length
-        super().__init__(name, model, normalize=normalize, **kwargs)
+        self.max_length = max_length
+        if folder is not None and folder.skipped:
+            warnings.warn(VertebraeWarning(
+                f"extractor {name!r}: the sentence-transformers folder {folder.folder} lists module(s) hf_text does not "
+                f"apply: {', '.join(folder.skipped)}; its embeddings are the pooled transformer output without them"),
+                stacklevel=2)
+        self.prefix = self._check_prefix(prefix, f"{where}.prefix")
+        if prefixes is not None and (not isinstance(prefixes, Mapping) or not prefixes):
+            raise ConfigError(f"{where}.prefixes: must map branch names to prefixes, got {prefixes!r}")
+        self.prefixes = {str(b): self._check_prefix(p, f"{where}.prefixes.{b}") for b, p in (prefixes or {}).items()}
+        if self.prefixes:
+            self.branches = tuple(self.prefixes)
+            self.branch_modality = {None: "text", **{b: "text" for b in self.prefixes}}
+        # sentence-transformers leaves a prompt's tokens out of the pooling when the folder says include_prompt false
+        self.pool_prompt = folder is None or folder.include_prompt or not (self.prefix or any(self.prefixes.values()))
+        self._prompt_lengths: dict[str | None, int] = {}
+
+    def _folder_choice(self, key: str, given: Any, folder_value: Any, source: str, where: str) -> Any:
+        """The given value, else the folder's, else today's default; a given value the folder contradicts is warned."""
+        if folder_value is None:
+            return TEXT_DEFAULTS[key] if given is None else given
+        if key == "pooling" and folder_value not in TEXT_POOLING and given is None:
+            raise ConfigError(f"{where}.pooling: the sentence-transformers folder {self._source} ({source}) pools "
+                              f"with {folder_value!r}, which hf_text does not implement; declare one of "
+                              f"{DECLARED_TEXT_POOLING} to use it differently")
+        if given is None:
+            return folder_value
+        if given != folder_value:
+            warnings.warn(VertebraeWarning(
+                f"extractor {self.name!r}: {key} {given!r} given, but the sentence-transformers folder {self._source} "
+                f"({source}) says {folder_value!r}; using {given!r} as declared"), stacklevel=3)
+        return given
+
+    @staticmethod
+    def _check_prefix(value: Any, where: str) -> str:
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: must be a string, got {value!r}")
+        return value
 
     def _settings(self) -> dict[str, Any]:
-        return {"pooling": self.pooling, "max_length": self.max_length}
+        settings: dict[str, Any] = {"pooling": self.pooling, "max_length": self.max_length}
+        if self.prefix:  # only when set: the recipes of extractors without prefixes keep their fingerprints
+            settings["prefix"] = self.prefix
+        if self.prefixes:
+            settings["prefixes"] = dict(sorted(self.prefixes.items()))
+        if not self.pool_prompt:
+            settings["pool_prompt"] = False
+        return settings
+
+    def _prefix(self, branch: str | None) -> str:
+        return self.prefixes.get(branch, self.prefix) if branch is not None else self.prefix
 
     def _load(self) -> Any:
         from transformers import AutoModel, AutoTokenizer
@@ -122,17 +195,45 @@ class HFTextExtractor(_HFBase):
         return SimpleNamespace(module=module, tokenizer=tokenizer)
 
     def _collate(self, branch: str | None, items: list[Any]) -> Any:
+        prefix = self._prefix(branch)
+        if prefix:
+            items = [prefix + item for item in items]
         return self.loaded().tokenizer(items, padding=True, truncation=self.max_length is not None,
                                        max_length=self.max_length, return_tensors="pt")
 
+    def _prompt_length(self, branch: str | None) -> int:
+        """Tokens of the branch's prefix left out of the pooling (as sentence-transformers: special start token
+        included, the end token not)."""
+        if self.pool_prompt or not self._prefix(branch):
+            return 0
+        if branch not in self._prompt_lengths:
+            ids = self.loaded().tokenizer(self._prefix(branch))["input_ids"]
+            self._prompt_lengths[branch] = max(len(ids) - 1, 0)
+        return self._prompt_lengths[branch]
+
     def _forward(self, branch: str | None, batch: Any) -> Any:
+        import torch
+
         device = self.torch_device()
         batch = {k: v.to(device) for k, v in batch.items()}
         hidden = self.loaded().module(**batch).last_hidden_state
         if self.pooling == "cls":
             return self._finish(hidden[:, 0])
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        return self._finish((hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9))
+        attention = batch["attention_mask"]
+        if self.pooling == "lasttoken":  # the last attended position, whichever side the tokenizer pads
+            last = attention.shape[1] - 1 - attention.flip(-1).argmax(dim=-1)
+            return self._finish(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])
+        skip = self._prompt_length(branch)
+        if skip:
+            attention = attention.clone()
+            attention[:, :skip] = 0
+        mask = attention.unsqueeze(-1).to(hidden.dtype)
+        if self.pooling == "max":
+            return self._finish(hidden.masked_fill(mask == 0, -1e9).max(dim=1).values)
+        summed = (hidden * mask).sum(dim=1)
+        if self.pooling == "mean_sqrt_len":
+            return self._finish(summed / torch.sqrt(mask.sum(dim=1).clamp(min=1e-9)))
+        return self._finish(summed / mask.sum(dim=1).clamp(min=1e-9))
 
 
 class HFVisionExtractor(_HFBase):

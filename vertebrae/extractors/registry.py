@@ -6,13 +6,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from vertebrae.core.errors import ConfigError
+from vertebrae.extractors import precomputed
 from vertebrae.extractors.base import Extractor
-from vertebrae.extractors.precomputed import PrecomputedExtractor
 from vertebrae.extractors.sklearn import SklearnExtractor
 
 
 def _precomputed(name: str, decl: Mapping[str, Any], where: str) -> Extractor:
-    return PrecomputedExtractor(name)
+    """The dataset's own rows (no ``path`` / ``files``), else rows of embedding files aligned by row id."""
+    return precomputed.from_decl(name, decl, where)
 
 
 def _sklearn(name: str, decl: Mapping[str, Any], where: str) -> Extractor:

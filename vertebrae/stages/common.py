@@ -77,7 +77,7 @@ def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor, bra
 
 def embed_rows(
     extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str, branch: str | None = None,
-    memory: MemoryConfig | None = None, accumulator: EmbeddingAccumulator | None = None,
+    memory: MemoryConfig | None = None, accumulator: EmbeddingAccumulator | None = None, offset: int = 0,
 ) -> EmbeddingBlock | None:
     """Transform ``inputs`` (through ``branch``) in batches of ``batch_size`` rows; outputs must be finite, one row per
     input row. Batches accumulate under ``memory`` (see ``vertebrae.core.memory``); with an external
@@ -91,12 +91,16 @@ def embed_rows(
     external = accumulator is not None
     accumulator = accumulator if external else EmbeddingAccumulator(n_rows, memory, endpoint=endpoint)
     widths = set()
+    by_row = getattr(extractor, "reads_rows", False)  # precomputed files: rows looked up by row id / position
     for start in range(0, n_rows, batch_size):
         batch = inputs[start:start + batch_size]
-        # branch-less extractors may implement transform(rows) without the branch keyword
-        raw = extractor.transform(batch) if branch is None else extractor.transform(batch, branch=branch)
-        out = as_matrix(raw, what=f"extractor {extractor.name!r} output")
         expected = min(batch_size, n_rows - start)
+        if by_row:
+            raw = extractor.transform(batch, branch=branch, row_ids=row_ids[start:start + expected],
+                                      rows=(offset + start, offset + start + expected))
+        else:  # branch-less extractors may implement transform(rows) without the branch keyword
+            raw = extractor.transform(batch) if branch is None else extractor.transform(batch, branch=branch)
+        out = as_matrix(raw, what=f"extractor {extractor.name!r} output")
         if out.shape[0] != expected:
             raise ValidationError(
                 f"extractor {extractor.name!r} returned {out.shape[0]} rows for a batch of {expected} "
@@ -149,14 +153,17 @@ def embed_endpoint(
     """
     if extractor.learns and fit:
         extractor.fit(inputs)
+    if getattr(extractor, "reads_rows", False):  # a file must cover exactly the endpoint's rows
+        extractor.check_rows(row_ids, branch=branch, endpoint=endpoint)
     if memory is not None:
         accumulator = EmbeddingAccumulator(inputs.shape[0], memory, endpoint=endpoint)
         for a, b in shard_bounds(inputs.shape[0], shards, batch_size=batch_size):
             embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch,
-                       accumulator=accumulator)
+                       accumulator=accumulator, offset=a)
         return EmbeddingBlock(accumulator.result(), tuple(row_ids))
     blocks = [
-        embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch)
+        embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch,
+                   offset=a)
         for a, b in shard_bounds(inputs.shape[0], shards, batch_size=batch_size)
     ]
     return merge_blocks(blocks, row_ids, endpoint=endpoint)

@@ -40,8 +40,9 @@ def shard_rows(plan: str | Path, spec: Mapping[str, Any], shard_index: int, side
 def write_shard(output: str | Path, spec: Mapping[str, Any], shard_index: int, extractor: Any, inputs: Any,
                 row_ids: Sequence[str], *, endpoint: str, branch: str | None) -> None:
     """Embed one shard's rows in the spec's batches and write it under its shard fingerprint."""
-    block = embed_rows(extractor, inputs, row_ids, batch_size=spec["batch_size"], endpoint=endpoint, branch=branch)
     start, stop = spec["shards"][shard_index]
+    block = embed_rows(extractor, inputs, row_ids, batch_size=spec["batch_size"], endpoint=endpoint, branch=branch,
+                       offset=start)
     write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=shard_fingerprint(spec, shard_index),
                      recipe={"parent": spec["fingerprint"], "rows": [start, stop]})
 

@@ -13,7 +13,9 @@ from typing import Any
 from vertebrae.compression import variant_name
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.data.declared import declared_identity_key, declared_row_count, declared_targets, load_declared_dataset
+from vertebrae.data.declared import (
+    declared_identity_key, declared_row_count, declared_targets, load_declared_dataset, load_declared_rows,
+)
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.scoring.metrics import metric_from_config
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig
@@ -70,9 +72,14 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp))
     candidates = []
+    dataset_ids = None  # read once, for precomputed files only
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"
         extractor = build_extractor(ext_name, decl, where=ext_where)
+        if getattr(extractor, "reads_rows", False):  # a precomputed file: every dataset row id and no other
+            if dataset_ids is None:
+                dataset_ids = load_declared_rows(dataset, base_dir=base_dir, where=f"{where}.dataset", start=0, stop=n_rows)[1]
+            extractor.check_rows(dataset_ids, endpoint=ENDPOINT)
         job = {**common, "extractor": {"name": ext_name, "decl": decl, "where": ext_where}, "endpoint": ENDPOINT}
         fit_ref = None
         if extractor.learns:

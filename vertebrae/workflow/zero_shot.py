@@ -89,6 +89,9 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"
         extractor = _candidate_extractor(ext_name, decl, bench, ext_where)
+        if getattr(extractor, "reads_rows", False):  # precomputed files: every sample / prompt row and no other
+            extractor.check_rows(protocol.sample_ids, branch=sample_branch, endpoint="samples")
+            extractor.check_rows(protocol.prompt_ids(), branch=text_branch, endpoint="prompts")
         ext = {"name": ext_name, "decl": decl, "where": ext_where}
         refs = {}
         for side, branch, recipe, n_rows, extra in (
