@@ -1,7 +1,7 @@
 """Workflow scale and per-job overhead (a performance harness, not a test).
 
 1. Dry run of a plan with more than 1,000 shard jobs (three precomputed-embedding datasets of 2,000 rows, 400
-   shards each): wall time of ``snakemake -n`` (Snakefile parse + planning + DAG), which must stay under 10 s.
+   shards each: the batch size is 2,000 / 400 = 5 rows, since an endpoint has at most ceil(rows / batch) shards): wall time of ``snakemake -n`` (Snakefile parse + planning + DAG), which must stay under 10 s.
 2. Per-job overhead of a local run: a small real workflow (digits, one precomputed extractor in 16 shards, plain
    OverlapIndex scoring) run with ``--cores 1``; overhead = wall time / jobs run (the jobs do almost no work).
    Where it goes: interpreter start, ``import vertebrae.stages.jobs`` (what every artifact subcommand loads) and
@@ -46,7 +46,8 @@ def _large(root: Path, shards: int, benchmarks: int = 3, rows: int = 2000) -> di
     """``benchmarks`` precomputed-embedding datasets (npz, ``rows`` x 8), each in ``shards`` shards."""
     import numpy as np
 
-    config = {"seed": 0, "embedding": {"shards": shards, "batch_size": 256}, "benchmarks": {}}
+    # shards are capped at ceil(rows / batch_size): a batch of rows // shards keeps all of them
+    config = {"seed": 0, "embedding": {"shards": shards, "batch_size": max(1, rows // shards)}, "benchmarks": {}}
     for b in range(benchmarks):
         path = root / "large" / "data" / f"embeddings-{b}.npz"
         path.parent.mkdir(parents=True, exist_ok=True)

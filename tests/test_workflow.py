@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def default_config() -> dict:
-    return yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
+    """The default config with digits_search scored in one job per candidate (its fan-out, scoring.gallery_shards,
+    is planned and tested in test_a_fanned_out_score_replaces_the_score_job_by_partials_and_a_merge)."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
+    assert config["retrieval"]["digits_search"].pop("scoring") == {"gallery_shards": 2}
+    return config
 
 
 @pytest.fixture(scope="module")
@@ -918,3 +923,49 @@ def test_a_header_only_csv_is_refused_at_plan_time_naming_the_file(tmp_path):
     }}}
     with pytest.raises(ValueError, match=re_escape(f"CSV file {tmp_path / 'h.csv'} has a header but no data rows")):
         plan(config, base_dir=tmp_path)
+
+
+def test_a_fanned_out_score_replaces_the_score_job_by_partials_and_a_merge(default_config):
+    one_job = plan(default_config)
+    config = copy.deepcopy(default_config)
+    config["retrieval"]["digits_search"]["scoring"] = {"query_shards": 2, "gallery_shards": 3, "device": "cuda"}
+    p = plan(config)
+    merges = p.fingerprints("merge-retrieval-partials")
+    singles = [fp for fp in one_job.fingerprints("score-retrieval") if one_job.spec(fp)["query"]["path"].startswith(
+        "results/retrieval/") and fp not in p.fingerprints("score-retrieval")]
+    assert sorted(merges) == sorted(singles) and len(merges) == 4  # same fingerprints: the split changes no result
+    assert p.reports == one_job.reports and p.retrieval_reports == one_job.retrieval_reports  # the reports too
+    assert len(p.fingerprints("score-retrieval-partial")) == 4 * 2 * 3
+    for fp in merges:
+        merge = p.spec(fp)
+        assert merge["recipe"] == one_job.spec(fp)["recipe"] and merge["device"] == "cuda" and p.gpus(fp) == 1
+        assert merge["fanout"] == {"query_shards": 2, "gallery_shards": 3, "n_queries": 300, "n_gallery": 1497,
+                                   "where": "retrieval.digits_search.scoring"}
+        assert p.inputs(fp)["partials"] == [ref["path"] for ref in merge["partials"]]
+        for ref in merge["partials"]:
+            partial = p.spec(ref["fingerprint"])
+            inputs = p.inputs(ref["fingerprint"])
+            assert inputs["plan"] == p.plan_path(fp)  # the candidate's merge spec: no plan file per partial
+            assert {k: inputs[k] for k in ("queries", "gallery", "protocol")} == {
+                "queries": merge["query"]["path"], "gallery": merge["gallery"]["path"],
+                "protocol": merge["protocol"]["path"]}
+            assert ref["path"] == f"results/retrieval/partials/{ref['fingerprint']}.h5"
+            assert partial["device"] == "cuda" and p.gpus(ref["fingerprint"]) == 1
+            (qa, qb), (ga, gb) = partial["query_rows"], partial["gallery_rows"]
+            assert p.partial_mem_mb(ref["fingerprint"]) == 650 + -(-int(min(
+                1.25 * (12 * ((qb - qa) + (gb - ga)) * 1024 + 8 * min(512, qb - qa) * min(10000, gb - ga)),
+                2_000_000_000)) // 2 ** 20)
+    assert p.fanout_scores_pattern() == "|".join(merges)
+    assert one_job.fanout_scores_pattern() == "no-fanout"
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("query_shards", 0, "retrieval.digits_search.scoring.query_shards"),
+    ("gallery_shards", 1498, "retrieval.digits_search.scoring.gallery_shards: 1498 shards for 1497 gallery"),
+    ("device", "tpu", "retrieval.digits_search.scoring.device"),
+])
+def test_bad_splits_are_refused_naming_the_key(default_config, key, value, message):
+    config = copy.deepcopy(default_config)
+    config["retrieval"]["digits_search"]["scoring"] = {key: value}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        plan(config)

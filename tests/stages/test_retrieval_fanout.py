@@ -21,7 +21,7 @@ from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError, V
 from vertebrae.scoring.degenerate import detect_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScorer
 from vertebrae.stages.plan import KIND_OF_STAGE, run_plan
-from vertebrae.stages.retrieval_fanout import (FanoutPartial, fanout_specs, merge_retrieval_partials,
+from vertebrae.stages.retrieval_fanout import (FanoutPartial, fanout_specs, merge_retrieval_partials, partial_spec_of,
                                                score_retrieval_partial, split_bounds)
 from vertebrae.stages.retrieval_fanout_jobs import _collapsed, collapse_summary, run_merge_partials
 from vertebrae.workflow import plan
@@ -268,8 +268,10 @@ def _run_fanout(spec, split, tag, n=(9, 12)):
                                    n_gallery=n[1], partial_path=lambda fp: f"results/partials/{tag}/{fp}.h5")
     for s in (*partials, merge):
         run_plan(json.dumps(s), f"plans/{tag}/{s['fingerprint']}.json")
-    for s in partials:
-        _cli("score-retrieval-partial", "--plan-json", f"plans/{tag}/{s['fingerprint']}.json", "--queries",
+    for i, s in enumerate(partials):  # own spec, or (the workflow's way) the merge spec and --partial
+        plan_args = (("--plan-json", f"plans/{tag}/{s['fingerprint']}.json") if i % 2 else
+                     ("--plan-json", f"plans/{tag}/{merge['fingerprint']}.json", "--partial", s["fingerprint"]))
+        _cli("score-retrieval-partial", *plan_args, "--queries",
              s["query"]["path"], "--gallery", s["gallery"]["path"], "--protocol", s["protocol"]["path"],
              "--output", f"results/partials/{tag}/{s['fingerprint']}.h5")
     out = f"results/merged/{tag}/{spec['fingerprint']}.json"
@@ -341,3 +343,15 @@ def test_a_collapsed_endpoint_is_flagged_by_the_merge_as_by_the_single_job(tmp_p
         assert json.dumps(merged, sort_keys=True) == json.dumps(single, sort_keys=True)
     flagged = ["degenerate" in s["payload"]["score"]["forward"]["metadata"] for s in scores.values()]
     assert any(flagged) == (similarity == "cosine")  # the raw candidate (its int8 variant differs per row)
+
+
+def test_a_partial_named_by_the_merge_spec_is_rebuilt_from_it_and_others_are_refused():
+    score = {"stage": "score-retrieval", "fingerprint": "f" * 16, "recipe": {"x": 1}, "query": {"fingerprint": "q"},
+             "gallery": {"fingerprint": "g"}, "protocol": {"fingerprint": "p"},
+             "retrieval": {"bidirectional": True}, "device": "cuda"}
+    partials, merge = fanout_specs(score, query_shards=2, gallery_shards=3, n_queries=5, n_gallery=7,
+                                   partial_path=lambda fp: f"partials/{fp}.h5")
+    for partial in partials:
+        assert partial_spec_of(merge, partial["fingerprint"]) == {**partial, "device": "cuda"}
+    with pytest.raises(ArtifactError, match="no partial 'abc'"):
+        partial_spec_of(merge, "abc")

@@ -82,7 +82,25 @@ def fanout_specs(score_spec: Mapping[str, Any], *, query_shards: int, gallery_sh
                 partials.append({"stage": PARTIAL_STAGE, "fingerprint": fp, "recipe": recipe, **common,
                                  "direction": direction, "query_rows": qr, "gallery_rows": gr})
                 refs.append({"fingerprint": fp, "path": partial_path(fp)})
-    return partials, {**score_spec, "stage": MERGE_STAGE, "partials": refs}
+    fanout = {"query_shards": query_shards, "gallery_shards": gallery_shards, "n_queries": int(n_queries),
+              "n_gallery": int(n_gallery), "where": where}
+    return partials, {**score_spec, "stage": MERGE_STAGE, "partials": refs, "fanout": fanout}
+
+
+def partial_spec_of(merge_spec: Mapping[str, Any], fp: str) -> dict[str, Any]:
+    """The partial spec ``fp`` of a merge spec, rebuilt with ``fanout_specs`` from the split the merge spec records
+    (so a fanned-out candidate's partial jobs all read the merge job's one plan file); ArtifactError when the merge
+    spec has no such partial. A merge spec's ``device`` carries over."""
+    score_spec = {key: value for key, value in merge_spec.items() if key not in ("partials", "fanout")}
+    split = merge_spec["fanout"]
+    paths = {ref["fingerprint"]: ref["path"] for ref in merge_spec["partials"]}
+    partials, _ = fanout_specs(score_spec, query_shards=split["query_shards"], gallery_shards=split["gallery_shards"],
+                               n_queries=split["n_queries"], n_gallery=split["n_gallery"], where=split["where"],
+                               partial_path=paths.get)
+    for partial in partials:
+        if partial["fingerprint"] == fp and fp in paths:
+            return partial if "device" not in merge_spec else {**partial, "device": merge_spec["device"]}
+    raise ArtifactError(f"merge spec {merge_spec['fingerprint']}: no partial {fp!r}")
 
 
 # ----------------------------------------------------------------------------------------- partial object
@@ -509,4 +527,5 @@ def merge_retrieval_partials(partials: Sequence[FanoutPartial], *, config: Retri
 
 
 __all__ = ["FanoutPartial", "MERGE_STAGE", "PARTIAL_STAGE", "compute_partial", "direction_inputs", "fanout_specs",
+           "partial_spec_of",
            "merge_direction", "merge_fanout", "merge_retrieval_partials", "score_retrieval_partial", "split_bounds"]

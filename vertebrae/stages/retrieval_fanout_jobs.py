@@ -29,7 +29,7 @@ from vertebrae.scoring.degenerate import GRID, _quantise, _unit_rows, detect_col
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
 from vertebrae.stages.plan import load_plan
 from vertebrae.stages.retrieval_fanout import (MERGE_STAGE, PARTIAL_STAGE, FanoutPartial, compute_partial,
-                                               direction_inputs, merge_fanout)
+                                               direction_inputs, merge_fanout, partial_spec_of)
 
 ROLES = ("query", "gallery")
 
@@ -101,12 +101,17 @@ def _collapsed(summaries: Sequence[np.ndarray], n_rows: int, sparse: bool, norma
 
 
 def run_score_partial(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path,
-                      output: str | Path) -> None:
+                      output: str | Path, partial: str | None = None) -> None:
     """``vertebrae score-retrieval-partial``: one (direction, query rows, gallery rows) partial of a candidate.
 
-    Reads only its query rows, its gallery rows and the gallery rows of its queries' positives (by index) from
-    the endpoint files (``read_embedding_rows``: each chunk read is verified), plus the protocol."""
-    spec = load_plan(plan, PARTIAL_STAGE)
+    ``plan`` is the partial's own spec, or (the workflow: one plan file per candidate, not per partial) the
+    candidate's merge spec with ``partial`` naming the partial's fingerprint. Reads only its query rows, its
+    gallery rows and the gallery rows of its queries' positives (by index) from the endpoint files
+    (``read_embedding_rows``: each chunk read is verified), plus the protocol."""
+    if partial is None:
+        spec = load_plan(plan, PARTIAL_STAGE)
+    else:
+        spec = partial_spec_of(load_plan(plan, MERGE_STAGE), partial)
     config = RetrievalConfig.from_dict(spec["retrieval"])
     prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
     direction = spec["direction"]

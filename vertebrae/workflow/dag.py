@@ -23,6 +23,8 @@ INPUTS = {
     "compress-zero-shot": {"samples": "samples"},
     "score": {"embeddings": "embedding", "protocol": "protocol"},
     "score-retrieval": {"queries": "query", "gallery": "gallery", "protocol": "protocol"},
+    "score-retrieval-partial": {"queries": "query", "gallery": "gallery", "protocol": "protocol"},
+    "merge-retrieval-partials": {"protocol": "protocol"},
     "score-zero-shot": {"samples": "samples", "prompts": "prompts", "protocol": "protocol",
                         "raw_samples": "raw_samples"},
     "report": {"protocol": "protocol"},
@@ -31,18 +33,23 @@ INPUTS = {
 }
 
 
+INTERPRETER_MB = 650  # the interpreter and vertebrae's imports (profiles/default: "admission budget + ~650 MB")
+PARTIAL_DIM_BOUND = 1024  # dimensions assumed when sizing a partial-score job (the embedding width is known later)
+
+
 def ref(fp: str, path: str) -> dict[str, str]:
     """A spec's reference to an artifact."""
     return {"fingerprint": fp, "path": path}
 
 
 def gpus(spec: Mapping[str, Any]) -> int:
-    """GPUs a job asks for: 1 when its extractor declares a CUDA ``device`` (``cuda`` or ``cuda:N``), else 0.
+    """GPUs a job asks for: 1 when its device (a retrieval score job's ``device``, else its extractor's) is CUDA
+    (``cuda`` or ``cuda:N``), else 0.
 
     Scikit-learn, precomputed and CPU-model jobs ask for none, so a CPU-only cluster runs the workflow unchanged.
     """
     decl = (spec.get("extractor") or {}).get("decl") or {}
-    device = decl.get("device")
+    device = spec.get("device", decl.get("device"))  # a score job's own device, else its extractor's
     return int(isinstance(device, str) and device.split(":", 1)[0] == "cuda")
 
 
@@ -57,6 +64,7 @@ class WorkflowPlan:
     retrieval_reports: dict[str, str] = field(default_factory=dict)
     zero_shot_reports: dict[str, str] = field(default_factory=dict)
     comparisons: dict[str, str] = field(default_factory=dict)  # report fingerprint -> its compare spec's
+    fanouts: dict[str, str] = field(default_factory=dict)  # partial-score fingerprint -> its merge spec's
 
     def add(self, spec: dict[str, Any], *, protocol: str = "labelled") -> str:
         """Add ``spec`` (the first one added under a fingerprint wins), filed under ``protocol``'s layout."""
@@ -90,6 +98,8 @@ class WorkflowPlan:
         if merge:
             named["shards"] = self.shard_paths(fp)
             return named
+        if fp in self.fanouts:  # a partial score reads its candidate's merge spec (one plan file per candidate)
+            named["plan"] = self.plan_path(self.fanouts[fp])
         if spec["stage"] == "compare":  # the report's inputs, its spec as report_plan
             report = self.inputs(spec["report"]["fingerprint"])
             report.pop("comparison", None)
@@ -101,7 +111,26 @@ class WorkflowPlan:
                 named[name] = spec[key]["path"]
         if "candidates" in spec:
             named["scores"] = [candidate["score"]["path"] for candidate in spec["candidates"]]
+        if "partials" in spec:
+            named["partials"] = [partial["path"] for partial in spec["partials"]]
         return named
+
+    def partial_mem_mb(self, fp: str) -> int:
+        """mem_mb of a partial-score job, from its rows: ``INTERPRETER_MB`` + its query and gallery rows at
+        ``PARTIAL_DIM_BOUND`` dimensions x 12 bytes (float64 rows and their float32 scan copy) + one score block
+        (query_block_size x gallery_block_size x 8), with a quarter on top; never more than the one-job score's
+        admission budget (max_dense_bytes) allows."""
+        spec = self.specs[fp]
+        config = spec["retrieval"]
+        (qa, qb), (ga, gb) = spec["query_rows"], spec["gallery_rows"]
+        rows = (qb - qa) + (gb - ga)
+        block = 8 * min(config["query_block_size"], qb - qa) * min(config["gallery_block_size"], gb - ga)
+        working = 1.25 * (12 * rows * PARTIAL_DIM_BOUND + block)
+        return INTERPRETER_MB + -(-int(min(working, config["max_dense_bytes"])) // 2 ** 20)
+
+    def fanout_scores_pattern(self) -> str:
+        """A regular expression matching exactly the fingerprints of merged (fanned-out) retrieval scores."""
+        return "|".join(self.fingerprints("merge-retrieval-partials")) or "no-fanout"
 
     def report_fingerprint(self, name: str) -> str:
         """The report spec of benchmark ``name`` (whatever its protocol)."""

@@ -27,6 +27,7 @@ LAYOUT = {
         "compressed": "retrieval/compressed/{fp}/{side}.h5",
         "protocol": "retrieval/relevance/{fp}.json",
         "score": "retrieval/scores/{fp}.json",
+        "partial": "retrieval/partials/{fp}.h5",
     },
     "zero_shot": {
         "plan": "zero_shot/plans/{fp}.json",

@@ -16,6 +16,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+from vertebrae.stages.retrieval_fanout import fanout_specs
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
     config_from_decl, embedding_config, paired_compression, shard_count, validate_config,
@@ -24,6 +25,16 @@ from vertebrae.workflow.dag import WorkflowPlan, ref
 from vertebrae.workflow.paths import artifact_path
 
 SIDES = ("query", "gallery")
+
+
+def retrieval_row_ids(source: Mapping[str, Any], *, base_dir: Path, where: str) -> dict[str, tuple[str, ...]]:
+    """The query and gallery row ids (semantic keys) of a retrieval source."""
+    from vertebrae.core.arrays import encode_row_ids
+    from vertebrae.data.retrieval_sources import load_retrieval_source
+
+    data = load_retrieval_source(source, base_dir=base_dir, where=where)
+    return {"query": encode_row_ids(list(data.query_ids), len(data.query_ids), what=f"{where} queries"),
+            "gallery": encode_row_ids(list(data.gallery_ids), len(data.gallery_ids), what=f"{where} gallery")}
 
 
 def retrieval_config_from_decl(bench: Mapping[str, Any], *, where: str):
@@ -58,6 +69,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol="retrieval"))
     n_shards = shard_count(bench, config)
     candidates = []
+    side_ids: dict[str, tuple[str, ...]] = {}  # read once, for precomputed files only
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"
         extractor = build_extractor(ext_name, decl, where=ext_where)
@@ -71,6 +83,10 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
         refs = {}
         for side in SIDES:
             branch = retrieval_branch(extractor, side, bench.get(f"{side}_branch"), where=where)
+            if getattr(extractor, "reads_rows", False):  # a precomputed file: every row id of the side and no other
+                if not side_ids:
+                    side_ids.update(retrieval_row_ids(dataset["source"], base_dir=base_dir, where=f"{where}.dataset.source"))
+                extractor.check_rows(side_ids[side], branch=branch, endpoint=side)
             e_recipe = embedding_recipe(identity_key, side, extractor, branch, fit_endpoint=FIT_ENDPOINT)
             bounds = shard_bounds(counts[side], n_shards, batch_size=config["embedding"]["batch_size"])
             fp = result.add({
@@ -90,10 +106,10 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                              ref(f"{pair_fp}/gallery", g_path), compression.to_dict()))
         for variant, q_ref, g_ref, compression_decl in variants:
             s_recipe = retrieval_score_recipe(q_ref["fingerprint"], g_ref["fingerprint"], protocol_fp, retrieval_config)
-            score_fp = result.add({
+            score_fp = _add_score(result, {
                 "stage": "score-retrieval", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
                 "query": q_ref, "gallery": g_ref, "protocol": protocol_ref, "retrieval": retrieval_config.to_dict(),
-            }, protocol="retrieval")
+            }, bench["scoring"], counts, where)
             candidates.append({"name": variant, "score": ref(score_fp, artifact_path("score", score_fp, protocol="retrieval")),
                                "query": q_ref["fingerprint"], "gallery": g_ref["fingerprint"],
                                "extractor": extractor.recipe(), "compression": compression_decl})
@@ -102,6 +118,27 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
         **r_recipe, "stage": "retrieval-report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
         "protocol": protocol_ref, "identity": identity_key,
     }, protocol="retrieval")
+
+
+def _add_score(result: WorkflowPlan, spec: dict[str, Any], scoring: Mapping[str, Any], counts: Mapping[str, int],
+               where: str) -> str:
+    """Plan one candidate's score: the one score-retrieval job, or (``scoring.query_shards`` x
+    ``scoring.gallery_shards`` > 1) its partial-score jobs and the merge job, which writes the same score artifact
+    under the same fingerprint. A device other than cpu is recorded in the specs (never in a recipe)."""
+    device = scoring.get("device", "cpu")
+    if device != "cpu":
+        spec = {**spec, "device": device}
+    q_shards, g_shards = scoring.get("query_shards", 1), scoring.get("gallery_shards", 1)
+    if q_shards * g_shards == 1:
+        return result.add(spec, protocol="retrieval")
+    partials, merge = fanout_specs(spec, query_shards=q_shards, gallery_shards=g_shards, n_queries=counts["query"],
+                                   n_gallery=counts["gallery"], where=f"{where}.scoring",
+                                   partial_path=lambda fp: artifact_path("partial", fp, protocol="retrieval"))
+    merge_fp = result.add(merge, protocol="retrieval")
+    for partial in partials:
+        result.fanouts[result.add(partial if device == "cpu" else {**partial, "device": device},
+                                  protocol="retrieval")] = merge_fp
+    return merge_fp
 
 
 def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
@@ -123,7 +160,7 @@ def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
             dataset, extractors, retrieval_config=retrieval_config_from_decl(bench, where=where),
             compression_config=compression, embedding_config=embedding_config(bench, config),
             query_branch=bench.get("query_branch"), gallery_branch=bench.get("gallery_branch"), name=name,
-            comparison_config=comparison_config(config, "retrieval", name),
+            comparison_config=comparison_config(config, "retrieval", name), device=bench["scoring"]["device"],
         )
     return benchmarks
 

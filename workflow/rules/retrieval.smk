@@ -66,6 +66,10 @@ rule score_retrieval:
         unpack(get_inputs),
     output:
         score=artifact_path("score", "{fp}", protocol="retrieval"),
+    wildcard_constraints:
+        fp=f"(?!(?:{get_fanout_scores_pattern()}))[0-9a-f]{{16}}",  # fingerprints are 16 characters
+    resources:
+        gpu=get_gpus,
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -75,3 +79,43 @@ rule score_retrieval:
     shell:
         "vertebrae score-retrieval --plan-json {input.plan} --queries {input.queries} --gallery {input.gallery}"
         " --protocol {input.protocol} --output {output.score} > {log} 2>&1"
+
+
+# A fanned-out score (scoring.query_shards x scoring.gallery_shards > 1): partial counts per (direction, query
+# range, gallery range), each job reading only its rows; the merge writes the very score artifact score_retrieval
+# would have written, under the same fingerprint.
+rule score_retrieval_partial:
+    input:
+        unpack(get_inputs),
+    output:
+        partial=artifact_path("partial", "{fp}", protocol="retrieval"),
+    resources:
+        mem_mb=get_partial_mem_mb,
+        gpu=get_gpus,
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/score_retrieval_partial/{fp}.log",
+    benchmark:
+        "benchmarks/score_retrieval_partial/{fp}.tsv"
+    shell:
+        "vertebrae score-retrieval-partial --plan-json {input.plan} --partial {wildcards.fp} --queries {input.queries}"
+        " --gallery {input.gallery} --protocol {input.protocol} --output {output.partial} > {log} 2>&1"
+
+
+rule merge_retrieval_partials:
+    input:
+        unpack(get_inputs),
+    output:
+        score=artifact_path("score", "{fp}", protocol="retrieval"),
+    wildcard_constraints:
+        fp=get_fanout_scores_pattern(),
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/merge_retrieval_partials/{fp}.log",
+    benchmark:
+        "benchmarks/merge_retrieval_partials/{fp}.tsv"
+    shell:
+        "vertebrae merge-retrieval-partials --plan-json {input.plan} --protocol {input.protocol}"
+        " --output {output.score} {input.partials} > {log} 2>&1"

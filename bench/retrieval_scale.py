@@ -1,0 +1,169 @@
+"""Exact retrieval at cluster scale: planning a fanned-out benchmark, and a fan-out run against one job (a harness).
+
+1. Plan: a Snakemake dry run of a 1,000,000-query x 10,000,000-item benchmark (one HDF5 source of 11,000,000 x 768
+   float32 rows, every 11th row a query; the HDF5 datasets are declared at full size and never written, so they
+   cost no disk) split ``--split`` x ``--split`` (default 100 x 100 = 10,000 partial-score jobs), divided by the dry
+   run of a trivial Snakefile with the same number of jobs, timed in the same run: ``plan_ratio``.
+2. Run: 20,000 queries x 1,000,000 gallery items x 64 dims (one HDF5 source of 1,020,000 rows, every 51st a query,
+   50 relevant items each), through Snakemake ``--cores 2``: the score stage split 2 x 4 against one job, after the
+   embeddings exist (each timing reruns the score stage and what follows it: compare, report, figures):
+   ``fanout_ratio``; the two reports' metrics must be equal.
+3. ``peak_job_mib``: the largest partial job's peak RSS (Snakemake's benchmark file), checked against its declared
+   mem_mb.
+
+Usage: ``python bench/retrieval_scale.py [--split 100] [--skip-run]``. The last line reads
+``plan_ratio=P jobs=N fanout_ratio=R peak_job_mib=M``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from workflow_support import comparable, job_counts  # noqa: E402
+
+
+def _env() -> dict[str, str]:
+    """The venv's tools first; bytecode caching on (as `make` runs things: a shell that sets
+    PYTHONDONTWRITEBYTECODE recompiles every imported module on every start, for Snakemake and us alike)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return dict(env, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def _snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile") -> tuple[float, str]:
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir), *args]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=workdir, env=_env(), capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return seconds, proc.stdout
+
+
+def _hdf5_source(path: Path, rows: int, dim: int, *, every: int, write: bool) -> None:
+    """Features (rows x dim float32) and labels (row // every: one query and every - 1 gallery items per label);
+    unwritten when ``write`` is False (HDF5 allocates chunks on first write)."""
+    import h5py
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with h5py.File(path, "w") as f:
+        features = f.create_dataset("embeddings", shape=(rows, dim), dtype="float32", chunks=(min(rows, 4096), dim))
+        labels = f.create_dataset("labels", shape=(rows,), dtype="int64", chunks=(min(rows, 65536),))
+        if write:
+            rng = np.random.default_rng(0)
+            for start in range(0, rows, 65536):
+                stop = min(rows, start + 65536)
+                features[start:stop] = rng.normal(size=(stop - start, dim)).astype(np.float32)
+                labels[start:stop] = np.arange(start, stop) // every
+
+
+def _config(path: str, *, every: int, split: tuple[int, int]) -> dict:
+    return {"seed": 0, "embedding": {"shards": 1, "batch_size": 65536}, "retrieval": {"scale": {
+        "dataset": {"source": {"type": "label_split", "query_every": every,
+                               "source": {"type": "hdf5", "path": path, "features_dataset": "embeddings",
+                                          "labels_dataset": "labels"}},
+                    "identity": {"kind": "declared", "name": "bench-scale", "revision": "1"}},
+        "extractors": {"precomputed": {"type": "precomputed"}},
+        "scoring": {"query_shards": split[0], "gallery_shards": split[1]},
+        "retrieval": {"similarity": "cosine", "ks": [10], "primary_metric": "ndcg@10"},
+    }}}
+
+
+def _workdir(root: Path, name: str, config: dict) -> Path:
+    workdir = root / name
+    (workdir / "config").mkdir(parents=True, exist_ok=True)
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return workdir
+
+
+def _trivial(root: Path, jobs: int) -> Path:
+    workdir = root / "trivial"
+    workdir.mkdir()
+    (workdir / "Snakefile").write_text(
+        f"rule all:\n    input: expand('out/{{i}}.txt', i=range({jobs - 1}))\n\n"
+        "rule one:\n    output: 'out/{i}.txt'\n    shell: 'touch {output}'\n", encoding="utf-8")
+    return workdir
+
+
+def plan_ratio(root: Path, split: int) -> tuple[float, int, float, float]:
+    data = root / "plan" / "data" / "scale.h5"
+    _hdf5_source(data, 11_000_000, 768, every=11, write=False)
+    workdir = _workdir(root, "plan", _config("data/scale.h5", every=11, split=(split, split)))
+    ours, out = _snakemake(workdir, "-n", "--quiet", "rules", "--cores", "1")
+    counts = job_counts(out)
+    jobs = sum(counts.values())
+    trivial = _trivial(root, jobs)
+    floor, out = _snakemake(trivial, "-n", "--quiet", "rules", "--cores", "1", snakefile=trivial / "Snakefile")
+    assert sum(job_counts(out).values()) == jobs, "the trivial DAG must have as many jobs"
+    print(f"| dry run, {jobs:,} jobs ({counts.get('score_retrieval_partial', 0):,} partial scores) | {ours:.1f} s |")
+    print(f"| dry run, trivial Snakefile, {jobs:,} jobs | {floor:.1f} s |")
+    return ours / floor, jobs, ours, floor
+
+
+def _score_stage(workdir: Path) -> float:
+    """Time a run that redoes the score stage and what follows (the score artifact removed first)."""
+    for path in (workdir / "results" / "retrieval" / "scores").glob("*.json"):
+        path.unlink()
+    seconds, _ = _snakemake(workdir, "--cores", "2")
+    return seconds
+
+
+def fanout_ratio(root: Path) -> tuple[float, float, float, int]:
+    data = root / "run" / "data" / "scale.h5"
+    _hdf5_source(data, 1_020_000, 64, every=51, write=True)
+    one = _config("data/scale.h5", every=51, split=(1, 1))
+    workdir = _workdir(root, "run", one)
+    _snakemake(workdir, "--cores", "2")  # embeddings, protocol, the one-job score, report
+    single = _score_stage(workdir)
+    single_report = json.loads((workdir / "results/reports/scale/report.json").read_text(encoding="utf-8"))
+    _workdir(root, "run", _config("data/scale.h5", every=51, split=(2, 4)))
+    fanned = _score_stage(workdir)
+    report = json.loads((workdir / "results/reports/scale/report.json").read_text(encoding="utf-8"))
+    assert comparable(report["candidate_results"]) == comparable(single_report["candidate_results"]), \
+        "the fanned-out score differs from the one-job score"
+    sys.path.insert(0, str(REPO))
+    from vertebrae.workflow import plan
+
+    wp = plan(yaml.safe_load((workdir / "config" / "config.yaml").read_text(encoding="utf-8")), base_dir=workdir)
+    peak, declared = 0.0, 0
+    for fp in wp.fingerprints("score-retrieval-partial"):
+        with open(workdir / "benchmarks" / "score_retrieval_partial" / f"{fp}.tsv", encoding="utf-8") as handle:
+            row = next(csv.DictReader(handle, delimiter="\t"))
+        rss = float(row["max_rss"])
+        if rss > peak:
+            peak, declared = rss, wp.partial_mem_mb(fp)
+    print(f"| one score job, 20,000 x 1,000,000 x 64 (+ compare, report, figures) | {single:.1f} s |")
+    print(f"| 2 x 4 partial jobs + merge, --cores 2 (+ compare, report, figures) | {fanned:.1f} s |")
+    print(f"| largest partial job: peak RSS / declared mem_mb | {peak:.0f} / {declared} MiB |")
+    assert peak <= declared, f"a partial job used {peak:.0f} MiB, more than its declared {declared} mem_mb"
+    return fanned / single, single, fanned, int(round(peak))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", type=int, default=100, help="query and gallery shards of the planned benchmark")
+    parser.add_argument("--skip-run", action="store_true", help="plan only (no 20k x 1M run)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="vertebrae-scale-") as tmp:
+        root = Path(tmp)
+        print("| measurement | value |")
+        print("|---|---|")
+        p, jobs, _, _ = plan_ratio(root, args.split)
+        r, m = (float("nan"), 0) if args.skip_run else (lambda out: (out[0], out[3]))(fanout_ratio(root))
+    print(f"plan_ratio={p:.2f} jobs={jobs} fanout_ratio={r:.2f} peak_job_mib={m}")
+
+
+if __name__ == "__main__":
+    main()
