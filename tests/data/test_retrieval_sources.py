@@ -67,3 +67,29 @@ def test_manifest_pair_data_errors_name_the_row_or_record(tmp_path):
     data = load_retrieval_source(decl, base_dir=tmp_path, where="src")
     with pytest.raises(ValidationError, match="img-z"):
         data.to_dataset(DatasetIdentity.declared("pairs", "1"))
+
+
+@pytest.mark.parametrize("grade", ["label", "label_and_mean"])
+def test_label_split_records_equal_the_pairwise_definition(tmp_path, grade):
+    """Every (query, gallery) pair of equal labels, queries in row order and each query's positives in gallery row
+    order, graded 2 where the row means share a tercile (label_and_mean) — checked pair by pair."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    features = rng.normal(size=(203, 4)).astype(np.float32)
+    labels = rng.choice(np.array(["b", "a", "c", "z", "q"]), size=203)
+    labels[7] = "lonely"  # a query (row 7 = 7 * 1) whose label no gallery row shares... if it is a query
+    np.savez(tmp_path / "s.npz", embeddings=features, labels=labels)
+    decl = {"type": "label_split", "query_every": 7, "grade": grade,
+            "source": {"type": "npz", "path": "s.npz", "features_key": "embeddings", "labels_key": "labels"}}
+    data = load_retrieval_source(decl, base_dir=tmp_path, where="r")
+    means = features.mean(axis=1)
+    terciles = np.searchsorted(np.quantile(means, [1 / 3, 2 / 3]), means, side="right")
+    expected = []
+    for q in range(0, 203, 7):
+        for g in range(203):
+            if g % 7 and labels[g] == labels[q]:
+                expected.append((q, g, 2.0 if grade == "label_and_mean" and terciles[g] == terciles[q] else 1.0))
+    assert data.records == expected
+    assert not any(q == 7 for q, _, _ in data.records)
+    assert data.query_ids == list(range(0, 203, 7)) and len(data.gallery_ids) == 203 - 29

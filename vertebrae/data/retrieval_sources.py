@@ -80,10 +80,16 @@ def _label_split(decl: Mapping[str, Any], base_dir: Path, where: str) -> Retriev
     if by_mean:
         means = np.asarray(features.mean(axis=1)).ravel()
         terciles = np.searchsorted(np.quantile(means, [1 / 3, 2 / 3]), means, side="right")
+    # every query's positives are the gallery rows of its label, in row order: group the gallery by label code
+    # once (stable sort keeps row order within a label), then slice each query's run: O((q + g) log g + positives)
+    _, codes = np.unique(labels, return_inverse=True)
+    order = np.argsort(codes[g_rows], kind="stable")
+    by_label, gallery_codes = g_rows[order], codes[g_rows][order]
+    starts = np.searchsorted(gallery_codes, codes[q_rows], side="left")
+    stops = np.searchsorted(gallery_codes, codes[q_rows], side="right")
     records = []
-    for q in q_rows:
-        same = g_rows[labels[g_rows] == labels[q]]
-        for g in same:
+    for q, start, stop in zip(q_rows.tolist(), starts.tolist(), stops.tolist()):
+        for g in by_label[start:stop].tolist():
             grade = 2.0 if by_mean and terciles[g] == terciles[q] else 1.0
             records.append((ids[q], ids[g], grade))
     return RetrievalSourceData(features[q_rows], features[g_rows], [ids[i] for i in q_rows], [ids[i] for i in g_rows], records)
