@@ -14,6 +14,14 @@ from vertebrae.scoring.degenerate import invalid_reasons, is_invalid
 from vertebrae.scoring.retrieval import RetrievalScore
 
 
+def table_metrics(ks) -> list[str]:
+    """The ranking table's metric columns: NDCG, precision, recall and hit rate at each k, then MRR and mAP.
+
+    Derived from the scoring config's ks (not the report metadata's ``table_metrics``), so a report written before
+    precision and hit rate were shown renders them too."""
+    return [f"{name}@{k}" for name in ("ndcg", "precision", "recall", "hit_rate") for k in ks] + ["mrr", "map"]
+
+
 @dataclass(frozen=True)
 class RetrievalCandidateResult:
     """One candidate (an extractor or a compressed variant) under the retrieval protocol."""
@@ -66,7 +74,7 @@ class RetrievalBenchmarkResult(CohortReport):
         return {
             "primary_metric": self.metadata.get("primary_metric"),
             "primary_score": result.primary_score,
-            **{name: forward.metrics[name] for name in self.metadata.get("table_metrics", [])},
+            **{name: forward.metrics[name] for name in table_metrics(forward.config.ks) if name in forward.metrics},
             "margin_mean": margin,
             "reverse_primary": None if result.score.reverse is None else result.score.reverse.score,
             "embedding_dim": result.embedding_metadata.get("dim"),
