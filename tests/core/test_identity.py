@@ -1,4 +1,4 @@
-"""Dataset identities: declared / manifest / content / ephemeral rules, keys and round trips."""
+"""Dataset identities: declared / manifest / content / ephemeral rules, keys and round trips; groups in the key."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from vertebrae import BenchmarkDataset, IdentityError, ValidationError
-from vertebrae.core.identity import KINDS, DatasetIdentity, require_identity
+from vertebrae.core.fingerprint import fingerprint
+from vertebrae.core.identity import KINDS, DatasetIdentity, grouped_key, require_identity
+from vertebrae.extractors import PrecomputedExtractor
+from vertebrae.scoring.overlap import OverlapScoringConfig
+from vertebrae.stages.common import embedding_recipe
+from vertebrae.stages.labelled import ScoringPlan, protocol_recipe, score_recipe
 
 LABELS = ["a", "b", "a", "b"]
 
@@ -351,3 +356,87 @@ def test_require_identity_refuses_non_identities(bad):
 def test_require_identity_returns_the_identity_unchanged():
     identity = DatasetIdentity.declared("d", "1")
     assert require_identity(identity) is identity
+
+
+# ------------------------------------------------------------------------------------------------- groups
+# Independence groups are part of what a dataset is: a grouped dataset's key (and every fingerprint built on it)
+# differs from the ungrouped one's and from another grouping's; an ungrouped dataset's key is unchanged.
+
+DIGITS = DatasetIdentity.declared("sklearn-digits", "1")
+GOLDEN_PROTOCOL = "8dcca8c193fa0516"  # tests/core/test_fingerprint.py: the ungrouped digits protocol, pinned earlier
+SITES = ["s1", "s1", 7, 7, "s2", "s2"]
+
+
+def _six(identity=DIGITS):
+    return BenchmarkDataset.from_embeddings(np.arange(12, dtype=np.float64).reshape(6, 2), ["a", "b"] * 3,
+                                            identity=identity)
+
+
+def _fingerprints(dataset):
+    """(protocol, embedding, score) fingerprints of a precomputed candidate on ``dataset``."""
+    protocol_fp = fingerprint("protocol", protocol_recipe(dataset.identity_key(), dataset.target_declaration))
+    embed_fp = fingerprint("embedding", embedding_recipe(dataset.identity_key(), "samples", PrecomputedExtractor()))
+    score_fp = fingerprint("score", score_recipe(embed_fp, protocol_fp, ScoringPlan(OverlapScoringConfig(k=2))))
+    return protocol_fp, embed_fp, score_fp
+
+
+def test_grouped_key_by_hand():
+    document = ('{"groups":["a","@int:1"],"identity":"declared:d@1","name":"site",'
+                '"schema":"vertebrae.groups/v1"}')
+    expected = "declared:d@1|groups:" + hashlib.sha256(document.encode()).hexdigest()
+    assert grouped_key("declared:d@1", "site", ["a", "@int:1"]) == expected
+
+
+@pytest.mark.parametrize("bad", [[], ["a", 1], "ab"])
+def test_grouped_key_refuses_groups_that_are_not_keys(bad):
+    with pytest.raises(IdentityError, match="declared:d@1"):
+        grouped_key("declared:d@1", "site", bad)
+
+
+def test_ungrouped_keys_are_unchanged():
+    # values computed before groups joined the identity
+    assert _six().identity_key() == "declared:sklearn-digits@1"
+    assert _fingerprints(_six())[0] == GOLDEN_PROTOCOL
+    content = _six(DatasetIdentity.from_content())
+    assert content.identity_key() == "content:d6bb0c7c3350e604591bd5e601946bff3891fd302ea5089c40856842789b3792"
+    small = BenchmarkDataset.from_embeddings(np.arange(12, dtype=np.float64).reshape(6, 2), ["a", "b"] * 3,
+                                             identity=DatasetIdentity.declared("d", "1"))
+    assert small.subset([0, 1, 2, 3]).identity_key() == (
+        "manifest:d.subset:86f097649c9d9c9ced6b893c2020701bbcbac19da6ddb0bdf1d01ce73f46d34f")
+
+
+def test_groups_change_the_key_and_every_fingerprint_under_it():
+    plain = _six()
+    grouped = plain.with_groups(SITES, name="site")
+    regrouped = plain.with_groups(["s1", "s2", 7, 7, "s2", "s1"], name="site")  # another partition
+    renamed = plain.with_groups(SITES, name="hospital")
+    keys = [d.identity_key() for d in (plain, grouped, regrouped, renamed)]
+    assert len(set(keys)) == 4
+    assert grouped.identity_key().startswith("declared:sklearn-digits@1|groups:")
+    assert grouped.identity_key() == plain.with_groups(list(SITES), name="site").identity_key()  # deterministic
+    assert grouped.identity.key() == plain.identity.key()  # the declared identity itself is untouched
+    prints = [_fingerprints(d) for d in (plain, grouped, regrouped, renamed)]
+    for column in zip(*prints):  # protocol, embedding and score fingerprints each differ across groupings
+        assert len(set(column)) == 4
+    assert grouped.summary()["identity"] == grouped.identity_key()
+
+
+def test_typed_groups_are_distinct_from_their_text():
+    plain = _six()
+    assert plain.with_groups([1, 1, 2, 2, 3, 3]).identity_key() != plain.with_groups(["1", "1", "2", "2", "3", "3"]).identity_key()
+
+
+def test_groups_fold_into_content_and_subset_identities():
+    content = _six(DatasetIdentity.from_content())
+    grouped = content.with_groups(SITES)
+    assert grouped.identity_key() != content.identity_key()
+    assert grouped.identity_key().startswith(content.identity_key() + "|groups:")
+    sub, grouped_sub = content.subset([0, 3, 4]), grouped.subset([0, 3, 4])
+    assert grouped_sub.groups == ("s1", "@int:7", "s2")  # groups follow their rows
+    assert grouped_sub.identity_key() != sub.identity_key()
+    assert grouped_sub.identity_key().startswith(sub.identity_key() + "|groups:")
+
+
+def test_with_groups_refuses_an_empty_name():
+    with pytest.raises(ValidationError, match="name"):
+        _six().with_groups(SITES, name=" ")

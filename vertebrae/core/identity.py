@@ -7,12 +7,16 @@ An identity keys every cache and fingerprint derived from a dataset. Four kinds:
 - ``from_content()``: the dataset's full content (features, targets, row ids) is hashed when the
   dataset is built; explicit because it costs a full pass over the data.
 - ``ephemeral()``: a random identity for one process; results are never reused across runs.
+
+Independence groups are part of what a dataset is (they change Separatix's cross-validation and what custom
+metrics receive): :func:`grouped_key` folds them into the key of a grouped dataset. An ungrouped dataset's key
+is its identity's key, unchanged, so no ungrouped fingerprint moved when groups joined the identity.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +24,7 @@ from vertebrae.core.errors import IdentityError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
 
 KINDS = ("declared", "manifest", "content", "ephemeral")
+GROUPS_SCHEMA = "vertebrae.groups/v1"
 
 
 def _require_text(value: Any, field: str) -> str:
@@ -119,6 +124,22 @@ class DatasetIdentity:
         if unknown:
             raise IdentityError(f"unknown DatasetIdentity fields: {sorted(unknown)}")
         return cls(data.get("kind"), data.get("dataset_id"), data.get("revision"), data.get("digest"))
+
+
+def grouped_key(identity_key: str, name: str, group_keys: Sequence[str]) -> str:
+    """The identity key of a dataset with independence groups: ``{identity_key}|groups:{digest}``.
+
+    The digest hashes the ungrouped key, the grouping's name and the semantic key of each row's group (in row
+    order), so another grouping (or the same groups under another name) gives another key, and every fingerprint
+    recipe that holds the key (protocol, fit, embedding, score) differs from the ungrouped dataset's.
+    """
+    _require_text(identity_key, "key")
+    _require_text(name, "groups name")
+    keys = [] if isinstance(group_keys, (str, bytes)) else list(group_keys)
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise IdentityError(f"groups of {identity_key!r} must be a non-empty sequence of semantic-key strings")
+    recipe = {"schema": GROUPS_SCHEMA, "identity": identity_key, "name": name, "groups": keys}
+    return f"{identity_key}|groups:{sha256_hex(canonical_json(recipe))}"
 
 
 def require_identity(identity: Any, *, what: str = "dataset") -> DatasetIdentity:

@@ -3,6 +3,10 @@
 ``identity`` is ``{kind: declared, name, revision}``, ``{kind: manifest, name, manifest: {...}}`` or
 ``{kind: content}`` (hashes the whole dataset each time the workflow is planned). Ephemeral identities make no
 sense for a workflow whose files outlive the process, so a config cannot declare one.
+
+A source that declares independence groups (``groups_key``, ``groups_path``, ``groups_dataset`` or
+``groups_column``) gives a grouped dataset (``BenchmarkDataset.with_groups``, named after that key); its identity
+key folds the groups in, so the plan reads the groups (not the features) to know it.
 """
 
 from __future__ import annotations
@@ -13,10 +17,10 @@ from typing import Any
 
 from vertebrae.core.arrays import encode_row_ids
 from vertebrae.core.errors import ConfigError
-from vertebrae.core.identity import DatasetIdentity
+from vertebrae.core.identity import DatasetIdentity, grouped_key
 from vertebrae.core.labels import semantic_key
-from vertebrae.data.labelled import BenchmarkDataset
-from vertebrae.data.sources import load_source, source_row_count
+from vertebrae.data.labelled import BenchmarkDataset, group_keys
+from vertebrae.data.sources import load_source, source_groups, source_row_count
 
 FEATURE_SOURCES = ("sklearn", "csv", "manifest")  # raw rows an extractor embeds (manifest: texts or images)
 
@@ -40,9 +44,12 @@ def load_declared_dataset(decl: Mapping[str, Any], *, base_dir: Path, where: str
     """The full, validated dataset of a declaration."""
     data = load_source(decl["source"], base_dir=base_dir, where=f"{where}.source")
     build = BenchmarkDataset.from_arrays if decl["source"]["type"] in FEATURE_SOURCES else BenchmarkDataset.from_embeddings
-    return build(data.features, data.labels, identity=identity_from_decl(decl["identity"], where=f"{where}.identity"),
-                 row_ids=data.row_ids, target_type=decl.get("target_type", "classification"),
-                 label_names=decl.get("label_names"), target_names=decl.get("target_names"))
+    dataset = build(data.features, data.labels, identity=identity_from_decl(decl["identity"], where=f"{where}.identity"),
+                    row_ids=data.row_ids, target_type=decl.get("target_type", "classification"),
+                    label_names=decl.get("label_names"), target_names=decl.get("target_names"))
+    if data.groups is None:
+        return dataset
+    return dataset.with_groups(data.groups, name=data.groups_name)
 
 
 def declared_targets(decl: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,8 +74,13 @@ def load_declared_rows(decl: Mapping[str, Any], *, base_dir: Path, where: str, s
 
 
 def declared_identity_key(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> str:
-    """Identity key; a content identity loads and hashes the full dataset."""
+    """Identity key, as ``load_declared_dataset(...).identity_key()`` gives it: a content identity loads and hashes
+    the full dataset; declared groups are read (without the features) and folded in."""
     identity = identity_from_decl(decl["identity"], where=f"{where}.identity")
-    if identity.resolved:
+    if not identity.resolved:
+        return load_declared_dataset(decl, base_dir=base_dir, where=where).identity_key()
+    groups = source_groups(decl["source"], base_dir=base_dir, where=f"{where}.source")
+    if groups is None:
         return identity.key()
-    return load_declared_dataset(decl, base_dir=base_dir, where=where).identity_key()
+    name, values = groups
+    return grouped_key(identity.key(), name, group_keys(values, len(values), lambda i: f"{where}.source: group of row {i}"))

@@ -10,7 +10,7 @@ Texts and image paths are kept as ``RawInputs``, in-memory images as ``InMemoryI
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
 from vertebrae.core.errors import ArtifactError, IdentityError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
-from vertebrae.core.identity import DatasetIdentity, require_identity
+from vertebrae.core.identity import DatasetIdentity, grouped_key, require_identity
 from vertebrae.core.inputs import RawInputs
 from vertebrae.core.labels import LabelCatalog, describe_key, semantic_key, semantic_keys
 from vertebrae.data.constructors import (
@@ -36,9 +36,20 @@ from vertebrae.data.constructors import (
 )
 from vertebrae.data.targets import TARGET_TYPES, Targets, build_targets
 
-__all__ = ["BenchmarkDataset", "DatasetBatch", "InMemoryImages", "LabelledProtocol", "MODALITIES", "content_digest"]
+__all__ = ["BenchmarkDataset", "DatasetBatch", "InMemoryImages", "LabelledProtocol", "MODALITIES", "content_digest",
+           "group_keys"]
 
 MODALITIES = ("embedding", "features", "text", "image")
+
+
+def group_keys(groups: Any, n_rows: int, row_name: Callable[[int], str]) -> tuple[str, ...]:
+    """The semantic key of each row's group (str or int values); one group per row, else ValidationError."""
+    if isinstance(groups, (str, bytes, Mapping)):
+        raise ValidationError(f"groups must be a sequence with one group per row, got {type(groups).__name__}")
+    values = list(groups.tolist() if isinstance(groups, np.ndarray) else groups)
+    if len(values) != n_rows:
+        raise ValidationError(f"{len(values)} groups for {n_rows} rows; give one group per row")
+    return tuple(semantic_keys(values, row_name))
 
 
 def content_digest(matrix: Any, targets: Targets, row_ids: Sequence[str]) -> str:
@@ -219,12 +230,14 @@ class BenchmarkDataset:
         return cls(matrix, targets, keys, identity, modality, dict(metadata or {}), target_declaration=declaration)
 
     def with_groups(self, groups: Sequence[Any], *, name: str = "group") -> BenchmarkDataset:
-        """The same dataset with independence groups (str or int per row), forwarded to Separatix and metrics."""
-        values = list(groups.tolist() if isinstance(groups, np.ndarray) else groups)
-        if len(values) != self.n_rows:
-            raise ValidationError(f"{len(values)} groups for {self.n_rows} rows; give one group per row")
-        keys = semantic_keys(values, lambda i: f"group of row {describe_key(self.row_ids[i])}")
-        return replace(self, groups=tuple(keys), groups_name=str(name))
+        """The same dataset with independence groups (str or int per row), forwarded to Separatix and metrics.
+
+        The groups (and their ``name``) are part of the dataset's identity: ``identity_key()`` and every
+        fingerprint built on it differ from the ungrouped dataset's and from another grouping's."""
+        keys = group_keys(groups, self.n_rows, lambda i: f"group of row {describe_key(self.row_ids[i])}")
+        if not isinstance(name, str) or not name.strip():
+            raise ValidationError(f"with_groups: name must be a non-empty string, got {name!r}")
+        return replace(self, groups=keys, groups_name=name)
 
     def subset(self, rows: Any) -> BenchmarkDataset:
         """The selected rows (integer positions in the order given, or a boolean mask) as a new dataset.
@@ -292,7 +305,10 @@ class BenchmarkDataset:
         return isinstance(self.inputs, RawInputs)
 
     def identity_key(self) -> str:
-        return self.identity.key()
+        """The identity's key, with the groups folded in when the dataset has groups (``grouped_key``)."""
+        if self.groups is None:
+            return self.identity.key()
+        return grouped_key(self.identity.key(), self.groups_name or "group", self.groups)
 
     def class_counts(self) -> dict[str, int]:
         """Rows per class or occurrences per label, keyed by semantic key in catalog order ({} for regression)."""
@@ -303,7 +319,7 @@ class BenchmarkDataset:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "identity": self.identity.key(),
+            "identity": self.identity_key(),
             "n_rows": self.n_rows,
             "n_features": None if self.is_raw else int(self.inputs.shape[1]),
             "modality": self.modality,

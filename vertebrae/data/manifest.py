@@ -2,7 +2,8 @@
 
 Columns: exactly one of ``text_column`` (the text itself) or ``image_column`` (an image file path, relative
 paths resolved against the manifest's folder); ``label_column`` (the label or target; ``label_dtype`` str, int
-or float); optional ``id_column`` (row ids; row order when absent). The format follows the suffix (``.csv``,
+or float); optional ``id_column`` (row ids; row order when absent); optional ``groups_column`` (the
+independence group of each row, text or integer; its own column). The format follows the suffix (``.csv``,
 ``.parquet`` / ``.pq``) unless ``format`` names it. A retrieval endpoint's manifest has no label column
 (``label_column=None``; its rows are matched by id through a relevance file).
 
@@ -32,11 +33,12 @@ _SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 @dataclass(frozen=True)
 class ManifestRows:
     """Rows of a manifest: ``inputs`` (RawInputs), ``labels`` (one per row; None without a label column),
-    ``row_ids`` (None = row order)."""
+    ``row_ids`` (None = row order), ``groups`` (one per row; None without a groups column)."""
 
     inputs: RawInputs
     labels: list | None
     row_ids: list | None
+    groups: list | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class ManifestSpec:
     label_dtype: str = "str"
     format: str | None = None
     where: str = "manifest"
+    groups_column: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
@@ -63,9 +66,9 @@ class ManifestSpec:
             raise ConfigError(f"{self.where}.format: cannot tell the format of {self.path} (suffix "
                               f"{self.path.suffix!r}); set format to one of {FORMATS}")
         object.__setattr__(self, "format", fmt)
-        used = [c for c in (self.input_column, self.label_column, self.id_column) if c is not None]
+        used = [c for c in (self.input_column, self.label_column, self.id_column, self.groups_column) if c is not None]
         if len(set(used)) != len(used):
-            raise ConfigError(f"{self.where}: the input, label and id columns must differ, got {used}")
+            raise ConfigError(f"{self.where}: the input, label, id and groups columns must differ, got {used}")
 
     @property
     def kind(self) -> str:
@@ -83,21 +86,24 @@ class ManifestSpec:
         if not path.is_file():
             raise ConfigError(f"{where}.path: file not found: {path}")
         return cls(path, opts.get("text_column"), opts.get("image_column"), opts.get("label_column", "label"),
-                   opts.get("id_column"), opts.get("label_dtype", "str"), opts.get("format"), where)
+                   opts.get("id_column"), opts.get("label_dtype", "str"), opts.get("format"), where,
+                   opts.get("groups_column"))
 
 
 def _table(spec: ManifestSpec) -> tuple[list[str], dict[str, list], list[int] | None]:
     """(header, needed columns as lists of cells, CSV line of each record or None for Parquet)."""
-    needed = [c for c in (spec.input_column, spec.label_column, spec.id_column) if c is not None]
+    needed = [c for c in (spec.input_column, spec.label_column, spec.id_column, spec.groups_column) if c is not None]
     if spec.format == "parquet":
         import pyarrow.parquet as pq
 
         try:
-            schema = pq.read_schema(spec.path)
-            header = list(schema.names)
-            _check_columns(spec, header)
-            table = pq.read_table(spec.path, columns=needed)
+            header = list(pq.read_schema(spec.path).names)
         except (OSError, ValueError) as exc:  # pyarrow's errors subclass these
+            raise ValidationError(f"{spec.path} is not a readable Parquet file: {exc}") from None
+        _check_columns(spec, header)  # a ConfigError naming the key, not an unreadable file
+        try:
+            table = pq.read_table(spec.path, columns=needed)
+        except (OSError, ValueError) as exc:
             raise ValidationError(f"{spec.path} is not a readable Parquet file: {exc}") from None
         return header, {c: table.column(c).to_pylist() for c in needed}, None
     columns: dict[str, list] = {c: [] for c in needed}
@@ -131,7 +137,7 @@ def _table(spec: ManifestSpec) -> tuple[list[str], dict[str, list], list[int] | 
 
 def _check_columns(spec: ManifestSpec, header: list[str]) -> None:
     keys = {"text_column": spec.text_column, "image_column": spec.image_column,
-            "label_column": spec.label_column, "id_column": spec.id_column}
+            "label_column": spec.label_column, "id_column": spec.id_column, "groups_column": spec.groups_column}
     for key, column in keys.items():
         if column is not None and column not in header:
             raise ConfigError(f"{spec.where}.{key}: column {column!r} not found in {spec.path}; "
@@ -155,6 +161,24 @@ def _label(value: Any, spec: ManifestSpec, name: str) -> Any:
         raise ValidationError(f"{name}: label {value!r} is not a{'n int' if spec.label_dtype == 'int' else ' float'}") from None
 
 
+def _group(value: Any, spec: ManifestSpec, name: str) -> Any:
+    if value is None or value == "":
+        raise ValidationError(f"{name}: empty {spec.groups_column!r} (group)")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValidationError(f"{name}: group {value!r} in column {spec.groups_column!r} is not text or an integer")
+    return value
+
+
+def manifest_groups(spec: ManifestSpec) -> list | None:
+    """The groups column of every row (checked like ``read_manifest`` checks them), without touching image files."""
+    if spec.groups_column is None:
+        return None
+    _, columns, lines = _table(spec)
+    ids = None if spec.id_column is None else columns[spec.id_column]
+    return [_group(value, spec, _row_name(spec, i, ids[i] if ids is not None else i, lines))
+            for i, value in enumerate(columns[spec.groups_column])]
+
+
 def manifest_row_count(spec: ManifestSpec) -> int:
     """Rows of the manifest (Parquet: from its metadata; CSV: its records, columns checked)."""
     if spec.format == "parquet":
@@ -162,9 +186,10 @@ def manifest_row_count(spec: ManifestSpec) -> int:
 
         try:
             meta = pq.read_metadata(spec.path)
-            _check_columns(spec, list(meta.schema.to_arrow_schema().names))
+            header = list(meta.schema.to_arrow_schema().names)
         except (OSError, ValueError) as exc:
             raise ValidationError(f"{spec.path} is not a readable Parquet file: {exc}") from None
+        _check_columns(spec, header)
         return int(meta.num_rows)
     _, columns, _ = _table(spec)
     return len(columns[spec.input_column])
@@ -178,7 +203,7 @@ def read_manifest(spec: ManifestSpec, rows: tuple[int, int] | None = None) -> Ma
     if not 0 <= start <= stop <= n:
         raise ValidationError(f"{spec.where}: rows=({start}, {stop}) out of range for {spec.path} with {n} rows")
     ids = None if spec.id_column is None else columns[spec.id_column][start:stop]
-    values, labels = [], []
+    values, labels, groups = [], [], []
     for offset, value in enumerate(columns[spec.input_column][start:stop]):
         index = start + offset
         rid = ids[offset] if ids is not None else index
@@ -197,6 +222,9 @@ def read_manifest(spec: ManifestSpec, rows: tuple[int, int] | None = None) -> Ma
         values.append(value)
         if spec.label_column is not None:
             labels.append(_label(columns[spec.label_column][offset + start], spec, name))
+        if spec.groups_column is not None:
+            groups.append(_group(columns[spec.groups_column][offset + start], spec, name))
     display_ids = ids if ids is not None else list(range(start, stop))
     return ManifestRows(RawInputs(spec.kind, tuple(values), tuple(display_ids)),
-                        labels if spec.label_column is not None else None, None if ids is None else list(ids))
+                        labels if spec.label_column is not None else None, None if ids is None else list(ids),
+                        groups if spec.groups_column is not None else None)

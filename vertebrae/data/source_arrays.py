@@ -1,8 +1,9 @@
 """Loaders for the array sources: bundled scikit-learn datasets, ``npz``, ``npy``, ``sparse_npz`` and ``hdf5``.
 
 Each type has a counter ``(opts, base_dir, where) -> rows`` and a loader ``(opts, base_dir, where, rows) ->
-SourceData`` over a declaration checked by :mod:`vertebrae.data.source_decl`. h5py, scipy and scikit-learn are
-imported only when such a source is read.
+SourceData`` over a declaration checked by :mod:`vertebrae.data.source_decl`, and a groups reader ``(opts,
+base_dir, where) -> groups or None`` that reads the declared independence groups without the features. h5py,
+scipy and scikit-learn are imported only when such a source is read.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.data.source_checks import (
+    _GROUP_KINDS,
     _ID_KINDS,
     _LABEL_KINDS,
     SourceData,
@@ -110,6 +112,26 @@ def _npz_array(archive: Any, name: str, path: Path) -> np.ndarray:
         raise ValidationError(f"{path}[{name!r}] is not a readable array: {exc}") from None
 
 
+def _npz_groups(archive: Any, opts: Mapping[str, Any], path: Path, where: str, n: int, fwhat: str):
+    """``(array, what)`` of the declared ``groups_key`` (checked: 1-D integers or text, one per row), or None."""
+    gkey = _npz_require(archive, opts, "groups_key", path, where)
+    if gkey is None:
+        return None
+    array, gwhat = _npz_array(archive, gkey, path), f"{path}[{gkey!r}]"
+    _check_aux_meta(array.shape, array.dtype, _GROUP_KINDS, "groups", gwhat)
+    _check_length(array.shape[0], n, "groups", gwhat, fwhat)
+    return array, gwhat
+
+
+def _groups_npz(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    path = _resolve(opts, "path", base_dir, where)
+    assert path is not None
+    with _open_npz(path) as archive:
+        fkey, _, _, n = _npz_checked_names(archive, opts, path, where)
+        groups = _npz_groups(archive, opts, path, where, n, f"{path}[{fkey!r}]")
+    return None if groups is None else _values_from_array(groups[0], _GROUP_KINDS, "groups", groups[1])
+
+
 def _load_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
     path = _resolve(opts, "path", base_dir, where)
     assert path is not None
@@ -126,6 +148,7 @@ def _load_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
             iwhat = f"{path}[{ikey!r}]"
             _check_aux_meta(ids_arr.shape, ids_arr.dtype, _ID_KINDS, "ids", iwhat)
             _check_length(ids_arr.shape[0], n, "ids", iwhat, fwhat)
+        groups = _npz_groups(archive, opts, path, where, n, fwhat)
         start, stop = _check_rows(rows, n, where)
         features = _npz_array(archive, fkey, path)
     if (start, stop) != (0, n):
@@ -134,7 +157,10 @@ def _load_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
     row_ids = None
     if ids_arr is not None:
         row_ids = _values_from_array(ids_arr[start:stop], _ID_KINDS, "ids", iwhat, start)
-    return SourceData(features=features, labels=labels, row_ids=row_ids)
+    if groups is None:
+        return SourceData(features=features, labels=labels, row_ids=row_ids)
+    group_values = _values_from_array(groups[0][start:stop], _GROUP_KINDS, "groups", groups[1], start)
+    return SourceData(features, labels, row_ids, group_values, opts["groups_key"])
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -156,16 +182,34 @@ def _load_npy(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
     shape, dtype = _npy_header(path)
     _check_features_meta(shape, dtype, str(path))
     n = int(shape[0])
-    labels_col, ids_col = _aux_columns(opts, base_dir, where, n, str(path))
+    labels_col, ids_col, groups_col = _aux_columns(opts, base_dir, where, n, str(path))
     start, stop = _check_rows(rows, n, where)
     mapped = _npy_mmap(path)
     features = np.array(mapped[start:stop])  # copies just these rows out of the memory map
     del mapped
+    return _with_columns(features, labels_col, ids_col, groups_col, start, stop)
+
+
+def _with_columns(features: Any, labels_col: Any, ids_col: Any, groups_col: Any, start: int, stop: int) -> SourceData:
+    """Rows ``start:stop`` of an ``npy`` / ``sparse_npz`` source's labels, ids and groups files."""
     return SourceData(
         features=features,
         labels=labels_col.read(start, stop),
         row_ids=None if ids_col is None else ids_col.read(start, stop),
+        groups=None if groups_col is None else groups_col.read(start, stop),
+        groups_name=None if groups_col is None else groups_col.path.stem,
     )
+
+
+def _groups_npy(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    if opts["groups_path"] is None:
+        return None
+    path = _resolve(opts, "path", base_dir, where)
+    shape, dtype = _npy_header(path)  # type: ignore[arg-type]
+    _check_features_meta(shape, dtype, str(path))
+    groups = _aux_columns(opts, base_dir, where, int(shape[0]), str(path))[2]
+    assert groups is not None
+    return groups.read(0, groups.length)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -204,15 +248,21 @@ def _load_sparse_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any
     _check_features_meta(matrix.shape, matrix.dtype, str(path))
     matrix = matrix.tocsr()
     n = int(matrix.shape[0])
-    labels_col, ids_col = _aux_columns(opts, base_dir, where, n, str(path))
+    labels_col, ids_col, groups_col = _aux_columns(opts, base_dir, where, n, str(path))
     start, stop = _check_rows(rows, n, where)
     if (start, stop) != (0, n):
         matrix = matrix[start:stop].tocsr()
-    return SourceData(
-        features=matrix,
-        labels=labels_col.read(start, stop),
-        row_ids=None if ids_col is None else ids_col.read(start, stop),
-    )
+    return _with_columns(matrix, labels_col, ids_col, groups_col, start, stop)
+
+
+def _groups_sparse_npz(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    if opts["groups_path"] is None:
+        return None
+    n = _count_sparse_npz(opts, base_dir, where)
+    path = _resolve(opts, "path", base_dir, where)
+    groups = _aux_columns(opts, base_dir, where, n, str(path))[2]
+    assert groups is not None
+    return groups.read(0, groups.length)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -277,6 +327,26 @@ def _h5_checked(handle: Any, opts: Mapping[str, Any], path: Path, where: str):
     return fds, lds, ids, fwhat, int(fds.shape[0])
 
 
+def _h5_groups(handle: Any, opts: Mapping[str, Any], path: Path, where: str, n: int, fwhat: str):
+    """``(dataset, what)`` of the declared ``groups_dataset`` (checked: 1-D integers or text, one per row), or None."""
+    gds = _h5_require(handle, opts, "groups_dataset", path, where)
+    if gds is None:
+        return None
+    gwhat = f"{path}[{gds.name!r}]"
+    _h5_aux_meta(gds, _GROUP_KINDS, "groups", gwhat)
+    _check_length(gds.shape[0], n, "groups", gwhat, fwhat)
+    return gds, gwhat
+
+
+def _groups_hdf5(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    path = _resolve(opts, "path", base_dir, where)
+    assert path is not None
+    with _open_h5(path) as handle:
+        _, _, _, fwhat, n = _h5_checked(handle, opts, path, where)
+        groups = _h5_groups(handle, opts, path, where, n, fwhat)
+        return None if groups is None else _values_from_array(np.asarray(groups[0][:]), _GROUP_KINDS, "groups", groups[1])
+
+
 def _count_hdf5(opts: dict[str, Any], base_dir: Path, where: str) -> int:
     path = _resolve(opts, "path", base_dir, where)
     with _open_h5(path) as handle:  # type: ignore[arg-type]
@@ -295,10 +365,14 @@ def _load_hdf5(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> S
             iwhat = f"{path}[{ids.name!r}]"
             _h5_aux_meta(ids, _ID_KINDS, "ids", iwhat)
             _check_length(ids.shape[0], n, "ids", iwhat, fwhat)
+        groups = _h5_groups(handle, opts, path, where, n, fwhat)
         start, stop = _check_rows(rows, n, where)
         features = np.asarray(fds[start:stop])  # h5py reads only the selected rows
         labels = _values_from_array(np.asarray(lds[start:stop]), _LABEL_KINDS, "labels", lwhat, start)
         row_ids = None
         if ids is not None:
             row_ids = _values_from_array(np.asarray(ids[start:stop]), _ID_KINDS, "ids", iwhat, start)
-    return SourceData(features=features, labels=labels, row_ids=row_ids)
+        group_values = None
+        if groups is not None:
+            group_values = _values_from_array(np.asarray(groups[0][start:stop]), _GROUP_KINDS, "groups", groups[1], start)
+    return SourceData(features, labels, row_ids, group_values, None if groups is None else opts["groups_dataset"])

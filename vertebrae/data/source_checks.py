@@ -16,17 +16,21 @@ from vertebrae.data.source_decl import _resolve
 _FEATURE_KINDS = "iuf"  # numeric feature dtypes: signed/unsigned integers and floats
 _LABEL_KINDS = "biufUS"  # bool, numbers, text
 _ID_KINDS = "iuUS"  # integers and text
+_GROUP_KINDS = _ID_KINDS  # independence groups: integers and text, like row ids
 
 
 @dataclass(frozen=True)
 class SourceData:
     """Rows of one source: ``features`` (2-D numeric ndarray or scipy.sparse CSR; RawInputs for a manifest),
     ``labels`` (one Python scalar per row), ``row_ids`` (one str/int per row, or None when the source declares
-    no ids)."""
+    no ids), ``groups`` (one str/int independence group per row, or None) and ``groups_name`` (the declared
+    key, column or dataset the groups come from; a groups file's stem)."""
 
     features: Any
     labels: list
     row_ids: list | None = None
+    groups: list | None = None
+    groups_name: str | None = None
 
     @property
     def n_rows(self) -> int:
@@ -153,14 +157,22 @@ class _Column:
         return _values_from_array(np.asarray(self._array[start:stop]), self.kinds, self.role, self.what, start)
 
 
+def _optional_column(opts: Mapping[str, Any], key: str, role: str, kinds: str, base_dir: Path, where: str, n: int,
+                     features_what: str) -> _Column | None:
+    path = _resolve(opts, key, base_dir, where)
+    if path is None:
+        return None
+    column = _Column(path, role, kinds)
+    _check_length(column.length, n, role, column.what, features_what)
+    return column
+
+
 def _aux_columns(
     opts: Mapping[str, Any], base_dir: Path, where: str, n: int, features_what: str
-) -> tuple[_Column, _Column | None]:
+) -> tuple[_Column, _Column | None, _Column | None]:
+    """The labels, ids and groups files of an ``npy`` / ``sparse_npz`` source, each one entry per feature row."""
     labels = _Column(_resolve(opts, "labels_path", base_dir, where), "labels", _LABEL_KINDS)  # type: ignore[arg-type]
     _check_length(labels.length, n, "labels", labels.what, features_what)
-    ids_path = _resolve(opts, "ids_path", base_dir, where)
-    ids = None
-    if ids_path is not None:
-        ids = _Column(ids_path, "ids", _ID_KINDS)
-        _check_length(ids.length, n, "ids", ids.what, features_what)
-    return labels, ids
+    ids = _optional_column(opts, "ids_path", "ids", _ID_KINDS, base_dir, where, n, features_what)
+    groups = _optional_column(opts, "groups_path", "groups", _GROUP_KINDS, base_dir, where, n, features_what)
+    return labels, ids, groups

@@ -19,14 +19,16 @@ _REQUIRED = object()
 # Allowed keys per source type (besides "type") and their defaults; _REQUIRED marks mandatory keys.
 _SPECS: dict[str, dict[str, Any]] = {
     "sklearn": {"name": _REQUIRED},
-    "npz": {"path": _REQUIRED, "features_key": "embeddings", "labels_key": "labels", "ids_key": None},
-    "npy": {"path": _REQUIRED, "labels_path": _REQUIRED, "ids_path": None},
-    "sparse_npz": {"path": _REQUIRED, "labels_path": _REQUIRED, "ids_path": None},
+    "npz": {"path": _REQUIRED, "features_key": "embeddings", "labels_key": "labels", "ids_key": None,
+            "groups_key": None},
+    "npy": {"path": _REQUIRED, "labels_path": _REQUIRED, "ids_path": None, "groups_path": None},
+    "sparse_npz": {"path": _REQUIRED, "labels_path": _REQUIRED, "ids_path": None, "groups_path": None},
     "hdf5": {
         "path": _REQUIRED,
         "features_dataset": "embeddings",
         "labels_dataset": "labels",
         "ids_dataset": None,
+        "groups_dataset": None,
     },
     "csv": {
         "path": _REQUIRED,
@@ -34,6 +36,7 @@ _SPECS: dict[str, dict[str, Any]] = {
         "id_column": None,
         "feature_columns": None,
         "label_dtype": "str",
+        "groups_column": None,
     },
     "manifest": {
         "path": _REQUIRED,
@@ -43,13 +46,18 @@ _SPECS: dict[str, dict[str, Any]] = {
         "id_column": None,
         "label_dtype": "str",
         "format": None,
+        "groups_column": None,
     },
 }
 
 #: Source types a declaration may use.
 SOURCE_TYPES: tuple[str, ...] = tuple(sorted(_SPECS))
 
-_PATH_KEYS = frozenset({"path", "labels_path", "ids_path"})
+_PATH_KEYS = frozenset({"path", "labels_path", "ids_path", "groups_path"})
+
+#: The key naming each source type's independence groups (one group per row); sklearn sources have none.
+GROUPS_KEYS: dict[str, str] = {"npz": "groups_key", "npy": "groups_path", "sparse_npz": "groups_path",
+                               "hdf5": "groups_dataset", "csv": "groups_column", "manifest": "groups_column"}
 _MAX_LISTED = 50  # cap on names listed in "available ..." messages
 
 
@@ -118,6 +126,11 @@ def _parse_decl(decl: Any, where: str) -> tuple[str, dict[str, Any]]:
             raise ConfigError(
                 f"{_key(where, 'id_column')}: {opts['id_column']!r} is also the label column"
             )
+    if kind in ("csv", "manifest") and opts["groups_column"] is not None:
+        others = {opts.get("label_column"), opts.get("id_column"), opts.get("text_column"), opts.get("image_column")}
+        if opts["groups_column"] in others - {None}:
+            raise ConfigError(f"{_key(where, 'groups_column')}: {opts['groups_column']!r} is also the label, id or "
+                              "input column; groups need a column of their own")
     return kind, opts
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
-from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
+from vertebrae.data.manifest import ManifestSpec, manifest_groups, manifest_row_count, read_manifest
 from vertebrae.data.source_checks import SourceData
 from vertebrae.data.source_decl import (
     _check_rows,
@@ -36,18 +36,18 @@ def _csv_columns(header: list[str] | None, opts: Mapping[str, Any], path: Path, 
             raise ValidationError(f"CSV file {path}: column {name!r} appears twice in the header")
         seen.add(name)
     available = _listing(header)
-    for key in ("label_column", "id_column"):
+    for key in ("label_column", "id_column", "groups_column"):
         name = opts[key]
         if name is not None and name not in seen:
             raise ConfigError(
                 f"{_key(where, key)}: column {name!r} not found in {path}; available columns: {available}"
             )
-    reserved = {opts["label_column"], opts["id_column"]}
+    reserved = {opts["label_column"], opts["id_column"], opts["groups_column"]}
     declared = opts["feature_columns"]
     if declared is None:
         features = [name for name in header if name not in reserved]
         if not features:
-            raise ValidationError(f"CSV file {path} has no feature columns besides the label/id columns")
+            raise ValidationError(f"CSV file {path} has no feature columns besides the label/id/groups columns")
         return features
     for i, name in enumerate(declared):
         if name not in seen:
@@ -57,7 +57,7 @@ def _csv_columns(header: list[str] | None, opts: Mapping[str, Any], path: Path, 
             )
         if name in reserved:
             raise ConfigError(
-                f"{_key(where, 'feature_columns')}[{i}]: column {name!r} is the label or id column"
+                f"{_key(where, 'feature_columns')}[{i}]: column {name!r} is the label, id or groups column"
             )
     return list(declared)
 
@@ -93,11 +93,12 @@ def _load_csv(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
     assert path is not None
     parsed = _parse_rows(rows, where)  # the range is checked once the records are counted
     start, stop = parsed if parsed is not None else (0, 0)
-    label_col, id_col = opts["label_column"], opts["id_column"]
+    label_col, id_col, group_col = opts["label_column"], opts["id_column"], opts["groups_column"]
     as_int = opts["label_dtype"] == "int"
     values: list[list[float]] = []
     labels: list = []
     row_ids: list | None = None if id_col is None else []
+    groups: list | None = None if group_col is None else []
     n = 0
     reader: Any = None
     try:
@@ -140,6 +141,11 @@ def _load_csv(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
                     if not rid:
                         raise ValidationError(f"CSV file {path}, line {line}, column {id_col!r}: empty id")
                     row_ids.append(rid)
+                if groups is not None:
+                    group = record[group_col]
+                    if not group:
+                        raise ValidationError(f"CSV file {path}, line {line}, column {group_col!r}: empty group")
+                    groups.append(group)
     except UnicodeDecodeError as exc:
         raise ValidationError(f"CSV file {path} is not UTF-8 text: {exc}") from None
     except csv.Error as exc:
@@ -148,7 +154,11 @@ def _load_csv(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
     _check_not_header_only(n, path)
     _check_rows(rows, n, where)
     features = np.array(values, dtype=np.float64).reshape(len(values), len(feature_cols))
-    return SourceData(features=features, labels=labels, row_ids=row_ids)
+    return SourceData(features, labels, row_ids, groups, group_col)
+
+
+def _groups_csv(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    return None if opts["groups_column"] is None else _load_csv(opts, base_dir, where, None).groups
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -164,5 +174,11 @@ def _count_manifest(opts: dict[str, Any], base_dir: Path, where: str) -> int:
 
 
 def _load_manifest(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
-    data = read_manifest(_manifest_spec(opts, base_dir, where), _parse_rows(rows, where))
-    return SourceData(features=data.inputs, labels=data.labels, row_ids=data.row_ids)
+    spec = _manifest_spec(opts, base_dir, where)
+    data = read_manifest(spec, _parse_rows(rows, where))
+    return SourceData(data.inputs, data.labels, data.row_ids, data.groups, spec.groups_column)
+
+
+def _groups_manifest(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    spec = _manifest_spec(opts, base_dir, where)
+    return None if spec.groups_column is None else manifest_groups(spec)

@@ -3,15 +3,20 @@
 A source declaration is a plain dict with a ``type`` and type-specific keys (defaults shown)::
 
     {"type": "sklearn", "name": "digits"}            # or iris, wine, breast_cancer
-    {"type": "npz", "path": ..., "features_key": "embeddings", "labels_key": "labels", "ids_key": None}
-    {"type": "npy", "path": ..., "labels_path": ..., "ids_path": None}
-    {"type": "sparse_npz", "path": ..., "labels_path": ..., "ids_path": None}
+    {"type": "npz", "path": ..., "features_key": "embeddings", "labels_key": "labels", "ids_key": None,
+     "groups_key": None}
+    {"type": "npy", "path": ..., "labels_path": ..., "ids_path": None, "groups_path": None}
+    {"type": "sparse_npz", "path": ..., "labels_path": ..., "ids_path": None, "groups_path": None}
     {"type": "hdf5", "path": ..., "features_dataset": "embeddings", "labels_dataset": "labels",
-     "ids_dataset": None}
+     "ids_dataset": None, "groups_dataset": None}
     {"type": "csv", "path": ..., "label_column": "label", "id_column": None, "feature_columns": None,
-     "label_dtype": "str"}
+     "label_dtype": "str", "groups_column": None}
     {"type": "manifest", "path": ..., "text_column": None, "image_column": None, "label_column": "label",
-     "id_column": None, "label_dtype": "str", "format": None}      # raw inputs, see manifest.py
+     "id_column": None, "label_dtype": "str", "format": None, "groups_column": None}  # raw inputs, manifest.py
+
+The ``groups_*`` key (``GROUPS_KEYS``) names each row's independence group (text or integer; a groups file like
+the labels file for ``npy`` / ``sparse_npz``): ``SourceData.groups`` holds them, ``groups_name`` the declared
+key, column or dataset (a groups file's stem), and :func:`source_groups` reads them without the features.
 
 Relative paths resolve against ``base_dir``; nothing ever scans a directory. For ``npy`` and ``sparse_npz``
 the labels and ids files are either ``.npy`` arrays or, for any other suffix, UTF-8 text with one value per
@@ -40,6 +45,10 @@ from vertebrae.data.source_arrays import (
     _count_npz,
     _count_sklearn,
     _count_sparse_npz,
+    _groups_hdf5,
+    _groups_npy,
+    _groups_npz,
+    _groups_sparse_npz,
     _load_hdf5,
     _load_npy,
     _load_npz,
@@ -47,19 +56,23 @@ from vertebrae.data.source_arrays import (
     _load_sparse_npz,
 )
 from vertebrae.data.source_checks import SourceData
-from vertebrae.data.source_decl import SKLEARN_DATASETS, SOURCE_TYPES, _parse_decl
+from vertebrae.data.source_decl import GROUPS_KEYS, SKLEARN_DATASETS, SOURCE_TYPES, _parse_decl
 from vertebrae.data.source_tables import (
     _count_csv,
     _count_manifest,
+    _groups_csv,
+    _groups_manifest,
     _load_csv,
     _load_manifest,
 )
 
 __all__ = [
+    "GROUPS_KEYS",
     "SKLEARN_DATASETS",
     "SOURCE_TYPES",
     "SourceData",
     "load_source",
+    "source_groups",
     "source_row_count",
 ]
 
@@ -89,6 +102,18 @@ def load_source(
     return _LOADERS[kind](opts, Path(base_dir), where, rows)
 
 
+def source_groups(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[str, list] | None:
+    """``(groups_name, groups)`` of every row of the declared source, read without its features (array sources)
+    and checked like :func:`load_source` checks them; None when the source declares no groups."""
+    kind, opts = _parse_decl(decl, where)
+    key = GROUPS_KEYS.get(kind)
+    if key is None or opts[key] is None:
+        return None
+    groups = _GROUP_READERS[kind](opts, Path(base_dir), where)
+    assert groups is not None
+    return (Path(opts[key]).stem if key == "groups_path" else opts[key]), groups
+
+
 _COUNTERS: dict[str, Callable[[dict[str, Any], Path, str], int]] = {
     "sklearn": _count_sklearn,
     "npz": _count_npz,
@@ -107,4 +132,13 @@ _LOADERS: dict[str, Callable[[dict[str, Any], Path, str, Any], SourceData]] = {
     "hdf5": _load_hdf5,
     "csv": _load_csv,
     "manifest": _load_manifest,
+}
+
+_GROUP_READERS: dict[str, Callable[[dict[str, Any], Path, str], list | None]] = {
+    "npz": _groups_npz,
+    "npy": _groups_npy,
+    "sparse_npz": _groups_sparse_npz,
+    "hdf5": _groups_hdf5,
+    "csv": _groups_csv,
+    "manifest": _groups_manifest,
 }
