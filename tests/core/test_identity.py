@@ -11,7 +11,8 @@ import pytest
 
 from vertebrae import BenchmarkDataset, IdentityError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.core.identity import KINDS, DatasetIdentity, grouped_key, require_identity
+from vertebrae.core.fingerprint import canonical_json
+from vertebrae.core.identity import FILES_SCHEMA, KINDS, DatasetIdentity, grouped_key, require_identity
 from vertebrae.extractors import PrecomputedExtractor
 from vertebrae.scoring.overlap import OverlapScoringConfig
 from vertebrae.stages.common import embedding_recipe
@@ -266,11 +267,40 @@ def test_only_ephemeral_is_not_reusable():
     assert DatasetIdentity.from_content().reusable
 
 
+# -------------------------------------------------------------------------------------------------- files
+
+
+def test_a_files_identity_hashes_its_recipe_under_a_versioned_key():
+    recipe = {"type": "npz", "path": {"sha256": "ab" * 32}, "features_key": "embeddings"}
+    identity = DatasetIdentity.from_files(recipe)
+    expected = hashlib.sha256(canonical_json({"schema": FILES_SCHEMA, "files": recipe}).encode()).hexdigest()
+    assert identity.kind == "files" and identity.digest == expected
+    assert identity.key() == f"files:v1:{expected}" and FILES_SCHEMA.endswith("/v1")
+    assert identity.resolved and identity.reusable
+    assert DatasetIdentity.from_dict(identity.to_dict()) == identity
+    # another file digest, or another option over the same file, is another dataset
+    assert DatasetIdentity.from_files({**recipe, "path": {"sha256": "cd" * 32}}).key() != identity.key()
+    assert DatasetIdentity.from_files({**recipe, "features_key": "other"}).key() != identity.key()
+
+
+@pytest.mark.parametrize("bad", [{}, None, ["path"]])
+def test_a_files_identity_needs_a_recipe(bad):
+    with pytest.raises(IdentityError, match="files recipe"):
+        DatasetIdentity.from_files(bad)
+
+
+def test_a_files_identity_needs_a_hex_digest():
+    with pytest.raises(IdentityError, match="digest"):
+        DatasetIdentity("files", digest="XYZ")
+    with pytest.raises(IdentityError, match="digest"):
+        DatasetIdentity("files")
+
+
 # ------------------------------------------------------------------------------------------ kinds and dicts
 
 
 def test_kinds():
-    assert KINDS == ("declared", "manifest", "content", "ephemeral")
+    assert KINDS == ("declared", "manifest", "content", "ephemeral", "files")
     with pytest.raises(IdentityError) as info:
         DatasetIdentity("guessed", "d", "1")
     assert "'guessed'" in str(info.value)

@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from vertebrae import DatasetIdentity, IdentityError, ValidationError
+from vertebrae.core.inputs import RawInputs
 from vertebrae.data.retrieval import RetrievalDataset
 from retrieval_fixtures import G_IDS, GRADES, ID, Q_IDS, _build, _g, _q, _raises, _same_csr
 
@@ -201,3 +202,21 @@ def test_relevance_reads_as_query_to_gallery_grades_and_stays_a_csr_matrix():
     assert type(ds.protocol.relevance) is sp.csr_matrix  # the scorer's input is a plain CSR matrix
     rebuilt = RetrievalDataset(ds.queries, ds.gallery, ds.query_ids, ds.gallery_ids, relevance, ds.exclusions, ID)
     assert rebuilt.relevance == relevance.to_dict() and _build(np.array(GRADES)).transposed().relevance[2] == {1: 0.5}
+
+
+def test_a_content_identity_of_image_rows_follows_the_image_bytes(tmp_path):
+    # before: image rows were hashed as their path strings, so an edited image kept its key (stale results)
+    paths = []
+    for i in range(2):
+        paths.append(tmp_path / f"{i}.png")
+        paths[-1].write_bytes(bytes([i]) * 4)
+
+    def key():
+        return RetrievalDataset.from_arrays(
+            RawInputs.texts(["a", "b"], ["q0", "q1"]), RawInputs.images([str(p) for p in paths], ["g0", "g1"]),
+            [("q0", "g0"), ("q1", "g1")], query_ids=["q0", "q1"], gallery_ids=["g0", "g1"], gallery_modality="image",
+            identity=DatasetIdentity.from_content()).identity_key()
+
+    before = key()
+    paths[1].write_bytes(b"edited")
+    assert key() != before

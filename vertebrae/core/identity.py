@@ -1,8 +1,13 @@
 """Dataset identities: what a dataset *is*, declared explicitly, never guessed from paths.
 
-An identity keys every cache and fingerprint derived from a dataset. Four kinds:
+An identity keys every cache and fingerprint derived from a dataset. Five kinds:
 
-- ``declared(dataset_id, revision)``: the caller vouches that name and revision pin the content.
+- ``declared(dataset_id, revision)``: the caller vouches that name and revision pin the content (the user owns
+  that promise: editing the data without a new revision gives stale results).
+- ``from_files(recipe)``: a file-backed source tracked by content, the default of a workflow config without an
+  ``identity``: ``recipe`` says how the source reads its files and holds a SHA-256 per file (see
+  :mod:`vertebrae.core.file_digests`), so editing any file changes the key ``files:v1:{digest}`` and every
+  fingerprint below it. ``v1`` is :data:`FILES_SCHEMA`; a new recipe layout takes a new version.
 - ``from_manifest(dataset_id, manifest)``: hashes only the caller-supplied manifest (canonical JSON).
 - ``from_content()``: the dataset's full content (features, targets, row ids) is hashed when the
   dataset is built; explicit because it costs a full pass over the data.
@@ -23,8 +28,10 @@ from typing import Any
 from vertebrae.core.errors import IdentityError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
 
-KINDS = ("declared", "manifest", "content", "ephemeral")
+KINDS = ("declared", "manifest", "content", "ephemeral", "files")
 GROUPS_SCHEMA = "vertebrae.groups/v1"
+FILES_SCHEMA = "vertebrae.files-identity/v1"
+_FILES_VERSION = FILES_SCHEMA.rsplit("/", 1)[1]
 
 
 def _require_text(value: Any, field: str) -> str:
@@ -61,7 +68,7 @@ class DatasetIdentity:
         elif self.kind == "manifest":
             _require_text(self.dataset_id, "dataset_id")
             _require_hex(self.digest)
-        elif self.kind == "ephemeral":
+        elif self.kind in ("ephemeral", "files"):
             _require_hex(self.digest)
         elif self.digest is not None:
             _require_hex(self.digest)
@@ -78,6 +85,14 @@ class DatasetIdentity:
         if not isinstance(manifest, Mapping) or not manifest:
             raise IdentityError(f"DatasetIdentity manifest for {dataset_id!r} must be a non-empty mapping")
         return cls("manifest", dataset_id, None, sha256_hex(canonical_json(dict(manifest))))
+
+    @classmethod
+    def from_files(cls, recipe: Mapping[str, Any]) -> DatasetIdentity:
+        """Identity of a file-backed source: hashes ``recipe`` (how the source reads its files, with the SHA-256 of
+        each file in place of its path) under :data:`FILES_SCHEMA`; the files themselves are hashed by the caller."""
+        if not isinstance(recipe, Mapping) or not recipe:
+            raise IdentityError("DatasetIdentity files recipe must be a non-empty mapping")
+        return cls("files", digest=sha256_hex(canonical_json({"schema": FILES_SCHEMA, "files": dict(recipe)})))
 
     @classmethod
     def from_content(cls) -> DatasetIdentity:
@@ -113,6 +128,8 @@ class DatasetIdentity:
             return f"declared:{self.dataset_id}@{self.revision}"
         if self.kind == "manifest":
             return f"manifest:{self.dataset_id}:{self.digest}"
+        if self.kind == "files":
+            return f"files:{_FILES_VERSION}:{self.digest}"
         return f"{self.kind}:{self.digest}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,8 +164,9 @@ def require_identity(identity: Any, *, what: str = "dataset") -> DatasetIdentity
     if identity is None:
         raise IdentityError(
             f"{what} has no identity: pass identity=DatasetIdentity.declared(name, revision), "
-            "DatasetIdentity.from_manifest(...), DatasetIdentity.from_content() or DatasetIdentity.ephemeral(); "
-            "vertebrae never hashes or scans paths implicitly"
+            "DatasetIdentity.from_manifest(...), DatasetIdentity.from_files(...), DatasetIdentity.from_content() or "
+            "DatasetIdentity.ephemeral(); vertebrae never scans paths implicitly (a workflow config without an "
+            "identity hashes the files its source declares)"
         )
     if not isinstance(identity, DatasetIdentity):
         raise IdentityError(f"{what} identity must be a DatasetIdentity, got {type(identity).__name__}")

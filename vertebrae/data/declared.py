@@ -1,8 +1,14 @@
 """Datasets declared in a workflow config: ``{"source": {...}, "identity": {...}}``.
 
-``identity`` is ``{kind: declared, name, revision}``, ``{kind: manifest, name, manifest: {...}}`` or
-``{kind: content}`` (hashes the whole dataset each time the workflow is planned). Ephemeral identities make no
-sense for a workflow whose files outlive the process, so a config cannot declare one.
+Without ``identity``, a file-backed source is tracked by content: its identity is
+``DatasetIdentity.from_files`` of every file it reads (arrays, labels, ids, groups, a manifest and the images it
+names; see :mod:`vertebrae.data.source_files`), each hashed once and cached by path, size and mtime under the
+working directory (``.vertebrae/digests.json``), so editing a file changes the fingerprints below it. A declared
+``identity`` is ``{kind: declared, name, revision}`` (the user promises that name + revision pin the data: an
+edit without a new revision is not noticed), ``{kind: manifest, name, manifest: {...}}`` or ``{kind: content}``
+(hashes the whole loaded dataset each time the workflow is planned). A ``sklearn`` source reads no file of the
+user's and must declare one. Ephemeral identities make no sense for a workflow whose files outlive the process,
+so a config cannot declare one.
 
 A source that declares independence groups (``groups_key``, ``groups_path``, ``groups_dataset`` or
 ``groups_column``) gives a grouped dataset (``BenchmarkDataset.with_groups``, named after that key); its identity
@@ -17,9 +23,11 @@ from typing import Any
 
 from vertebrae.core.arrays import encode_row_ids
 from vertebrae.core.errors import ConfigError
+from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.identity import DatasetIdentity, grouped_key
 from vertebrae.core.labels import semantic_key
 from vertebrae.data.labelled import BenchmarkDataset, group_keys
+from vertebrae.data.source_files import source_files_recipe
 from vertebrae.data.sources import load_source, source_groups, source_row_count
 
 FEATURE_SOURCES = ("sklearn", "csv", "manifest")  # raw rows an extractor embeds (manifest: texts or images)
@@ -40,11 +48,22 @@ def identity_from_decl(decl: Mapping[str, Any], *, where: str) -> DatasetIdentit
     raise ConfigError(f"{where}.kind: expected declared, manifest or content, got {kind!r}")
 
 
+def dataset_identity(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> DatasetIdentity:
+    """The identity of a config dataset: its declared ``identity``, else the digest of the files of its source
+    (cached under ``base_dir``, see :class:`FileDigests`)."""
+    if decl.get("identity") is not None:
+        return identity_from_decl(decl["identity"], where=f"{where}.identity")
+    digests = FileDigests.under(base_dir)
+    recipe = source_files_recipe(decl["source"], base_dir=base_dir, where=f"{where}.source", digests=digests)
+    digests.save()
+    return DatasetIdentity.from_files(recipe)
+
+
 def load_declared_dataset(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> BenchmarkDataset:
     """The full, validated dataset of a declaration."""
     data = load_source(decl["source"], base_dir=base_dir, where=f"{where}.source")
     build = BenchmarkDataset.from_arrays if decl["source"]["type"] in FEATURE_SOURCES else BenchmarkDataset.from_embeddings
-    dataset = build(data.features, data.labels, identity=identity_from_decl(decl["identity"], where=f"{where}.identity"),
+    dataset = build(data.features, data.labels, identity=dataset_identity(decl, base_dir=base_dir, where=where),
                     row_ids=data.row_ids, target_type=decl.get("target_type", "classification"),
                     label_names=decl.get("label_names"), target_names=decl.get("target_names"))
     if data.groups is None:
@@ -76,7 +95,7 @@ def load_declared_rows(decl: Mapping[str, Any], *, base_dir: Path, where: str, s
 def declared_identity_key(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> str:
     """Identity key, as ``load_declared_dataset(...).identity_key()`` gives it: a content identity loads and hashes
     the full dataset; declared groups are read (without the features) and folded in."""
-    identity = identity_from_decl(decl["identity"], where=f"{where}.identity")
+    identity = dataset_identity(decl, base_dir=base_dir, where=where)
     if not identity.resolved:
         return load_declared_dataset(decl, base_dir=base_dir, where=where).identity_key()
     groups = source_groups(decl["source"], base_dir=base_dir, where=f"{where}.source")

@@ -36,6 +36,7 @@ from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
 from vertebrae.core.errors import IdentityError, ValidationError
 from vertebrae.core.fingerprint import canonical_json
 from vertebrae.core.identity import DatasetIdentity, require_identity
+from vertebrae.core.inputs import RawInputs
 from vertebrae.core.labels import describe_key
 from vertebrae.data.retrieval_protocol import QueryGallerySizes, RetrievalProtocol, _build_protocol
 
@@ -78,7 +79,14 @@ def _update_array(digest: Any, array: Any) -> None:
 
 
 def _update_rows(digest: Any, rows: Any, keys: Sequence[str], what: str) -> None:
-    """Hash an endpoint's rows: numeric/str arrays and sparse matrices whole, other sequences row by row."""
+    """Hash an endpoint's rows: numeric/str arrays and sparse matrices whole, image paths by the bytes of the files
+    (``RawInputs.digest``; before, the paths alone were hashed, so an edited image kept its key: those keys
+    changed, on purpose), other sequences row by row."""
+    if isinstance(rows, RawInputs) and rows.kind == "image":
+        text = f"images|{rows.digest()}".encode()
+        digest.update(f"{len(text)}|".encode())
+        digest.update(text)
+        return
     if sp.issparse(rows) or (isinstance(rows, np.ndarray) and rows.dtype.kind in "biufcUS"):
         _update_array(digest, rows)
         return

@@ -15,6 +15,11 @@ Three declarations:
   and the same relevance records as ``npz_pair``.
 
 Ids are kept as given (ints for row positions of a label split, strings from files).
+
+Identity (:func:`retrieval_identity`): a declared ``identity`` when the dataset gives one, else the ``files``
+identity of everything the source reads: the labelled source of a label split (with ``query_every`` and
+``grade``), the ``.npz`` of a pair (with its keys), each side's manifest (and its images), and the relevance
+file; editing any of them (deleting a qrels line, say) changes the key and every fingerprint below it.
 """
 
 from __future__ import annotations
@@ -28,8 +33,12 @@ from typing import Any
 import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.file_digests import FileDigests
+from vertebrae.core.identity import DatasetIdentity
 from vertebrae.core.inputs import RawInputs
+from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
+from vertebrae.data.source_files import manifest_recipe, source_files_recipe
 from vertebrae.data.sources import load_source, source_row_count
 
 GRADES = ("label", "label_and_mean")
@@ -124,8 +133,7 @@ def _npz_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalS
     path = _resolve(base_dir, decl.get("path"), f"{where}.path")
     with np.load(path, allow_pickle=False) as archive:
         arrays = {}
-        for key, default in (("queries_key", "queries"), ("gallery_key", "gallery"),
-                             ("query_ids_key", "query_ids"), ("gallery_ids_key", "gallery_ids")):
+        for key, default in _NPZ_KEYS:
             name = decl.get(key, default)
             if name not in archive.files:
                 raise ConfigError(f"{where}.{key}: {path} has no array {name!r}; it has {sorted(archive.files)}")
@@ -170,6 +178,54 @@ def load_retrieval_source(decl: Mapping[str, Any], *, base_dir: Path, where: str
     if kind not in LOADERS:
         raise ConfigError(f"{where}.type: unknown retrieval source {kind!r}; known: {sorted(LOADERS)}")
     return LOADERS[kind](decl, base_dir, where)
+
+
+_NPZ_KEYS = (("queries_key", "queries"), ("gallery_key", "gallery"), ("query_ids_key", "query_ids"),
+             ("gallery_ids_key", "gallery_ids"))
+
+
+def retrieval_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: str,
+                           digests: FileDigests) -> dict[str, Any]:
+    """The ``files`` identity recipe of a retrieval source: its options and the SHA-256 of every file it reads."""
+    kind = decl.get("type")
+    if kind == "label_split":
+        return {"type": kind, "query_every": _split(decl, where), "grade": decl.get("grade", "label"),
+                "source": source_files_recipe(decl["source"], base_dir=base_dir, where=f"{where}.source", digests=digests)}
+    if kind not in LOADERS:
+        raise ConfigError(f"{where}.type: unknown retrieval source {kind!r}; known: {sorted(LOADERS)}")
+    relevance = {"sha256": digests.digest(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"))}
+    if kind == "npz_pair":
+        keys = {key: decl.get(key, default) for key, default in _NPZ_KEYS}
+        path = _resolve(base_dir, decl.get("path"), f"{where}.path")
+        return {"type": kind, **keys, "path": {"sha256": digests.digest(path)}, "relevance": relevance}
+    sides = {}
+    for side in ("queries", "gallery"):
+        spec = _manifest_spec(decl.get(side), base_dir, f"{where}.{side}")
+        options = {key: decl[side].get(key) for key in _MANIFEST_KEYS}
+        sides[side] = manifest_recipe(spec, options, digests)
+    return {"type": kind, **sides, "relevance": relevance}
+
+
+def retrieval_identity(dataset: Mapping[str, Any], *, base_dir: Path, where: str) -> DatasetIdentity:
+    """The identity of a retrieval ``dataset`` declaration (``where`` names it): the declared ``identity``, else
+    the ``files`` identity of its source (digests cached under ``base_dir``). A ``content`` identity comes back
+    unresolved: :func:`retrieval_identity_key` resolves it."""
+    if dataset.get("identity") is not None:
+        return identity_from_decl(dataset["identity"], where=f"{where}.identity")
+    digests = FileDigests.under(base_dir)
+    recipe = retrieval_files_recipe(dataset["source"], base_dir=Path(base_dir), where=f"{where}.source", digests=digests)
+    digests.save()
+    return DatasetIdentity.from_files(recipe)
+
+
+def retrieval_identity_key(dataset: Mapping[str, Any], *, base_dir: Path, where: str) -> str:
+    """The identity key of a retrieval dataset declaration, as the dataset built from it reports it: a
+    ``content`` identity loads the source and hashes it (a full pass, each time the workflow is planned)."""
+    identity = retrieval_identity(dataset, base_dir=base_dir, where=where)
+    if identity.resolved:
+        return identity.key()
+    data = load_retrieval_source(dataset["source"], base_dir=Path(base_dir), where=f"{where}.source")
+    return data.to_dataset(identity, exclude_same_id=dataset.get("exclude_same_id", False)).identity_key()
 
 
 def retrieval_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[int, int]:

@@ -11,9 +11,8 @@ from pathlib import Path
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
-from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.retrieval_protocol import RetrievalProtocol
-from vertebrae.data.retrieval_sources import load_retrieval_source
+from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_identity
 from vertebrae.results.retrieval import RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
 from vertebrae.stages.jobs import check_score_count, read_block
@@ -26,7 +25,7 @@ def run_write_relevance(plan: str | Path, output: str | Path) -> None:
     """``vertebrae write-retrieval-relevance``: query and gallery ids, relevance and exclusions, checked against the plan."""
     spec = load_plan(plan, "retrieval-protocol")
     data = load_retrieval_source(spec["dataset"]["source"], base_dir=BASE_DIR, where=f"{spec['where']}.source")
-    dataset = data.to_dataset(identity_from_decl(spec["dataset"]["identity"], where=f"{spec['where']}.identity"),
+    dataset = data.to_dataset(retrieval_identity(spec["dataset"], base_dir=BASE_DIR, where=spec["where"]),
                               exclude_same_id=spec["dataset"]["exclude_same_id"])
     if retrieval_protocol_recipe(dataset.identity_key(), dataset.exclude_same_id) != spec["recipe"]:
         raise ValidationError(f"{spec['where']}: the retrieval dataset no longer matches the plan; re-plan")

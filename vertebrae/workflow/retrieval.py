@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.compression import variant_name
-from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.data.declared import identity_from_decl
+from vertebrae.data.retrieval_sources import retrieval_identity, retrieval_identity_key
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.retrieval_fanout import fanout_specs
@@ -55,10 +54,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
 
     where = f"retrieval.{name}"
     dataset = bench["dataset"]
-    identity = identity_from_decl(dataset["identity"], where=f"{where}.dataset.identity")
-    if not identity.resolved:
-        raise ConfigError(f"{where}.dataset.identity: retrieval datasets take a declared or manifest identity")
-    identity_key = identity.key()
+    identity_key = retrieval_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
     counts = dict(zip(SIDES, retrieval_row_counts(dataset["source"], base_dir=base_dir, where=f"{where}.dataset.source")))
     retrieval_config = retrieval_config_from_decl(bench, where=where)
     compression = paired_compression(bench, where)
@@ -152,7 +148,7 @@ def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
         where = f"retrieval.{name}"
         decl = bench["dataset"]
         data = load_retrieval_source(decl["source"], base_dir=Path(base_dir), where=f"{where}.dataset.source")
-        dataset = data.to_dataset(identity_from_decl(decl["identity"], where=f"{where}.dataset.identity"),
+        dataset = data.to_dataset(retrieval_identity(decl, base_dir=Path(base_dir), where=f"{where}.dataset"),
                                   exclude_same_id=decl["exclude_same_id"])
         extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
         compression = paired_compression(bench, where)

@@ -1,0 +1,124 @@
+"""SHA-256 digests of data files, cached by (absolute path, size, mtime_ns) so a large file is hashed once.
+
+A file-backed dataset's identity is a digest of the files it reads (``DatasetIdentity.from_files``); planning a
+workflow computes it every time, so the digests are cached in a small JSON file (``.vertebrae/digests.json``
+under the working directory, :data:`CACHE_FILE`). An entry is reused only while the file's absolute path, size
+and ``mtime_ns`` are unchanged: any write that moves the modification time is noticed and the file rehashed.
+
+Two rules keep the cache from ever hiding an edit or breaking a run:
+
+- A file modified within :data:`RACY_SECONDS` of being hashed is not cached ("racily clean", as git calls it):
+  a second write in the same timestamp tick, of the same size, would otherwise look unchanged. Such a file is
+  simply hashed again next time.
+- The cache is an optimisation only: an unreadable, corrupt or foreign cache file is ignored (and rebuilt), a
+  malformed entry is dropped, and a cache that cannot be written is skipped. Writes are atomic (temporary file
+  + ``os.replace``) and merge with what other processes wrote meanwhile, so parallel jobs never corrupt it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.artifacts import write_json
+from vertebrae.core.errors import ValidationError
+
+CACHE_SCHEMA = "vertebrae.file-digests/v1"
+CACHE_FILE = Path(".vertebrae") / "digests.json"
+RACY_SECONDS = 2.0
+_CHUNK = 1 << 20
+_HEX = frozenset("0123456789abcdef")
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of the file's bytes, read in 1 MiB chunks; ValidationError naming the file if unreadable."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(_CHUNK), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise ValidationError(f"cannot read data file {path}: {exc}") from None
+    return digest.hexdigest()
+
+
+def _valid_entry(entry: Any) -> bool:
+    return (isinstance(entry, Mapping) and set(entry) == {"size", "mtime_ns", "sha256"}
+            and all(isinstance(entry[k], int) and not isinstance(entry[k], bool) for k in ("size", "mtime_ns"))
+            and isinstance(entry["sha256"], str) and len(entry["sha256"]) == 64 and set(entry["sha256"]) <= _HEX)
+
+
+def _read_cache(path: Path | None) -> dict[str, dict[str, Any]]:
+    """The valid entries of the cache file; nothing (never an error) for a missing, unreadable or corrupt file."""
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, Mapping) or data.get("schema") != CACHE_SCHEMA or not isinstance(data.get("files"), Mapping):
+        return {}
+    return {key: dict(entry) for key, entry in data["files"].items() if isinstance(key, str) and _valid_entry(entry)}
+
+
+class FileDigests:
+    """Digests of files, cached in ``cache_path`` (None: no cache file, digests kept for this object only).
+
+    ``digest(path)`` returns the file's SHA-256; ``save()`` writes the entries learnt since construction.
+    ``hashed`` lists the files actually read by this object (the others came from the cache).
+    """
+
+    def __init__(self, cache_path: str | os.PathLike | None) -> None:
+        self.cache_path = None if cache_path is None else Path(cache_path)
+        self.hashed: list[Path] = []
+        self._entries = _read_cache(self.cache_path)
+        self._learnt: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def under(cls, base_dir: str | os.PathLike) -> FileDigests:
+        """The cache of a working directory: ``base_dir/.vertebrae/digests.json``."""
+        return cls(Path(base_dir) / CACHE_FILE)
+
+    def digest(self, path: str | os.PathLike) -> str:
+        """SHA-256 of ``path``'s bytes: from the cache while its absolute path, size and mtime_ns are unchanged."""
+        path = Path(path).resolve()
+        key = str(path)
+        before = self._stat(path)
+        entry = self._entries.get(key)
+        if entry is not None and (entry["size"], entry["mtime_ns"]) == before:
+            return entry["sha256"]
+        digest = sha256_file(path)
+        self.hashed.append(path)
+        after = self._stat(path)
+        entry = {"size": after[0], "mtime_ns": after[1], "sha256": digest}
+        settled = time.time_ns() - after[1] > RACY_SECONDS * 1e9
+        if before == after and settled:  # unchanged while read, and not written within the racy window
+            self._entries[key] = self._learnt[key] = entry
+        return digest
+
+    @staticmethod
+    def _stat(path: Path) -> tuple[int, int]:
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise ValidationError(f"cannot read data file {path}: {exc}") from None
+        return st.st_size, st.st_mtime_ns
+
+    def save(self) -> None:
+        """Merge the entries learnt here into the cache file (re-read first: other jobs may have written it)."""
+        if self.cache_path is None or not self._learnt:
+            return
+        entries = {**_read_cache(self.cache_path), **self._learnt}
+        try:
+            write_json(self.cache_path, {"schema": CACHE_SCHEMA, "files": entries})
+        except OSError:  # a read-only working directory: digests are recomputed next time
+            return
+        self._learnt = {}
+
+
+__all__ = ["CACHE_FILE", "CACHE_SCHEMA", "FileDigests", "RACY_SECONDS", "sha256_file"]
