@@ -93,3 +93,13 @@ def test_label_split_records_equal_the_pairwise_definition(tmp_path, grade):
     assert data.records == expected
     assert not any(q == 7 for q, _, _ in data.records)
     assert data.query_ids == list(range(0, 203, 7)) and len(data.gallery_ids) == 203 - 29
+
+
+def test_label_split_refuses_groups_it_would_ignore(tmp_path):
+    import numpy as np
+
+    np.savez(tmp_path / "s.npz", embeddings=np.zeros((6, 2)), labels=np.arange(6) % 2, groups=np.arange(6))
+    decl = {"type": "label_split", "source": {"type": "npz", "path": "s.npz", "features_key": "embeddings",
+                                              "labels_key": "labels", "groups_key": "groups"}}
+    with pytest.raises(ConfigError, match=r"r\.source\.groups_key: retrieval does not use independence groups"):
+        load_retrieval_source(decl, base_dir=tmp_path, where="r")

@@ -76,6 +76,10 @@ def _split(decl: Mapping[str, Any], where: str) -> int:
 
 def _label_split(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
     every = _split(decl, where)
+    grouped = sorted(k for k in ("groups_key", "groups_path", "groups_dataset", "groups_column")
+                     if isinstance(decl.get("source"), Mapping) and decl["source"].get(k) is not None)
+    if grouped:
+        raise ConfigError(f"{where}.source.{grouped[0]}: retrieval does not use independence groups; remove it")
     data = load_source(decl["source"], base_dir=base_dir, where=f"{where}.source")
     features = data.features
     n = features.shape[0]
