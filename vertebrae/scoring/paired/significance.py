@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.stats import binom
 
 from vertebrae.core.errors import ValidationError
 
@@ -25,6 +24,9 @@ def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value of ``b`` and ``c`` discordant units."""
     if b + c == 0:
         return 1.0
+    from scipy.stats import binom  # here, not at import: scipy.stats costs ~1 s, and the workflow's planning
+    # (which imports this package for ComparisonConfig) never tests anything
+
     return float(min(1.0, 2.0 * binom.cdf(min(b, c), b + c, 0.5)))
 
 
