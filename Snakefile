@@ -1,11 +1,27 @@
 # vertebrae: plan -> fit -> embed shard -> merge -> compress -> protocol -> score -> report, for three protocols.
 # Planning lives in the library (vertebrae.workflow); rules only call `vertebrae` subcommands.
+import os
+import sys
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
+# Jobs run the `vertebrae` of the environment Snakemake itself runs in, activated or not (`.venv/bin/snakemake`):
+# its bin folder goes first on PATH before any job starts, here and inside every SLURM job (which re-runs this file
+# with the same interpreter). A rule's conda env, when used (--sdm conda), is activated inside the job and comes first.
+_BIN = os.path.dirname(sys.executable)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
+    os.environ.update(PATH=os.pathsep.join((_BIN, os.environ.get("PATH", ""))))
 
-configfile: "config/config.yaml"
+
+# A config file given on the command line (`--configfile my.yaml`, or in a profile) is the config, ALONE: the
+# default below is read only when none is given. Snakemake passes the same files down to every job it spawns
+# (locally and on SLURM), so each job plans from the same config as the main process.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
 
 
 report: "workflow/report/workflow.rst"
@@ -24,11 +40,13 @@ localrules:
     plan,
     write_protocol,
     write_retrieval_relevance,
+    stage_retrieval_fanout,
     report,
     plan_zero_shot,
     write_zero_shot_protocol,
     figures,
     report_tables,
+    summary,
 
 
 rule all:
@@ -36,3 +54,4 @@ rule all:
         get_final_outputs(),
         get_figure_outputs(),
         get_report_item_outputs(),
+        get_summary_outputs(),

@@ -25,6 +25,47 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     return proc
 
 
+BIN = Path(sys.executable).parent  # the test environment's bin folder (.venv/bin): snakemake, vertebrae
+# A user's own small config (tests/workflow/test_user_config.py, test_slurm.py). Only `embedding.batch_size` is
+# set: alone, the schema's default of 4 shards applies (150 rows / 25 = 6 batches, so 4 shards); deep-merged into
+# the demo config, the demo's `shards: 2` would.
+USER_CONFIG = {
+    "seed": 0,
+    "embedding": {"batch_size": 25},
+    "benchmarks": {"my_iris": {
+        "dataset": {"source": {"type": "sklearn", "name": "iris"},
+                    "identity": {"kind": "declared", "name": "my-iris", "revision": "1"}},
+        "extractors": {"raw": {"type": "precomputed"}},
+        "scoring": {"k": 5},
+    }},
+}
+
+
+def unactivated_env(**extra: str) -> dict[str, str]:
+    """This process's environment as a shell has it where the virtual environment is not activated: its bin
+    folder is not on PATH (checked: no ``vertebrae`` is found there), plus ``extra`` variables."""
+    def ours(entry: str) -> bool:
+        return bool(entry) and Path(entry).resolve() == BIN.resolve()
+
+    path = os.pathsep.join(entry for entry in os.environ.get("PATH", "").split(os.pathsep) if not ours(entry))
+    env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env.update(extra, PATH=path)
+    assert shutil.which("vertebrae", path=path) is None, f"a vertebrae outside {BIN} is on PATH: nothing to test"
+    return env
+
+
+def clone_workflow(root: Path, user_config: dict | None = None) -> Path:
+    """The repository's workflow files as a fresh clone has them (Snakefile, workflow/, profiles/, envs/ and the
+    demo config/) under ``root``, and ``user_config`` as root/my-config.yaml."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "Snakefile", root / "Snakefile")
+    for folder in ("workflow", "profiles", "config", "envs"):
+        shutil.copytree(REPO / folder, root / folder)
+    if user_config is not None:
+        (root / "my-config.yaml").write_text(yaml.safe_dump(user_config, sort_keys=False), encoding="utf-8")
+    return root
+
+
 def write_config(workdir: Path, config: dict) -> Path:
     """Write ``config`` as workdir/config/config.yaml, next to a copy of the repository's config/data (the
     default config's text corpus, referenced by a path relative to the working directory)."""

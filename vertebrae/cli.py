@@ -5,7 +5,9 @@ Each subcommand names the job function it runs (``module:function``, imported on
 ``dest`` is the function's parameter. Errors vertebrae raises on purpose are printed as one line
 (``vertebrae: error: ...``) with exit status 2; when a job refuses a corrupt input artifact, that file and everything
 built from it are moved aside first (``vertebrae.stages.verify.quarantine``) and the message says where, so that
-the next run rebuilds them.
+the next run rebuilds them. Besides the job subcommands the workflow calls, four take a user's config file directly:
+``vertebrae run CONFIG [snakemake args...]`` (exit status: Snakemake's), ``vertebrae validate CONFIG``,
+``vertebrae status CONFIG`` and ``vertebrae show CONFIG [BENCHMARK]``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ class Command:
 
 PLAN = arg("--plan-json", dest="plan", metavar="PLAN_JSON", required=True)
 OUTPUT = arg("--output", required=True)
-SPEC = arg("--spec", dest="spec", required=True, help="the job spec as JSON text")
+SPEC = arg("--spec", dest="spec", help="the job spec as JSON text (or give --spec-file)")
+SPEC_FILE = arg("--spec-file", dest="spec_file", help="a job spec file the workflow wrote, named "
+                                                      "{fingerprint}-{digest}.json and checked against both")
 SHARD_INDEX = arg("--shard-index", required=True, type=int)
 SHARDS = arg("shards", nargs="+")
 PROTOCOL = arg("--protocol", required=True)
@@ -54,10 +58,17 @@ REPORT = (PLAN, PROTOCOL, JSON_OUTPUT, MARKDOWN_OUTPUT, arg("scores", nargs="+")
 JOBS, LABELLED, RETRIEVAL, ZERO_SHOT = (f"vertebrae.stages.{m}" for m in ("jobs", "labelled_jobs", "retrieval_jobs",
                                                                           "zero_shot_jobs"))
 RUN_PLAN = "vertebrae.stages.plan:run_plan"
+FROM_ARTIFACTS, USER = "vertebrae.stages.from_artifacts", "vertebrae.workflow.commands"
+SCORE_KEY = arg("--score-key", dest="score_keys", action="append", metavar="SCORE",
+                help="a score artifact; repeatable (before any positional ones)")
+OPTIONAL_PROTOCOL = arg("--protocol", help="the protocol artifact; by default the one the --plan-json report spec "
+                                           "names")
+CONFIG = arg("config", metavar="CONFIG", help="a workflow config file (YAML or JSON); paths in it are relative to "
+                                              "the current directory")
 
 COMMANDS: dict[str, Command] = {
     "plan": Command("write one job spec (from the workflow plan) after re-deriving its fingerprint", RUN_PLAN,
-                    (SPEC, OUTPUT)),
+                    (SPEC, SPEC_FILE, OUTPUT)),
     "fit-extractor": Command("fit a learning extractor once on its fit endpoint", f"{JOBS}:run_fit", (PLAN, OUTPUT)),
     "embed-shard": Command("embed one shard of an endpoint", f"{JOBS}:run_embed_shard", (PLAN, SHARD_INDEX, OUTPUT)),
     "merge-embeddings": Command("merge an endpoint's shards, checking row order and ids", f"{JOBS}:run_merge",
@@ -94,14 +105,27 @@ COMMANDS: dict[str, Command] = {
                                        "(one direction)", "vertebrae.stages.retrieval_fanout_jobs:run_score_partial",
                                        (PLAN, arg("--partial", metavar="FINGERPRINT",
                                                   help="the partial to score when --plan-json is the candidate's "
-                                                       "merge spec (the workflow's way)"),
+                                                       "merge spec"),
                                         arg("--queries", required=True), arg("--gallery", required=True),
                                         PROTOCOL, OUTPUT)),
+    "score-retrieval-fanout-partial": Command(
+        "one partial score of a fanned-out candidate, from the files its stage-retrieval-fanout artifact names (the "
+        "workflow's partial jobs)", "vertebrae.stages.retrieval_fanout_jobs:run_score_fanout_partial",
+        (arg("--fanout", required=True, metavar="FANOUT_JSON", help="the candidate's stage-retrieval-fanout artifact"),
+         arg("--partial", required=True, metavar="FINGERPRINT", help="the partial to score"), OUTPUT)),
+    "stage-retrieval-fanout": Command("record a fanned-out candidate's merge spec, endpoints and protocol (with "
+                                      "content hashes): the one input of its partial-score jobs",
+                                      "vertebrae.stages.retrieval_fanout_jobs:run_fanout_inputs",
+                                      (PLAN, arg("--queries", required=True), arg("--gallery", required=True),
+                                       PROTOCOL, OUTPUT)),
     "merge-retrieval-partials": Command("merge a fanned-out candidate's partial scores into its score artifact",
                                         "vertebrae.stages.retrieval_fanout_jobs:run_merge_partials",
                                         (PLAN, PROTOCOL, OUTPUT, arg("partials", nargs="+"))),
-    "retrieval-from-artifacts": Command("a ranked retrieval report from score artifacts", f"{RETRIEVAL}:run_report",
-                                        REPORT),
+    "retrieval-from-artifacts": Command("a ranked retrieval report from score artifacts",
+                                        f"{FROM_ARTIFACTS}:retrieval_report",
+                                        (PLAN, OPTIONAL_PROTOCOL, SCORE_KEY, JSON_OUTPUT, MARKDOWN_OUTPUT,
+                                         arg("scores", nargs="*",
+                                             help="score artifacts (or give them as --score-key)"))),
     "figures": Command("render a report's figures (ranking; per-class scores or confusion matrix; comparison)",
                        "vertebrae.stages.verify:run_figures",
                        (arg("--report", dest="report_path", metavar="REPORT", required=True,
@@ -124,7 +148,8 @@ COMMANDS: dict[str, Command] = {
                        arg("--repair", action="store_true",
                            help="move corrupt or stale artifacts, and what was built from them, aside so that the "
                                 "workflow rebuilds exactly those"))),
-    "plan-zero-shot": Command("write one zero-shot job spec (same as plan)", RUN_PLAN, (SPEC, OUTPUT)),
+    "plan-zero-shot": Command("write one zero-shot job spec (same as plan)", RUN_PLAN,
+                              (SPEC, SPEC_FILE, OUTPUT)),
     "embed-zero-shot-shard": Command("embed one shard of the samples or the prompts", f"{ZERO_SHOT}:run_embed_shard",
                                      (PLAN, arg("--side", required=True, choices=["samples", "prompts"]), SHARD_INDEX,
                                       arg("--protocol", help="the zero-shot protocol (required for --side prompts)"),
@@ -138,14 +163,28 @@ COMMANDS: dict[str, Command] = {
                                (PLAN, arg("--samples", required=True), arg("--prompts", required=True), PROTOCOL,
                                 arg("--raw-samples", help="the raw samples a compressed variant was fitted on"), OUTPUT)),
     "zero-shot-from-artifacts": Command(
-        "a ranked zero-shot report from score artifacts", f"{ZERO_SHOT}:run_report",
-        (arg("--score-key", dest="scores", action="append", required=True, metavar="SCORE",
-             help="a score artifact; repeatable"),
-         PROTOCOL,
+        "a ranked zero-shot report from score artifacts", f"{FROM_ARTIFACTS}:zero_shot_report",
+        (arg(*SCORE_KEY.flags, **SCORE_KEY.options, required=True), OPTIONAL_PROTOCOL,
          arg("--plan-json", dest="plan", metavar="PLAN_JSON",
              help="the report job spec (candidate names and expected score fingerprints)"),
          arg("--benchmark", help="report name when no --plan-json is given"),
          JSON_OUTPUT, MARKDOWN_OUTPUT)),
+    "run": Command("run this repository's workflow on CONFIG alone, in the current directory; further arguments go "
+                   "to Snakemake (e.g. -n, --cores 8, --profile slurm)", f"{USER}:run_workflow",
+                   (CONFIG, arg("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
+                                help="passed to Snakemake as they are"))),
+    "validate": Command("check CONFIG (schema and plan) and list its benchmarks, candidates and the jobs a run would "
+                        "start now; runs no job", f"{USER}:validate", (CONFIG,)),
+    "status": Command("per benchmark of CONFIG, its jobs by rule: how many are done (up to date) and how many a run "
+                      "would start, with Snakemake's reasons (missing output, changed input, params or code)",
+                      f"{USER}:status", (CONFIG,)),
+    "show": Command("the plan of CONFIG as a user reads it: each benchmark's protocol, dataset identity, candidates "
+                    "(fingerprints, score and report paths) and, once written, its ranking", f"{USER}:show",
+                    (CONFIG, arg("benchmark", nargs="?", metavar="BENCHMARK", help="show this benchmark only"))),
+    "summary": Command("a candidates x benchmarks table of primary scores from verified report.json files (CSV, "
+                       "Markdown, JSON)", "vertebrae.stages.summary_job:run_summary",
+                       (arg("--output-csv", required=True), arg("--output-markdown", required=True),
+                        arg("--output-json", required=True), arg("reports", nargs="+", metavar="REPORT_JSON"))),
 }
 
 
@@ -161,17 +200,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace) -> None:
-    """Call the subcommand's job function with its parsed arguments as keywords."""
+def _run(args: argparse.Namespace) -> int:
+    """Call the subcommand's job function with its parsed arguments as keywords; its exit status (0 unless it
+    returns one: `run` returns Snakemake's)."""
     options = {key: value for key, value in vars(args).items() if key not in ("command", "_run")}
     module, _, function = args._run.partition(":")
-    getattr(importlib.import_module(module), function)(**options)
+    status = getattr(importlib.import_module(module), function)(**options)
+    return status if isinstance(status, int) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        _run(args)
+        return _run(args)
     except CorruptArtifactError as exc:
         from vertebrae.stages.verify import describe_quarantine, quarantine
 
@@ -180,7 +221,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VertebraeError as exc:
         print(f"vertebrae: error: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

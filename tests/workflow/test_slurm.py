@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from workflow_support import REPO, comparable, job_counts, write_config
+from workflow_support import (BIN, REPO, USER_CONFIG, clone_workflow, comparable, job_counts, unactivated_env,
+                              write_config)
 
 CLUSTER = REPO / "profiles" / "slurm" / "localhost" / "cluster.sh"
 WORKFLOW_TIMEOUT_S = int(os.environ.get("VERTEBRAE_SLURM_TIMEOUT", "3000"))
@@ -112,3 +113,28 @@ def test_default_workflow_on_slurm_equals_local_run(slurm_cluster, default_run, 
         assert (workdir / path).with_name("ranking.png").stat().st_size > 0
     print(f"\nSLURM: cluster start {slurm_cluster:.1f} s; default workflow on SLURM {seconds:.1f} s "
           f"({sum(planned.values())} jobs, {sum(submitted.values())} submitted to SLURM)")
+
+
+def test_my_config_alone_on_slurm_without_an_activated_environment(slurm_cluster, tmp_path):
+    """Issue 18, problems 1 and 2 on SLURM, run as the README says (from the repository root, the demo config
+    there): `snakemake --profile slurm --configfile my-config.yaml`, with the environment's snakemake by its path and
+    not activated. Every SLURM job plans from my-config.yaml alone (the shard files it plans are the main process's:
+    4 shards, not the demo's 2) and finds `vertebrae`."""
+    root = clone_workflow(tmp_path / "vertebrae", USER_CONFIG)
+    env = unactivated_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    install = subprocess.run([str(REPO / "profiles/slurm/install.sh"), "root", "debug"], env=env, capture_output=True,
+                             text=True, timeout=30)
+    assert install.returncode == 0, install.stderr
+    snakemake = [str(BIN / "snakemake"), "--profile", "slurm", "--profile", "profiles/slurm/localhost",
+                 "--configfile", "my-config.yaml"]
+    planned = job_counts(_run([*snakemake, "-n", "--quiet", "rules"], cwd=root, env=env, timeout=300).stdout)
+    assert planned["report"] == 1 and planned["embed_shard"] == 4, planned
+    proc = _run(snakemake, cwd=root, env=env, timeout=WORKFLOW_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stdout[-8000:]
+    submitted = Counter(re.findall(r"submitted with SLURM jobid \d+ \(log: \S*/slurm_logs/rule_(\w+)/", proc.stdout))
+    assert submitted["embed_shard"] == 4 and submitted["score"] == 1, submitted
+    assert sorted(p.name for p in (root / "results" / "reports").iterdir()) == ["my_iris"]
+    report = json.loads((root / "results/reports/my_iris/report.json").read_text(encoding="utf-8"))
+    assert report["dataset_summary"]["identity"] == "declared:my-iris@1"
+    logs = [*(root / "logs").rglob("*.log"), *(root / ".snakemake" / "slurm_logs").rglob("*.log")]
+    assert logs and not [p for p in logs if "command not found" in p.read_text(errors="replace")]

@@ -23,6 +23,7 @@ from typing import Any
 
 from vertebrae.core.artifacts import move_aside, read_embeddings, read_json_artifact
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
+from vertebrae.reports.summary import check_summary
 
 _FP = re.compile(r"[0-9a-f]{16}")
 _SHARD = re.compile(r"shard-(\d+)-of-(\d+)\.h5")
@@ -190,6 +191,9 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
 
     if path.name == "report.json" and path.parent.parent.name == "reports":
         check_report(path)
+        return
+    if path.name == "summary.json" and path.parent.name == "summary":  # the cross-benchmark summary: no manifest
+        check_summary(path)
         return
     fp = _path_fp(path)
     if path.suffix == ".h5" and path.parent.name == "partials":  # a retrieval partial score (its own format)

@@ -2,11 +2,13 @@
 # Every rule's inputs come whole from the plan: PLAN.inputs(fp) names them as the rule's shell line does.
 import vertebrae.reports.figures
 import vertebrae.reports.html_items
+import vertebrae.reports.summary
 import vertebrae.workflow
 from vertebrae.workflow import artifact_path, report_paths
 
 # workflow.configfiles: the files Snakemake read `config` from, re-read refusing duplicate keys
 PLAN = vertebrae.workflow.plan(config, config_files=workflow.configfiles)
+PLAN.write_spec_files()  # .vertebrae/specs/{fp}-{digest}.json: the plan jobs' specs (never a shell argument)
 
 
 wildcard_constraints:
@@ -28,12 +30,16 @@ def get_report_item_outputs():
     return vertebrae.reports.html_items.item_targets(PLAN.final_outputs())
 
 
+def get_summary_outputs():
+    return vertebrae.reports.summary.summary_targets(PLAN.final_outputs())
+
+
 def get_report_names_pattern():
     return vertebrae.reports.figures.report_names_pattern(PLAN.final_outputs())
 
 
-def get_spec(wildcards):
-    return PLAN.spec_json(wildcards.fp)
+def get_spec_file(wildcards):
+    return PLAN.spec_file(wildcards.fp)
 
 
 def get_side(wildcards):
@@ -58,6 +64,10 @@ def get_inputs(wildcards):
 
 def get_merge_inputs(wildcards):
     return PLAN.inputs(wildcards.fp, merge=True)
+
+
+def get_fanout_inputs(wildcards):
+    return PLAN.inputs(wildcards.fp, fanout=True)
 
 
 def get_report_inputs(wildcards):

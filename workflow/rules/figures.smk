@@ -3,6 +3,7 @@
 # comparison) and its tables as HTML pages (ranking, detail, comparison, warnings), each with the caption of its kind
 # (vertebrae.reports.html_items.report_options).
 import vertebrae.reports.html_items
+import vertebrae.reports.summary
 
 ITEM = vertebrae.reports.html_items.report_options
 
@@ -18,6 +19,8 @@ rule report:
         "../../envs/vertebrae.yaml"
     log:
         "logs/report/{benchmark}.log",
+    benchmark:
+        "benchmarks/report/{benchmark}.tsv"
     shell:
         "vertebrae report --plan-json {input.plan} --protocol {input.protocol} --comparison {input.comparison}"
         " --json-output {output.json} --markdown-output {output.markdown} {input.scores} > {log} 2>&1"
@@ -36,6 +39,8 @@ rule figures:
         "../../envs/vertebrae.yaml"
     log:
         "logs/figures/{report_name}.log",
+    benchmark:
+        "benchmarks/figures/{report_name}.tsv"
     shell:
         "vertebrae figures --report {input.report} --ranking-output {output.ranking} --detail-output {output.detail}"
         " --comparison-output {output.comparison} > {log} 2>&1"
@@ -77,3 +82,20 @@ rule compare:
     shell:
         "vertebrae compare --plan-json {input.plan} --report-plan {input.report_plan} --protocol {input.protocol}"
         " --output {output.comparison} {input.scores} > {log} 2>&1"
+
+
+# The cross-benchmark summary (candidates x benchmarks table of primary scores) of every report.json.
+rule summary:
+    input:
+        reports=vertebrae.reports.summary.summary_inputs(get_final_outputs()),
+    output:
+        **vertebrae.reports.summary.SUMMARY_PATHS,
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/summary/summary.log",
+    benchmark:
+        "benchmarks/summary/summary.tsv"
+    shell:
+        "vertebrae summary --output-csv {output.csv} --output-markdown {output.markdown}"
+        " --output-json {output.json} {input.reports} > {log} 2>&1"

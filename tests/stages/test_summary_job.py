@@ -1,0 +1,81 @@
+"""``vertebrae summary``: verified reports in, the summary files out; a hand-edited report is refused, moved aside."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from sklearn.datasets import load_iris
+
+from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, OverlapScoringConfig
+from vertebrae.cli import main
+from vertebrae.extractors import PrecomputedExtractor, SklearnExtractor
+from vertebrae.reports.summary import check_summary
+from vertebrae.stages.verify import verify
+
+
+@pytest.fixture(scope="module")
+def iris_report() -> dict:
+    from sklearn.decomposition import PCA
+
+    X, y = load_iris(return_X_y=True)
+    dataset = BenchmarkDataset.from_arrays(X, y, identity=DatasetIdentity.declared("iris", "1"))
+    result = Benchmark(dataset, [PrecomputedExtractor("raw"), SklearnExtractor("pca1", PCA(1), cache_identity="pca1")],
+                       scoring_config=OverlapScoringConfig(k=3), seed=0, name="iris").run()
+    return json.loads(json.dumps(result.to_dict()))
+
+
+def _outputs(results):
+    return [str(results / "summary" / f"summary.{suffix}") for suffix in ("csv", "md", "json")]
+
+
+def _summary(results, *reports) -> int:
+    csv_path, md_path, json_path = _outputs(results)
+    return main(["summary", "--output-csv", csv_path, "--output-markdown", md_path, "--output-json", json_path,
+                 *map(str, reports)])
+
+
+def test_summary_of_a_verified_report(iris_report, tmp_path):
+    results = tmp_path / "results"
+    report = results / "reports" / "iris" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps(iris_report), encoding="utf-8")
+    assert _summary(results, report) == 0
+    scores = {c["name"]: c["primary_score"] for c in iris_report["extractor_results"]}
+    # PCA(1), L2-normalised, collapses onto two points: a degenerate candidate the report does not rank
+    assert iris_report["ranking"] == ["raw"]
+    lines = (results / "summary" / "summary.csv").read_text(encoding="utf-8").splitlines()
+    assert lines == ["candidate,iris (overlap),iris rank", f"raw,{scores['raw']!r},1",
+                     f"pca1,{scores['pca1']!r},unranked"]
+    assert f"| pca1 | {scores['pca1']:.4f} (unranked) |" in (results / "summary" / "summary.md").read_text()
+    summary = check_summary(results / "summary" / "summary.json")
+    assert summary.cell("pca1", "iris").score == scores["pca1"] and summary.cell("pca1", "iris").rank is None
+    assert verify(results) == []  # the summary verifies beside the artifacts
+
+
+def test_a_hand_edited_report_is_refused_and_moved_aside(iris_report, tmp_path, capsys):
+    results = tmp_path / "results"
+    report = results / "reports" / "iris" / "report.json"
+    report.parent.mkdir(parents=True)
+    edited = json.loads(json.dumps(iris_report))
+    edited["extractor_results"][0]["primary_score"] = 0.999  # not the candidate's own OverlapIndex score
+    report.write_text(json.dumps(edited), encoding="utf-8")
+    assert _summary(results, report) == 2
+    message = capsys.readouterr().err
+    assert str(report) in message and "moved it aside" in message
+    assert not os.path.exists(report) and not any(os.path.exists(p) for p in _outputs(results))
+
+
+def test_an_edited_summary_fails_verify(iris_report, tmp_path):
+    results = tmp_path / "results"
+    report = results / "reports" / "iris" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps(iris_report), encoding="utf-8")
+    assert _summary(results, report) == 0
+    path = results / "summary" / "summary.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["benchmarks"][0]["ranked"] = 0
+    document["note"] = "hand-written"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    assert [bad for bad, _ in verify(results)] == [str(path)]

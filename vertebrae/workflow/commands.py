@@ -1,0 +1,318 @@
+"""The commands a user types: ``vertebrae run CONFIG [snakemake args...]``, ``validate CONFIG``, ``status CONFIG`` and
+``show CONFIG [BENCHMARK]``.
+
+``run`` runs this repository's workflow (its ``Snakefile``) on CONFIG alone, in the current directory, as a
+subprocess of the interpreter vertebrae runs in (``python -m snakemake --snakefile ... --configfile CONFIG``); the
+extra arguments pass through to Snakemake, whose exit status it returns. A config file given on the command line
+replaces the workflow's default config (the Snakefile reads ``config/config.yaml`` only when none is given), so
+CONFIG is the whole config. Snakemake is never imported here: it runs in its own process.
+
+``validate`` checks CONFIG without running a job: the schema and every plan-time check (the same ``plan`` the
+Snakefile makes; an error names the file or config key), then prints each benchmark with its candidates, and the
+jobs a run would start now, from Snakemake's own dry run (``-n``; what is already built is not counted).
+
+``status`` says, per benchmark, how many of its jobs are done and how many a run would start, by rule, with the
+reasons Snakemake gives (missing output, changed params, code or set of inputs, or an input that another job
+updates first), all from one ``snakemake --summary`` (every output file of the DAG, its rule, its status and whether
+an update is pending). A job belongs to a benchmark when its output is named by a
+fingerprint its report spec depends on (through the specs' ``{"fingerprint", "path"}`` references, its comparison
+and fanned-out partials included) or lies in its report folder; a job two benchmarks share counts in each; the
+cross-benchmark summary belongs to none. "Done" is Snakemake's up to date; ``vertebrae verify`` checks contents.
+
+``show`` prints the plan as a user reads it: each benchmark's protocol, dataset identity, protocol artifact and
+report paths, its candidates with the fingerprint and path of their score (and whether it is written), and, once
+the report is written, the ranking section of its report.md.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from vertebrae.core.errors import ConfigError, VertebraeError
+from vertebrae.workflow import plan
+from vertebrae.workflow.config import load_config_file
+from vertebrae.workflow.paths import report_paths
+
+# the repository checkout vertebrae is installed from (pip install -e .): vertebrae/workflow/commands.py -> repo
+SNAKEFILE = Path(__file__).resolve().parents[2] / "Snakefile"
+SECTION_KINDS = {"benchmarks": "labelled", "retrieval": "retrieval", "zero_shot": "zero-shot"}
+
+
+def snakefile() -> Path:
+    if not SNAKEFILE.is_file():
+        raise VertebraeError(f"the workflow's Snakefile is not at {SNAKEFILE}: `vertebrae run` and `validate` need "
+                             "vertebrae installed from a checkout of its repository (pip install -e .)")
+    return SNAKEFILE
+
+
+def snakemake_command(config: str | Path, *args: str) -> list[str]:
+    """The Snakemake command line that runs the workflow on ``config`` alone."""
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile()), "--configfile", str(config), *args]
+
+
+def _config_file(config: str | Path) -> Path:
+    path = Path(config)
+    if not path.is_file():
+        raise ConfigError(f"config file {config} not found (relative paths are read from {Path.cwd()})")
+    return path
+
+
+def run_workflow(config: str | Path, snakemake_args: Sequence[str] = ()) -> int:
+    """``vertebrae run``: Snakemake's exit status."""
+    _config_file(config)
+    return subprocess.call(snakemake_command(config, *snakemake_args))
+
+
+def job_table(dry_run_stdout: str) -> dict[str, int]:
+    """Rule -> job count from the table ``snakemake -n --quiet rules`` prints (its ``total`` line left out)."""
+    counts: dict[str, int] = {}
+    in_table = False
+    for line in dry_run_stdout.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            in_table = True
+        elif in_table and len(parts) == 2 and parts[1].isdigit():
+            if parts[0] == "total":
+                break
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _benchmarks(planned) -> list[tuple[str, str, str, str]]:
+    """``(section, protocol kind, name, report spec fingerprint)`` of every benchmark, in config order."""
+    reports = {"benchmarks": planned.reports, "retrieval": planned.retrieval_reports,
+               "zero_shot": planned.zero_shot_reports}
+    return [(section, kind, name, fp)
+            for section, kind in SECTION_KINDS.items() for name, fp in reports[section].items()]
+
+
+def describe(plan) -> list[str]:
+    """One line per benchmark: its protocol, name and candidates, in config order."""
+    lines = []
+    for section, kind, name, fp in _benchmarks(plan):
+        names = [candidate["name"] for candidate in plan.spec(fp)["candidates"]]
+        lines.append(f"  {kind} benchmark {name} ({section}.{name}): {_count(len(names), 'candidate')}: "
+                     f"{', '.join(names)}")
+    return lines
+
+
+def validate(config: str | Path) -> int:
+    """``vertebrae validate``: 0 when CONFIG plans and Snakemake's dry run succeeds; a plan error is raised (the CLI
+    prints it as one line, exit status 2); a failed dry run prints Snakemake's message and returns 2."""
+    path = _config_file(config)
+    planned = plan(load_config_file(path))  # relative paths in the config resolve against the current directory
+    lines = describe(planned)
+    if not lines:
+        raise ConfigError(f"config file {config}: no benchmark under any of {', '.join(SECTION_KINDS)}")
+    proc = subprocess.run(snakemake_command(path, "--dry-run", "--quiet", "rules"), capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"vertebrae: error: {config}: Snakemake's dry run failed:\n{(proc.stdout + proc.stderr)[-4000:]}",
+              file=sys.stderr)
+        return 2
+    jobs = job_table(proc.stdout)
+    print(f"{config}: valid; {_count(len(lines), 'benchmark')}")
+    print("\n".join(lines))
+    detail = ", ".join(f"{rule} {count}" for rule, count in jobs.items())
+    print(f"jobs to run now: {sum(jobs.values())}" + (f" ({detail})" if detail else " (everything is up to date)"))
+    return 0
+
+
+_FP = re.compile(r"[0-9a-f]{16}")
+WORKFLOW_WIDE = "not of one benchmark (the cross-benchmark summary)"
+
+
+def _refs(value: Any) -> Iterator[str]:
+    """The fingerprints of every ``{"fingerprint", "path"}`` reference inside a spec (a compressed endpoint's
+    ``<pair fingerprint>/<side>``: its pair's)."""
+    if isinstance(value, dict):
+        if isinstance(value.get("fingerprint"), str) and "path" in value:
+            yield value["fingerprint"].split("/")[0]
+        for item in value.values():
+            yield from _refs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _refs(item)
+
+
+def benchmark_fingerprints(planned) -> dict[str, set[str]]:
+    """Benchmark name -> every fingerprint its report depends on (its report and comparison specs included)."""
+    merges: dict[str, list[str]] = {}
+    for partial, merge in planned.fanouts.items():
+        merges.setdefault(merge, []).append(partial)
+    found = {}
+    for _, _, name, report in _benchmarks(planned):
+        seen: set[str] = set()
+        queue = [report, *([planned.comparisons[report]] if report in planned.comparisons else [])]
+        while queue:
+            fp = queue.pop()
+            if fp in seen:
+                continue
+            seen.add(fp)
+            queue += [*_refs(planned.specs.get(fp, {})), *merges.get(fp, ())]
+        found[name] = seen
+    return found
+
+
+UPSTREAM = "an input is updated by another job"
+
+
+def summary_rows(summary_stdout: str) -> list[tuple[str, str, str | None]]:
+    """``(output file, rule, why it is to be updated or None)`` of every row of ``snakemake --summary``: Snakemake's
+    status ("missing" output, "set of input files changed", "params changed", ...) when it is not "ok",
+    ``UPSTREAM`` when it is "ok" but an update is pending (a job it reads runs first), None when no update is
+    pending."""
+    rows, header = [], None
+    for line in summary_stdout.splitlines():
+        cells = line.split("\t")
+        if cells[0] == "output_file":
+            header = cells
+        elif header is not None and len(cells) == len(header):
+            row = dict(zip(header, cells))
+            status = {"ok": UPSTREAM, "missing": "missing output"}.get(row["status"], row["status"])
+            rows.append((row["output_file"], row["rule"], None if row["plan"] == "no update" else status))
+    return rows
+
+
+def _job_key(rule: str, path: str) -> tuple[str, str]:
+    """The job that writes ``path``: a shard is one job; other outputs of a rule group by the fingerprint their
+    name or folder carries (a report folder, a compressed pair, the summary: by folder)."""
+    p = PurePosixPath(path)
+    if p.name.startswith("shard-") or _FP.fullmatch(p.stem):
+        return rule, path
+    return rule, str(p.parent)
+
+
+def _owners(path: str, fingerprints: dict[str, set[str]]) -> list[str]:
+    p = PurePosixPath(path)
+    if p.parent.parent.name == "reports" and p.parent.name in fingerprints:
+        return [p.parent.name]
+    fp = p.stem if _FP.fullmatch(p.stem) else p.parent.name if _FP.fullmatch(p.parent.name) else None
+    return [name for name, fps in fingerprints.items() if fp is not None and fp in fps] or [WORKFLOW_WIDE]
+
+
+def _rule_table(jobs: dict[tuple[str, str], list[str] | None]) -> list[str]:
+    """The per-rule lines of one benchmark: done, to run, and why (reason counts)."""
+    rules: dict[str, list[Any]] = {}
+    for (rule, _), reasons in jobs.items():
+        entry = rules.setdefault(rule, [0, 0, Counter()])
+        if reasons is None:
+            entry[0] += 1
+        else:
+            entry[1] += 1
+            entry[2].update(reasons)
+    width = max(len("rule"), *(len(rule) for rule in rules))
+    lines = [f"    {'rule':<{width}}  done  to run  why"]
+    for rule, (done, todo, why) in rules.items():
+        text = ", ".join(f"{reason} ({n})" for reason, n in why.items())
+        lines.append(f"    {rule:<{width}}  {done:>4}  {todo:>6}  {text}".rstrip())
+    return lines
+
+
+def status(config: str | Path) -> int:
+    """``vertebrae status``: per benchmark, its jobs by rule, done and to run with Snakemake's reasons; 0, or 2 when
+    Snakemake fails (its message printed)."""
+    path = _config_file(config)
+    planned = plan(load_config_file(path))
+    benchmarks = _benchmarks(planned)
+    if not benchmarks:
+        raise ConfigError(f"config file {config}: no benchmark under any of {', '.join(SECTION_KINDS)}")
+    proc = subprocess.run(snakemake_command(path, "--summary"), capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"vertebrae: error: {config}: Snakemake failed:\n{(proc.stdout + proc.stderr)[-4000:]}", file=sys.stderr)
+        return 2
+    jobs: dict[tuple[str, str], list[str] | None] = {}
+    owners: dict[tuple[str, str], list[str]] = {}
+    fingerprints = benchmark_fingerprints(planned)
+    for output, rule, why in summary_rows(proc.stdout):
+        key = _job_key(rule, output)
+        if why is not None:
+            jobs[key] = [*dict.fromkeys([*(jobs.get(key) or []), why])]
+        else:
+            jobs.setdefault(key, None)
+        owners.setdefault(key, _owners(output, fingerprints))
+    by_owner: dict[str, dict[tuple[str, str], list[str] | None]] = {}
+    for key, names in owners.items():
+        for name in names:
+            by_owner.setdefault(name, {})[key] = jobs[key]
+    todo = sum(why is not None for why in jobs.values())
+    print(f"{config}: {_count(len(benchmarks), 'benchmark')}; {_count(len(jobs), 'job')}: {len(jobs) - todo} done, "
+          f"{todo} to run" + (" (everything is up to date)" if not todo else f" (`vertebrae run {config}` runs them)"))
+    sections = [(f"{kind} benchmark {name} ({section}.{name})", name) for section, kind, name, _ in benchmarks]
+    for title, name in [*sections, (WORKFLOW_WIDE, WORKFLOW_WIDE)]:
+        mine = by_owner.get(name, {})
+        if not mine:
+            continue
+        pending = sum(why is not None for why in mine.values())
+        print(f"  {title}: {_count(len(mine), 'job')}: {len(mine) - pending} done, {pending} to run")
+        print("\n".join(_rule_table(mine)))
+    return 0
+
+
+def _ranking_section(markdown: str) -> list[str]:
+    """The lines of a report.md's "## Ranking" section, heading excluded."""
+    lines, inside = [], False
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            if inside:
+                break
+            inside = line.strip() == "## Ranking"
+        elif inside:
+            lines.append(line)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    return lines
+
+
+def _written(path: str) -> str:
+    return "written" if Path(path).is_file() else "not yet written"
+
+
+def show(config: str | Path, benchmark: str | None = None) -> int:
+    """``vertebrae show``: the plan of CONFIG (or of its benchmark BENCHMARK) as a user reads it."""
+    path = _config_file(config)
+    planned = plan(load_config_file(path))
+    benchmarks = _benchmarks(planned)
+    names = [name for _, _, name, _ in benchmarks]
+    if benchmark is not None and benchmark not in names:
+        raise ConfigError(f"config file {config}: no benchmark {benchmark!r}; its benchmarks: "
+                          f"{', '.join(names) or 'none'}")
+    shown = [item for item in benchmarks if benchmark is None or item[2] == benchmark]
+    for index, (section, kind, name, fp) in enumerate(shown):
+        spec = planned.spec(fp)
+        protocol = spec["protocol"]
+        reports = report_paths(name)
+        print(("\n" if index else "") + f"{kind} benchmark {name} ({section}.{name})")
+        print(f"  dataset: {planned.spec(protocol['fingerprint']).get('identity', 'unknown')}")
+        print(f"  protocol: {protocol['path']} ({_written(protocol['path'])})")
+        candidates = spec["candidates"]
+        state = _written(reports["json"])
+        if state == "written" and not all(Path(c["score"]["path"]).is_file() for c in candidates):
+            state += ", out of date: a score it needs is not yet written"
+        print(f"  report: {reports['json']}, {reports['markdown']} ({state})")
+        print(f"  {_count(len(candidates), 'candidate')} (name, score fingerprint, score file):")
+        width = max(len(c["name"]) for c in candidates) if candidates else 0
+        for candidate in candidates:
+            score = candidate["score"]
+            print(f"    {candidate['name']:<{width}}  {score['fingerprint']}  {score['path']} "
+                  f"({_written(score['path'])})")
+        markdown = Path(reports["markdown"])
+        if markdown.is_file():
+            print(f"  ranking (from {markdown}; `vertebrae status` says whether it is up to date):")
+            print("\n".join(f"    {line}" for line in _ranking_section(markdown.read_text(encoding="utf-8"))))
+    return 0
+
+
+__all__ = ["SNAKEFILE", "benchmark_fingerprints", "describe", "job_table", "run_workflow", "show",
+           "snakemake_command", "status", "summary_rows", "validate"]
