@@ -7,6 +7,9 @@
    Where it goes: interpreter start, ``import vertebrae.stages.jobs`` (what every artifact subcommand loads) and
    the Snakefile parse every Snakemake start pays.
 3. ``--schedulers``: the same local run under ``--scheduler greedy`` and ``--scheduler ilp``.
+4. ``--candidates N`` (alone): dry run of one benchmark of N precomputed candidates (a 60-row dataset, one .npy
+   file per candidate), whose report spec (~750 KB at 1,000) once broke the plan job as a shell argument (issue 18);
+   the last line reads ``candidates=N dryrun_seconds=X.X jobs=J spec_files=F``.
 
 Usage: ``python bench/workflow.py [--shards 400] [--schedulers]``. The last line reads
 ``dryrun_seconds=X.X jobs=N per_job_overhead_s=Y.YY``.
@@ -63,6 +66,36 @@ def _large(root: Path, shards: int, benchmarks: int = 3, rows: int = 2000) -> di
     return config
 
 
+def _candidates(root: Path, n: int, rows: int = 60) -> dict:
+    """One labelled benchmark of a ``rows``-row dataset (npz) and ``n`` precomputed candidates, a .npy file each."""
+    import numpy as np
+
+    data = root / "candidates" / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    labels, rng = np.arange(rows) % 3, np.random.default_rng(0)
+    np.savez(data / "dataset.npz", embeddings=np.zeros((rows, 1), np.float32), labels=labels)
+    for i in range(n):
+        np.save(data / f"c{i:04d}.npy", (labels[:, None] + rng.normal(size=(rows, 2))).astype(np.float32))
+    return {"seed": 0, "embedding": {"shards": 1}, "benchmarks": {"many": {
+        "dataset": {"source": {"type": "npz", "path": "data/dataset.npz", "features_key": "embeddings",
+                               "labels_key": "labels"},
+                    "identity": {"kind": "declared", "name": "tiny", "revision": "1"}},
+        "extractors": {f"c{i:04d}": {"type": "precomputed", "path": f"data/c{i:04d}.npy"} for i in range(n)},
+        "scoring": {"k": 4},
+    }}}
+
+
+def candidates_case(n: int) -> None:
+    """Case 4: the dry run of ``n`` candidates, then its line."""
+    with tempfile.TemporaryDirectory(prefix="vertebrae-bench-") as tmp:
+        workdir = _workdir(Path(tmp), "candidates", _candidates(Path(tmp), n))
+        seconds, proc = _snakemake(workdir, "-n", "--quiet", "rules", "--cores", "1")
+        jobs = sum(job_counts(proc.stdout).values())
+        spec_files = len(list((workdir / ".vertebrae" / "specs").glob("*.json")))
+    print(f"| dry run, {n} precomputed candidates, {jobs} jobs | {seconds:.1f} s |")
+    print(f"candidates={n} dryrun_seconds={seconds:.1f} jobs={jobs} spec_files={spec_files}")
+
+
 def _snakemake(workdir: Path, *args: str) -> tuple[float, subprocess.CompletedProcess]:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                OMP_NUM_THREADS="1")
@@ -92,7 +125,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=400, help="shards per endpoint in the dry-run plan")
     parser.add_argument("--schedulers", action="store_true", help="also compare greedy and ILP scheduling")
+    parser.add_argument("--candidates", type=int, metavar="N",
+                        help="only the dry run of one benchmark of N precomputed candidates (e.g. 1000)")
     args = parser.parse_args()
+    if args.candidates is not None:
+        candidates_case(args.candidates)
+        return
     with tempfile.TemporaryDirectory(prefix="vertebrae-bench-") as tmp:
         root = Path(tmp)
         large = _workdir(root, "large", _large(root, args.shards))

@@ -1,5 +1,8 @@
 """Job specs: every check a spec passes before ``vertebrae plan`` writes it, and the plan reader every job uses.
 
+The workflow hands ``vertebrae plan`` each spec as a file (``--spec-file``, see ``spec_file_text``) rather than as a
+shell argument, which Linux caps at 128 KiB (a report spec of 1,000 candidates is about 750 KB).
+
 A job spec is one JSON object of ``vertebrae.workflow.plan``. ``stage`` names the job; ``fingerprint`` names its
 output and is the hash of ``recipe`` under the stage's artifact kind (``KIND_OF_STAGE``), except a zero-shot
 protocol, whose fingerprint is the protocol payload's own: the write-protocol job builds the protocol and checks it.
@@ -12,13 +15,14 @@ scikit-learn, a model library) come in inside the checks of the fit and embeddin
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from vertebrae.core.artifacts import read_json_artifact, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
-from vertebrae.core.fingerprint import fingerprint
+from vertebrae.core.fingerprint import FINGERPRINT_LENGTH, canonical_json, fingerprint, sha256_hex
 
 KIND_OF_STAGE = {
     "fit": "fitted-extractor", "embed": "embedding", "compress": "compressed", "protocol": "protocol", "score": "score",
@@ -29,6 +33,7 @@ KIND_OF_STAGE = {
     "zero-shot-report": "report", "compare": "comparison",
 }
 BASE_DIR = Path(".")  # relative data paths in job specs resolve against the working directory
+SPEC_FILE_NAME = re.compile(r"(?P<fp>[0-9a-f]{16})-(?P<digest>[0-9a-f]{16})\.json")
 
 
 def spec_kind(spec: Mapping[str, Any]) -> str:
@@ -108,12 +113,52 @@ def endpoint_rows(spec: Mapping[str, Any]) -> int:
     return declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
 
 
-def run_plan(spec: str, output: str | Path) -> None:
-    """``vertebrae plan``: check the job spec (JSON text) and write it as the plan artifact ``output``."""
+def spec_file_text(spec: Mapping[str, Any]) -> tuple[str, str]:
+    """The name (``{fingerprint}-{digest}.json``) and text (canonical JSON) of ``spec``'s spec file.
+
+    ``digest``: the first 16 hex digits of the SHA-256 of the text, so the name covers the whole spec (the
+    fingerprint covers its recipe only) and a file's content never changes under its name. Not a fingerprint:
+    it names no artifact and is recorded nowhere but in the spec file's name.
+    """
+    text = canonical_json(spec)
+    return f"{spec['fingerprint']}-{sha256_hex(text)[:FINGERPRINT_LENGTH]}.json", text
+
+
+def read_spec_file(path: str | Path) -> dict[str, Any]:
+    """The job spec of the spec file ``path`` (``spec_file_text``), refused naming the file unless its text hashes
+    to the digest in its name and the spec's fingerprint is the one in its name."""
+    name = SPEC_FILE_NAME.fullmatch(Path(path).name)
+    if name is None:
+        raise ValidationError(f"{path}: not a job spec file name ({{fingerprint}}-{{digest}}.json, 16 hex digits each)")
     try:
-        spec = json.loads(spec)
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{path}: cannot read the job spec file: {exc}") from None
+    if sha256_hex(text)[:FINGERPRINT_LENGTH] != name["digest"]:
+        raise ValidationError(f"{path}: its content does not hash to the digest in its name (edited or truncated); "
+                              "delete it: the next Snakemake start writes it again")
+    try:
+        spec = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValidationError(f"job spec is not JSON: {exc}") from None
+        raise ValidationError(f"{path}: the job spec is not JSON: {exc}") from None
+    if not isinstance(spec, dict) or spec.get("fingerprint") != name["fp"]:
+        found = spec.get("fingerprint") if isinstance(spec, dict) else None
+        raise ValidationError(f"{path}: holds the job spec {found!r}, not {name['fp']}")
+    return spec
+
+
+def run_plan(spec: str | None, output: str | Path, spec_file: str | Path | None = None) -> None:
+    """``vertebrae plan``: check the job spec (JSON text ``spec``, or the spec file ``spec_file`` the workflow
+    writes, see ``read_spec_file``) and write it as the plan artifact ``output``."""
+    if (spec is None) == (spec_file is None):
+        raise ValidationError("give the job spec as exactly one of --spec (JSON text) or --spec-file (a spec file)")
+    if spec_file is not None:
+        spec = read_spec_file(spec_file)
+    else:
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"job spec is not JSON: {exc}") from None
     check_spec(spec)
     write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
@@ -133,5 +178,5 @@ def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
     return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
 
 
-__all__ = ["BASE_DIR", "KIND_OF_STAGE", "check_rows", "check_spec", "endpoint_rows", "load_plan",
-           "run_plan", "shard_fingerprint", "spec_extractor", "spec_kind"]
+__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_rows", "check_spec", "endpoint_rows", "load_plan",
+           "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_text", "spec_kind"]

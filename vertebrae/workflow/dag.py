@@ -2,18 +2,23 @@
 
 A job spec is a JSON object with ``stage``, ``fingerprint`` and ``recipe`` (``vertebrae.stages.plan`` checks it
 at job time); artifacts it depends on appear as ``{"fingerprint", "path"}`` references (``ref``). The rules get
-their named inputs from ``WorkflowPlan.inputs`` and their GPU request from ``gpus``.
+their named inputs from ``WorkflowPlan.inputs`` and their GPU request from ``gpus``; the plan rules read each spec
+from the file ``WorkflowPlan.write_spec_files`` writes (``vertebrae.workflow.spec_files``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from vertebrae.core.fingerprint import canonical_json
 from vertebrae.workflow.paths import artifact_path, report_paths
+from vertebrae.workflow.spec_files import spec_file, write_spec_files
 
+# the fan-out inputs job of a merge-retrieval-partials spec: rule input name -> spec key
+FANOUT_INPUTS = {"queries": "query", "gallery": "gallery", "protocol": "protocol"}
 # rule input name -> the spec key of the {fingerprint, path} reference it reads, by stage (None refs are skipped)
 INPUTS = {
     "embed": {"fitted": "fit"},
@@ -23,7 +28,6 @@ INPUTS = {
     "compress-zero-shot": {"samples": "samples"},
     "score": {"embeddings": "embedding", "protocol": "protocol"},
     "score-retrieval": {"queries": "query", "gallery": "gallery", "protocol": "protocol"},
-    "score-retrieval-partial": {"queries": "query", "gallery": "gallery", "protocol": "protocol"},
     "merge-retrieval-partials": {"protocol": "protocol"},
     "score-zero-shot": {"samples": "samples", "prompts": "prompts", "protocol": "protocol",
                         "raw_samples": "raw_samples"},
@@ -65,6 +69,8 @@ class WorkflowPlan:
     zero_shot_reports: dict[str, str] = field(default_factory=dict)
     comparisons: dict[str, str] = field(default_factory=dict)  # report fingerprint -> its compare spec's
     fanouts: dict[str, str] = field(default_factory=dict)  # partial-score fingerprint -> its merge spec's
+    threads: dict[str, int] = field(default_factory=lambda: {"embedding": 1, "scoring": 1})  # config `threads`
+    spec_files: dict[str, str] = field(default_factory=dict)  # plan-job fingerprint -> its spec file (relative)
 
     def add(self, spec: dict[str, Any], *, protocol: str = "labelled") -> str:
         """Add ``spec`` (the first one added under a fingerprint wins), filed under ``protocol``'s layout."""
@@ -81,6 +87,22 @@ class WorkflowPlan:
     def spec_json(self, fp: str) -> str:
         return canonical_json(self.specs[fp])
 
+    def planned(self) -> list[str]:
+        """The fingerprints of the specs that have a plan job: all but partial scores (which read their
+        candidate's merge spec)."""
+        return [fp for fp in self.specs if fp not in self.fanouts]
+
+    def write_spec_files(self, directory: str | Path = ".") -> None:
+        """Write the spec file of every planned spec under ``directory`` (the working directory of the rules)."""
+        self.spec_files.update(write_spec_files({fp: self.specs[fp] for fp in self.planned()}, directory))
+
+    def spec_file(self, fp: str) -> str:
+        """The spec file the plan job of ``fp`` reads (relative to the working directory; see
+        ``write_spec_files``, which must have run for the file to exist)."""
+        if fp not in self.spec_files:
+            self.spec_files[fp] = spec_file(self.specs[fp])[0]
+        return self.spec_files[fp]
+
     def fingerprints(self, stage: str) -> list[str]:
         return [fp for fp, spec in self.specs.items() if spec["stage"] == stage]
 
@@ -91,15 +113,20 @@ class WorkflowPlan:
         n, side = self.shard_counts[fp], self.specs[fp].get("side", "samples")
         return [artifact_path("shard", fp, protocol=self.layouts[fp], side=side, shard=(i, n)) for i in range(n)]
 
-    def inputs(self, fp: str, *, merge: bool = False) -> dict[str, str | list[str]]:
-        """The named inputs of the job on spec ``fp`` (of the merge job when ``merge``), for ``unpack``."""
+    def inputs(self, fp: str, *, merge: bool = False, fanout: bool = False) -> dict[str, str | list[str]]:
+        """The named inputs of the job on spec ``fp``, for ``unpack``: of its shards' merge job when ``merge``; of
+        the fan-out inputs job of a merge-retrieval-partials spec when ``fanout`` (plan, endpoints, protocol).
+        A partial score has one input, its candidate's fan-out inputs artifact, which names the rest (one shared
+        input per job keeps the planning of 10,000 partial jobs near Snakemake's own cost)."""
         spec = self.specs[fp]
         named: dict[str, str | list[str]] = {"plan": self.plan_path(fp)}
         if merge:
             named["shards"] = self.shard_paths(fp)
             return named
-        if fp in self.fanouts:  # a partial score reads its candidate's merge spec (one plan file per candidate)
-            named["plan"] = self.plan_path(self.fanouts[fp])
+        if fp in self.fanouts:
+            return {"fanout": artifact_path("fanout", self.fanouts[fp], protocol="retrieval")}
+        if fanout:
+            return {**named, **{name: spec[key]["path"] for name, key in FANOUT_INPUTS.items()}}
         if spec["stage"] == "compare":  # the report's inputs, its spec as report_plan
             report = self.inputs(spec["report"]["fingerprint"])
             report.pop("comparison", None)

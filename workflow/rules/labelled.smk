@@ -2,16 +2,18 @@
 # The plan and fit rules serve every protocol; a branch-less zero-shot encoder's samples use embed_shard and
 # merge_embeddings too (the very same embedding job).
 rule plan:
+    input:
+        spec=ancient(get_spec_file),  # named by the spec's text: a new spec, a new name (rerun); written at parse
     output:
         plan=artifact_path("plan", "{fp}"),
-    params:
-        spec=get_spec,
     conda:
         "../../envs/vertebrae.yaml"
     log:
         "logs/plan/{fp}.log",
+    benchmark:
+        "benchmarks/plan/{fp}.tsv"
     shell:
-        "vertebrae plan --spec {params.spec:q} --output {output.plan} > {log} 2>&1"
+        "vertebrae plan --spec-file {input.spec} --output {output.plan} > {log} 2>&1"
 
 
 rule fit_extractor:
@@ -19,6 +21,7 @@ rule fit_extractor:
         unpack(get_inputs),
     output:
         fitted=artifact_path("fitted", "{fp}"),
+    threads: PLAN.threads["embedding"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -36,6 +39,7 @@ rule embed_shard:
         shard=artifact_path("shard", "{fp}", shard=("{i}", "{n}")),
     resources:
         gpu=get_gpus,
+    threads: PLAN.threads["embedding"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -55,6 +59,8 @@ rule merge_embeddings:
         "../../envs/vertebrae.yaml"
     log:
         "logs/merge_embeddings/{fp}.log",
+    benchmark:
+        "benchmarks/merge_embeddings/{fp}.tsv"
     shell:
         "vertebrae merge-embeddings --plan-json {input.plan} --output {output.embeddings} {input.shards} > {log} 2>&1"
 
@@ -64,6 +70,7 @@ rule compress:
         unpack(get_inputs),
     output:
         embeddings=artifact_path("compressed", "{fp}"),
+    threads: PLAN.threads["scoring"]  # as the score jobs, which refit it: same BLAS threads, same bits
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -83,6 +90,8 @@ rule write_protocol:
         "../../envs/vertebrae.yaml"
     log:
         "logs/write_protocol/{fp}.log",
+    benchmark:
+        "benchmarks/write_protocol/{fp}.tsv"
     shell:
         "vertebrae write-protocol --plan-json {input.plan} --output {output.protocol} > {log} 2>&1"
 
@@ -92,6 +101,7 @@ rule score:
         unpack(get_inputs),
     output:
         score=artifact_path("score", "{fp}"),
+    threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
     log:

@@ -2,16 +2,18 @@
 # prompt embedding, protocol, score and report jobs (sample embedding and the compression fit stay).
 # One merge rule serves both sides; the report rule is in figures.smk.
 rule plan_zero_shot:
+    input:
+        spec=ancient(get_spec_file),  # named by the spec's text: a new spec, a new name (rerun); written at parse
     output:
         plan=artifact_path("plan", "{fp}", protocol="zero_shot"),
-    params:
-        spec=get_spec,
     conda:
         "../../envs/vertebrae.yaml"
     log:
         "logs/plan_zero_shot/{fp}.log",
+    benchmark:
+        "benchmarks/plan_zero_shot/{fp}.tsv"
     shell:
-        "vertebrae plan-zero-shot --spec {params.spec:q} --output {output.plan} > {log} 2>&1"
+        "vertebrae plan-zero-shot --spec-file {input.spec} --output {output.plan} > {log} 2>&1"
 
 
 rule embed_zero_shot_samples:
@@ -21,6 +23,7 @@ rule embed_zero_shot_samples:
         shard=artifact_path("shard", "{fp}", protocol="zero_shot", side="samples", shard=("{i}", "{n}")),
     resources:
         gpu=get_gpus,
+    threads: PLAN.threads["embedding"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -39,6 +42,7 @@ rule embed_zero_shot_prompts:
         shard=artifact_path("shard", "{fp}", protocol="zero_shot", side="prompts", shard=("{i}", "{n}")),
     resources:
         gpu=get_gpus,
+    threads: PLAN.threads["embedding"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -59,6 +63,8 @@ rule merge_zero_shot:
         "../../envs/vertebrae.yaml"
     log:
         "logs/merge_zero_shot/{side}/{fp}.log",
+    benchmark:
+        "benchmarks/merge_zero_shot/{side}/{fp}.tsv"
     shell:
         "vertebrae merge-zero-shot-embeddings --plan-json {input.plan} --output {output.embeddings} {input.shards} > {log} 2>&1"
 
@@ -72,6 +78,8 @@ rule write_zero_shot_protocol:
         "../../envs/vertebrae.yaml"
     log:
         "logs/write_zero_shot_protocol/{fp}.log",
+    benchmark:
+        "benchmarks/write_zero_shot_protocol/{fp}.tsv"
     shell:
         "vertebrae write-zero-shot-protocol --plan-json {input.plan} --output {output.protocol} > {log} 2>&1"
 
@@ -81,10 +89,13 @@ rule compress_zero_shot:
         unpack(get_inputs),
     output:
         samples=artifact_path("compressed", "{fp}", protocol="zero_shot"),
+    threads: PLAN.threads["scoring"]  # as the score jobs, which refit it: same BLAS threads, same bits
     conda:
         "../../envs/vertebrae.yaml"
     log:
         "logs/compress_zero_shot/{fp}.log",
+    benchmark:
+        "benchmarks/compress_zero_shot/{fp}.tsv"
     shell:
         "vertebrae compress-zero-shot --plan-json {input.plan} --samples {input.samples} --output {output.samples} > {log} 2>&1"
 
@@ -96,6 +107,7 @@ rule score_zero_shot:
         score=artifact_path("score", "{fp}", protocol="zero_shot"),
     params:
         raw=get_zero_shot_raw_option,
+    threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
     log:

@@ -1,0 +1,69 @@
+"""Job specs as files: the workflow's plan jobs read their spec from a file, never from a shell argument.
+
+Linux caps one argument at 128 KiB (``MAX_ARG_STRLEN``) and ``bash -c`` gets a job's whole shell line as one, so a
+spec passed as ``--spec TEXT`` broke the report's plan job at about 150 candidates. ``write_spec_files`` writes each
+spec that has a plan job as ``.vertebrae/specs/{fingerprint}-{digest}.json`` under the working directory when the
+Snakefile is parsed (``vertebrae.stages.plan.spec_file_text``: the digest hashes the whole spec text, so a name
+always holds the same bytes, and a spec whose non-recipe fields change gets a new name). The plan rule takes the
+file as an input and runs ``vertebrae plan --spec-file``, which refuses a file whose text does not hash to its name.
+
+Reruns: the spec file's name changes exactly when the spec's text does, which Snakemake's ``input`` rerun trigger
+sees as it saw the former ``params: spec``; the rule marks the file ``ancient`` so that a spec file written again
+(a deleted ``.vertebrae/``, a fresh checkout of the results) reruns nothing.
+
+Writing costs a stat per spec when the files exist: every SLURM job parses the Snakefile again.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from vertebrae.stages.plan import spec_file_text
+
+SPEC_DIR = ".vertebrae/specs"
+
+
+def spec_file(spec: Mapping[str, Any]) -> tuple[str, str]:
+    """``spec``'s file path relative to the working directory, and its text."""
+    name, text = spec_file_text(spec)
+    return f"{SPEC_DIR}/{name}", text
+
+
+def write_spec_file(path: str | Path, text: str) -> bool:
+    """Write ``text`` to ``path`` unless a file of its size is there already (the name fixes the content; a file
+    changed in place is refused by the plan job, naming it). Atomic (a temporary file moved into place), not
+    synced: a spec file is written again from the config whenever it is missing. True when written."""
+    data = text.encode("utf-8")
+    with suppress(FileNotFoundError):
+        if os.stat(path).st_size == len(data):
+            return False
+    directory, name = os.path.split(os.fspath(path))
+    os.makedirs(directory or ".", exist_ok=True)
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def write_spec_files(specs: Mapping[str, Mapping[str, Any]], directory: str | Path = ".") -> dict[str, str]:
+    """Write the spec file of each of ``specs`` (fingerprint -> spec) under ``directory``; return each one's path
+    relative to ``directory`` (as the rules name it) by fingerprint."""
+    paths = {}
+    for fp, spec in specs.items():
+        paths[fp], text = spec_file(spec)
+        write_spec_file(Path(directory) / paths[fp], text)
+    return paths
+
+
+__all__ = ["SPEC_DIR", "spec_file", "write_spec_file", "write_spec_files"]
