@@ -942,13 +942,12 @@ def test_a_fanned_out_score_replaces_the_score_job_by_partials_and_a_merge(defau
         assert merge["fanout"] == {"query_shards": 2, "gallery_shards": 3, "n_queries": 300, "n_gallery": 1497,
                                    "where": "retrieval.digits_search.scoring"}
         assert p.inputs(fp)["partials"] == [ref["path"] for ref in merge["partials"]]
+        assert p.inputs(fp, fanout=True) == {"plan": p.plan_path(fp), "queries": merge["query"]["path"],
+                                             "gallery": merge["gallery"]["path"], "protocol": merge["protocol"]["path"]}
         for ref in merge["partials"]:
             partial = p.spec(ref["fingerprint"])
-            inputs = p.inputs(ref["fingerprint"])
-            assert inputs["plan"] == p.plan_path(fp)  # the candidate's merge spec: no plan file per partial
-            assert {k: inputs[k] for k in ("queries", "gallery", "protocol")} == {
-                "queries": merge["query"]["path"], "gallery": merge["gallery"]["path"],
-                "protocol": merge["protocol"]["path"]}
+            # one input: the candidate's fan-out inputs (merge spec, endpoints, protocol); no plan file per partial
+            assert p.inputs(ref["fingerprint"]) == {"fanout": f"results/retrieval/fanouts/{fp}.json"}
             assert ref["path"] == f"results/retrieval/partials/{ref['fingerprint']}.h5"
             assert partial["device"] == "cuda" and p.gpus(ref["fingerprint"]) == 1
             (qa, qb), (ga, gb) = partial["query_rows"], partial["gallery_rows"]

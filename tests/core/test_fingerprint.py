@@ -262,6 +262,7 @@ def test_schema_table_is_pinned():
         "report": "vertebrae.report/v1",
         "comparison": "vertebrae.comparison-artifact/v1",  # a new kind: no existing fingerprint changes
         "retrieval-partial": "vertebrae.retrieval-partial/v1",  # a new kind: no existing fingerprint changes
+        "retrieval-fanout": "vertebrae.retrieval-fanout/v1",  # a new kind: no existing fingerprint changes
     }
 
 

@@ -9,6 +9,7 @@ and recipe are the same. Bad splits and missing, stale, foreign or duplicated pa
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import h5py
@@ -17,13 +18,15 @@ import pytest
 import scipy.sparse as sp
 
 from vertebrae.cli import main
+from vertebrae.core.artifacts import write_json_artifact
 from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError, VertebraeError
 from vertebrae.scoring.degenerate import detect_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScorer
 from vertebrae.stages.plan import KIND_OF_STAGE, run_plan
 from vertebrae.stages.retrieval_fanout import (FanoutPartial, fanout_specs, merge_retrieval_partials, partial_spec_of,
                                                score_retrieval_partial, split_bounds)
-from vertebrae.stages.retrieval_fanout_jobs import _collapsed, collapse_summary, run_merge_partials
+from vertebrae.stages.retrieval_fanout_jobs import (_collapsed, collapse_summary, run_merge_partials,
+                                                   run_score_fanout_partial)
 from vertebrae.workflow import plan
 from vertebrae.workflow.paths import artifact_path
 
@@ -267,12 +270,19 @@ def _run_fanout(spec, split, tag, n=(9, 12)):
                                    gallery_shards=n[1] if split[1] == "G" else split[1], n_queries=n[0],
                                    n_gallery=n[1], partial_path=lambda fp: f"results/partials/{tag}/{fp}.h5")
     for s in (*partials, merge):
-        run_plan(json.dumps(s), f"plans/{tag}/{s['fingerprint']}.json")
-    for i, s in enumerate(partials):  # own spec, or (the workflow's way) the merge spec and --partial
-        plan_args = (("--plan-json", f"plans/{tag}/{s['fingerprint']}.json") if i % 2 else
-                     ("--plan-json", f"plans/{tag}/{merge['fingerprint']}.json", "--partial", s["fingerprint"]))
-        _cli("score-retrieval-partial", *plan_args, "--queries",
-             s["query"]["path"], "--gallery", s["gallery"]["path"], "--protocol", s["protocol"]["path"],
+        run_plan(spec=json.dumps(s), output=f"plans/{tag}/{s['fingerprint']}.json")
+    fanout = f"results/fanouts/{tag}/{merge['fingerprint']}.json"
+    _cli("stage-retrieval-fanout", "--plan-json", f"plans/{tag}/{merge['fingerprint']}.json", "--queries",
+         spec["query"]["path"], "--gallery", spec["gallery"]["path"], "--protocol", spec["protocol"]["path"],
+         "--output", fanout)
+    files = ("--queries", spec["query"]["path"], "--gallery", spec["gallery"]["path"], "--protocol",
+             spec["protocol"]["path"])
+    for i, s in enumerate(partials):  # (the workflow's way) the fan-out inputs, own spec, or merge spec + --partial
+        plan_args = [("--fanout", fanout, "--partial", s["fingerprint"]),
+                     ("--plan-json", f"plans/{tag}/{s['fingerprint']}.json", *files),
+                     ("--plan-json", f"plans/{tag}/{merge['fingerprint']}.json", "--partial", s["fingerprint"],
+                      *files)][i % 3]
+        _cli("score-retrieval-fanout-partial" if i % 3 == 0 else "score-retrieval-partial", *plan_args,
              "--output", f"results/partials/{tag}/{s['fingerprint']}.h5")
     out = f"results/merged/{tag}/{spec['fingerprint']}.json"
     paths = [r["path"] for r in merge["partials"]]
@@ -355,3 +365,27 @@ def test_a_partial_named_by_the_merge_spec_is_rebuilt_from_it_and_others_are_ref
         assert partial_spec_of(merge, partial["fingerprint"]) == {**partial, "device": "cuda"}
     with pytest.raises(ArtifactError, match="no partial 'abc'"):
         partial_spec_of(merge, "abc")
+
+
+def test_a_partial_refuses_inputs_changed_since_the_fanout_inputs_were_recorded(tmp_path, monkeypatch):
+    """The workflow's partial jobs read the endpoints and protocol the fan-out inputs artifact names; one whose
+    content changed since (same path, same fingerprint) is refused naming the file, as is a merge spec of another
+    score."""
+    monkeypatch.chdir(tmp_path)
+    _write_data()
+    p = plan(_config("cosine", bidirectional=False))
+    _embed_and_score(p)
+    raw, compressed = p.fingerprints("score-retrieval")
+    _run_fanout(p.spec(raw), (2, 2), "raw")
+    partials, merge = fanout_specs(p.spec(raw), query_shards=2, gallery_shards=2, n_queries=9, n_gallery=12,
+                                   partial_path=lambda fp: f"results/partials/raw/{fp}.h5")
+    fanout = f"results/fanouts/raw/{merge['fingerprint']}.json"
+    protocol = p.spec(raw)["protocol"]["path"]
+    document = json.loads(open(protocol, encoding="utf-8").read())
+    payload = document["payload"]
+    payload["exclude_same_id"] = not payload["exclude_same_id"]  # an edit of the same protocol (same fingerprint)
+    write_json_artifact(protocol + ".edited", "protocol", payload,
+                        fingerprint=document["manifest"]["fingerprint"], recipe=document["manifest"]["recipe"])
+    os.replace(protocol + ".edited", protocol)
+    with pytest.raises(VertebraeError, match=rf"{protocol}: the protocol changed since the fan-out inputs {fanout}"):
+        run_score_fanout_partial(fanout, partials[0]["fingerprint"], "x.h5")

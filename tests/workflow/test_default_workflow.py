@@ -19,7 +19,8 @@ EXPECTED_JOBS = {
     # topics_labelled: 1 protocol + 1 embed + 1 score + 1 report
     # topics_search (retrieval): 1 protocol + 2 embed + 1 score + 1 report
     # + 1 compare spec per report (6), under plans/ whatever the protocol
-    # (digits_search's 8 partial-score jobs read their candidate's merge spec: no plan file of their own)
+    # (digits_search's 8 partial-score jobs read their candidate's merge spec through its fan-out inputs: no plan
+    # file of their own)
     "plan": 54,
     "compare": 6,  # the paired comparison of each report's candidates
     "fit_extractor": 5,
@@ -34,6 +35,7 @@ EXPECTED_JOBS = {
     "write_retrieval_relevance": 2,
     "compress_retrieval": 2,
     "score_retrieval": 1,  # topics_search; digits_search's 4 candidates (2 raw + 2 compressed) are fanned out:
+    "stage_retrieval_fanout": 4,  # per fanned-out candidate: the partial jobs' one input
     "score_retrieval_partial": 8,  # 4 candidates x 2 gallery halves (scoring.gallery_shards: 2)
     "merge_retrieval_partials": 4,  # one merge per candidate, writing the score one job would have written
     "figures": 6,  # ranking + detail figure per report (6 reports)
@@ -46,11 +48,12 @@ EXPECTED_JOBS = {
     "write_zero_shot_protocol": 1,
     "compress_zero_shot": 1,
     "score_zero_shot": 2,  # raw + PCA-32 variant
+    "summary": 1,  # the cross-benchmark summary of every report
     "all": 1,
 }
 ZERO_SHOT_PROMPT_JOBS = {"plan_zero_shot": 5, "plan": 1, "embed_zero_shot_prompts": 1, "merge_zero_shot": 1,
                          "write_zero_shot_protocol": 1, "score_zero_shot": 2, "compare": 1, "report": 1, "figures": 1,
-                         "report_tables": 1, "all": 1}
+                         "report_tables": 1, "summary": 1, "all": 1}
 
 
 
@@ -118,7 +121,8 @@ def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_conf
     changed["benchmarks"]["digits"]["scoring"]["k"] = 20
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 8, "score": 6, "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "all": 1}
+    assert counts == {"plan": 8, "score": 6, "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "summary": 1,
+                      "all": 1}
 
 
 def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_config):
@@ -127,7 +131,7 @@ def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_confi
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
     assert counts == {"plan": 7, "fit_extractor": 1, "embed_shard": 2, "merge_embeddings": 1, "compress": 1, "score": 2,
-                      "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "all": 1}
+                      "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "summary": 1, "all": 1}
 
 
 def test_prompt_edit_reruns_only_prompt_side_jobs(workdir_copy, default_config):
@@ -143,12 +147,13 @@ def test_comparison_settings_rerun_only_comparisons_and_reports(workdir_copy, de
     changed["comparison"] = {"resamples": 2000, "adjustment": "bonferroni"}  # every benchmark
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 6, "compare": 6, "report": 6, "figures": 6, "report_tables": 6, "all": 1}  # no score
+    assert counts == {"plan": 6, "compare": 6, "report": 6, "figures": 6, "report_tables": 6, "summary": 1,
+                      "all": 1}  # no score
     changed = json.loads(json.dumps(default_config))
     changed["retrieval"]["digits_search"]["comparison"] = {"confidence_level": 0.9}  # one benchmark
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 1, "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "all": 1}
+    assert counts == {"plan": 1, "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "summary": 1, "all": 1}
     snakemake(workdir_copy)
     report = written_report(workdir_copy, "digits_search")
     assert report["comparison"]["config"]["confidence_level"] == 0.9

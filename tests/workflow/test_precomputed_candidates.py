@@ -83,7 +83,7 @@ def config():
     }
 
 
-REPORT_RULES = {"report", "compare", "figures", "report_tables", "all"}  # run after any candidate changes
+REPORT_RULES = {"report", "compare", "figures", "report_tables", "summary", "all"}  # run after any candidate changes
 
 
 def split_counts(counts):

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.artifacts import read_embedding_rows, read_json_artifact, write_json_artifact
+from vertebrae.core.artifacts import read_embedding_rows, read_json_artifact, read_manifest, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, fingerprint, sha256_hex
 from vertebrae.core.labels import describe_key
@@ -32,6 +32,7 @@ from vertebrae.stages.retrieval_fanout import (MERGE_STAGE, PARTIAL_STAGE, Fanou
                                                direction_inputs, merge_fanout, partial_spec_of)
 
 ROLES = ("query", "gallery")
+FANOUT_KIND = "retrieval-fanout"
 
 
 def _read_protocol(ref: Mapping[str, str], path: str | Path) -> tuple[RetrievalProtocol, str]:
@@ -100,18 +101,64 @@ def _collapsed(summaries: Sequence[np.ndarray], n_rows: int, sparse: bool, norma
     return bool(np.array_equal(_quantise(low, GRID * scale), _quantise(high, GRID * scale)))
 
 
+def run_fanout_inputs(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path,
+                      output: str | Path) -> None:
+    """``vertebrae stage-retrieval-fanout``: the one input of a fanned-out candidate's partial jobs (a
+    ``retrieval-fanout`` artifact under the merge spec's fingerprint): the paths of its merge spec, query and
+    gallery endpoints and protocol, with the endpoints' manifest content hashes and the protocol's content hash.
+
+    Every partial job reads its files through it and refuses one whose content changed since (so the thousands of
+    partial jobs of a candidate depend on one file, and an edit of an endpoint reruns this job and then all of
+    them)."""
+    spec = load_plan(plan, MERGE_STAGE)
+    _, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    payload: dict[str, Any] = {"plan": {"path": str(plan), "fingerprint": spec["fingerprint"]},
+                               "protocol": {"path": str(protocol), "fingerprint": spec["protocol"]["fingerprint"],
+                                            "content_hash": protocol_hash}}
+    for role, path in (("query", queries), ("gallery", gallery)):
+        manifest = read_manifest(path)
+        payload[role] = {"path": str(path), "fingerprint": spec[role]["fingerprint"],
+                         "content_hash": manifest["content_hash"]}
+    write_json_artifact(output, FANOUT_KIND, payload, fingerprint=spec["fingerprint"],
+                        recipe={"score": spec["fingerprint"]})
+
+
+def _unchanged(path: Any, got: str, fanout: Mapping[str, Any], role: str, source: Any) -> None:
+    if got != fanout[role]["content_hash"]:
+        raise ArtifactError(f"{path}: the {role} changed since the fan-out inputs {source} were written (content hash "
+                            f"{got}, recorded {fanout[role]['content_hash']}): rerun stage-retrieval-fanout")
+
+
 def run_score_partial(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path,
                       output: str | Path, partial: str | None = None) -> None:
     """``vertebrae score-retrieval-partial``: one (direction, query rows, gallery rows) partial of a candidate.
 
-    ``plan`` is the partial's own spec, or (the workflow: one plan file per candidate, not per partial) the
-    candidate's merge spec with ``partial`` naming the partial's fingerprint. Reads only its query rows, its
-    gallery rows and the gallery rows of its queries' positives (by index) from the endpoint files
-    (``read_embedding_rows``: each chunk read is verified), plus the protocol."""
+    ``plan`` is the partial's own spec, or the candidate's merge spec with ``partial`` naming the partial's
+    fingerprint. Reads only its query rows, its gallery rows and the gallery rows of its queries' positives (by
+    index) from the endpoint files (``read_embedding_rows``: each chunk read is verified), plus the protocol."""
+    _score_partial(plan, queries, gallery, protocol, output, partial)
+
+
+def run_score_fanout_partial(fanout: str | Path, partial: str, output: str | Path) -> None:
+    """``vertebrae score-retrieval-fanout-partial`` (the workflow's partial jobs): partial ``partial`` of the merge
+    spec that ``fanout`` (``stage-retrieval-fanout``'s artifact) names, read from the endpoints and protocol it
+    names; one whose content changed since it was recorded is refused naming the file."""
+    recorded = read_json_artifact(fanout, FANOUT_KIND, fingerprint=None)
+    plan, queries, gallery, protocol = (recorded[key]["path"] for key in ("plan", "query", "gallery", "protocol"))
+    _score_partial(plan, queries, gallery, protocol, output, partial, recorded=recorded, fanout=fanout)
+
+
+def _score_partial(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path,
+                   output: str | Path, partial: str | None, *, recorded: Mapping[str, Any] | None = None,
+                   fanout: str | Path | None = None) -> None:
     if partial is None:
         spec = load_plan(plan, PARTIAL_STAGE)
     else:
-        spec = partial_spec_of(load_plan(plan, MERGE_STAGE), partial)
+        merge_spec = load_plan(plan, MERGE_STAGE)
+        if recorded is not None and merge_spec["fingerprint"] != recorded["plan"]["fingerprint"]:
+            raise ArtifactError(f"{plan}: merge spec {merge_spec['fingerprint']}, the fan-out inputs {fanout} were "
+                                f"written for {recorded['plan']['fingerprint']}")
+        spec = partial_spec_of(merge_spec, partial)
     config = RetrievalConfig.from_dict(spec["retrieval"])
     prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
     direction = spec["direction"]
@@ -129,6 +176,10 @@ def run_score_partial(plan: str | Path, queries: str | Path, gallery: str | Path
         if rows.manifest["shape"][0] != len(ids):
             raise ValidationError(f"endpoint {role!r}: embeddings have {rows.manifest['shape'][0]} rows, the protocol "
                                   f"has {len(ids)} ({rows.path})")
+    if recorded is not None:
+        _unchanged(protocol, protocol_hash, recorded, "protocol", fanout)
+        for rows, role in ((q_rows, q_role), (g_rows, g_role)):
+            _unchanged(rows.path, rows.manifest["content_hash"], recorded, role, fanout)
     _check_ids(q_rows.row_ids, q_ids[qa:qb], range(qa, qb), q_role, q_rows.path)
     _check_ids(g_rows.row_ids, g_ids[ga:gb], range(ga, gb), g_role, g_rows.path)
     _check_ids(g_rows.picked_ids, [g_ids[i] for i in positive_rows.tolist()], positive_rows, g_role, g_rows.path)
@@ -257,4 +308,5 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
-__all__ = ["collapse_summary", "run_merge_partials", "run_score_partial"]
+__all__ = ["FANOUT_KIND", "collapse_summary", "run_fanout_inputs", "run_merge_partials", "run_score_fanout_partial",
+           "run_score_partial"]

@@ -42,7 +42,7 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
         for name in config.get(section, {}):
             check_benchmark_name(section, name)
     base_dir = Path(base_dir)
-    result = WorkflowPlan()
+    result = WorkflowPlan(threads=dict(config["threads"]))
     for name, bench in config.get("benchmarks", {}).items():
         plan_labelled(result, name, bench, config, base_dir)
     for name, bench in config.get("retrieval", {}).items():

@@ -28,6 +28,7 @@ LAYOUT = {
         "protocol": "retrieval/relevance/{fp}.json",
         "score": "retrieval/scores/{fp}.json",
         "partial": "retrieval/partials/{fp}.h5",
+        "fanout": "retrieval/fanouts/{fp}.json",
     },
     "zero_shot": {
         "plan": "zero_shot/plans/{fp}.json",

@@ -9,6 +9,7 @@ rule embed_retrieval_shard:
         gpu=get_gpus,
     params:
         side=get_side,
+    threads: PLAN.threads["embedding"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -29,6 +30,8 @@ rule merge_retrieval_embeddings:
         "../../envs/vertebrae.yaml"
     log:
         "logs/merge_retrieval_embeddings/{fp}.log",
+    benchmark:
+        "benchmarks/merge_retrieval_embeddings/{fp}.tsv"
     shell:
         "vertebrae merge-retrieval-embeddings --plan-json {input.plan} --output {output.embeddings} {input.shards} > {log} 2>&1"
 
@@ -42,6 +45,8 @@ rule write_retrieval_relevance:
         "../../envs/vertebrae.yaml"
     log:
         "logs/write_retrieval_relevance/{fp}.log",
+    benchmark:
+        "benchmarks/write_retrieval_relevance/{fp}.tsv"
     shell:
         "vertebrae write-retrieval-relevance --plan-json {input.plan} --output {output.protocol} > {log} 2>&1"
 
@@ -52,10 +57,13 @@ rule compress_retrieval:
     output:
         queries=artifact_path("compressed", "{fp}", protocol="retrieval", side="query"),
         gallery=artifact_path("compressed", "{fp}", protocol="retrieval", side="gallery"),
+    threads: PLAN.threads["scoring"]  # as the score jobs, which refit it: same BLAS threads, same bits
     conda:
         "../../envs/vertebrae.yaml"
     log:
         "logs/compress_retrieval/{fp}.log",
+    benchmark:
+        "benchmarks/compress_retrieval/{fp}.tsv"
     shell:
         "vertebrae compress-retrieval --plan-json {input.plan} --queries {input.queries} --gallery {input.gallery}"
         " --query-output {output.queries} --gallery-output {output.gallery} > {log} 2>&1"
@@ -70,6 +78,7 @@ rule score_retrieval:
         fp=f"(?!(?:{get_fanout_scores_pattern()}))[0-9a-f]{{16}}",  # fingerprints are 16 characters
     resources:
         gpu=get_gpus,
+    threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -83,7 +92,24 @@ rule score_retrieval:
 
 # A fanned-out score (scoring.query_shards x scoring.gallery_shards > 1): partial counts per (direction, query
 # range, gallery range), each job reading only its rows; the merge writes the very score artifact score_retrieval
-# would have written, under the same fingerprint.
+# would have written, under the same fingerprint. The partial jobs' one input names the candidate's merge spec,
+# endpoints and protocol with their content hashes (stage_retrieval_fanout, {fp} = the merge spec's).
+rule stage_retrieval_fanout:
+    input:
+        unpack(get_fanout_inputs),
+    output:
+        fanout=artifact_path("fanout", "{fp}", protocol="retrieval"),
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/stage_retrieval_fanout/{fp}.log",
+    benchmark:
+        "benchmarks/stage_retrieval_fanout/{fp}.tsv"
+    shell:
+        "vertebrae stage-retrieval-fanout --plan-json {input.plan} --queries {input.queries} --gallery {input.gallery}"
+        " --protocol {input.protocol} --output {output.fanout} > {log} 2>&1"
+
+
 rule score_retrieval_partial:
     input:
         unpack(get_inputs),
@@ -92,6 +118,7 @@ rule score_retrieval_partial:
     resources:
         mem_mb=get_partial_mem_mb,
         gpu=get_gpus,
+    threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -99,8 +126,8 @@ rule score_retrieval_partial:
     benchmark:
         "benchmarks/score_retrieval_partial/{fp}.tsv"
     shell:
-        "vertebrae score-retrieval-partial --plan-json {input.plan} --partial {wildcards.fp} --queries {input.queries}"
-        " --gallery {input.gallery} --protocol {input.protocol} --output {output.partial} > {log} 2>&1"
+        "vertebrae score-retrieval-fanout-partial --fanout {input.fanout} --partial {wildcards.fp}"
+        " --output {output.partial} > {log} 2>&1"
 
 
 rule merge_retrieval_partials:
