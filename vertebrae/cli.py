@@ -120,7 +120,9 @@ COMMANDS: dict[str, Command] = {
                                        PROTOCOL, OUTPUT)),
     "merge-retrieval-partials": Command("merge a fanned-out candidate's partial scores into its score artifact",
                                         "vertebrae.stages.retrieval_fanout_jobs:run_merge_partials",
-                                        (PLAN, PROTOCOL, OUTPUT, arg("partials", nargs="+"))),
+                                        (PLAN, PROTOCOL, OUTPUT,
+                                         arg("partials", nargs="*", help="the partial artifacts (default: the paths "
+                                                                         "the merge spec plans)"))),
     "retrieval-from-artifacts": Command("a ranked retrieval report from score artifacts",
                                         f"{FROM_ARTIFACTS}:retrieval_report",
                                         (PLAN, OPTIONAL_PROTOCOL, SCORE_KEY, JSON_OUTPUT, MARKDOWN_OUTPUT,

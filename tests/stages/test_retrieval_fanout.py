@@ -287,7 +287,7 @@ def _run_fanout(spec, split, tag, n=(9, 12)):
     out = f"results/merged/{tag}/{spec['fingerprint']}.json"
     paths = [r["path"] for r in merge["partials"]]
     _cli("merge-retrieval-partials", "--plan-json", f"plans/{tag}/{merge['fingerprint']}.json", "--protocol",
-         spec["protocol"]["path"], "--output", out, *paths)
+         spec["protocol"]["path"], "--output", out)  # the partials: the paths the merge spec plans
     return out, paths, f"plans/{tag}/{merge['fingerprint']}.json"
 
 

@@ -279,8 +279,12 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
     """``vertebrae merge-retrieval-partials``: the score artifact of a fanned-out candidate, equal to the one
     ``score-retrieval`` writes. Every partial is verified (schema, fingerprint = a planned one, content hash,
     recipe, inputs, the protocol's queries and positives) and the partials must tile each direction's queries x
-    gallery exactly once; a missing, stale, duplicated or mixed partial is refused naming its file."""
+    gallery exactly once; a missing, stale, duplicated or mixed partial is refused naming its file. No
+    ``partials`` given: the paths the merge spec plans (the workflow's way: 10,000 paths would not fit one shell
+    line)."""
     spec = load_plan(plan, MERGE_STAGE)
+    if not partials:
+        partials = [ref["path"] for ref in spec["partials"]]
     config = RetrievalConfig.from_dict(spec["retrieval"])
     loaded = _load_partials(spec, partials)
     prot, protocol_hash = _read_protocol(spec["protocol"], protocol)

@@ -145,4 +145,4 @@ rule merge_retrieval_partials:
         "benchmarks/merge_retrieval_partials/{fp}.tsv"
     shell:
         "vertebrae merge-retrieval-partials --plan-json {input.plan} --protocol {input.protocol}"
-        " --output {output.score} {input.partials} > {log} 2>&1"
+        " --output {output.score} > {log} 2>&1"  # the partials: the paths its spec plans (inputs, never arguments)
