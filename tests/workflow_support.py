@@ -7,8 +7,11 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import h5py
+import numpy as np
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,3 +111,94 @@ def comparable(report: dict) -> dict:
     if isinstance(report, list):
         return [comparable(v) for v in report]
     return report
+
+
+def three_files_config(root: Path) -> dict:
+    """Issue 18's Done-when config: three precomputed embedding files compared in one labelled benchmark and three
+    per-endpoint pairs in one retrieval benchmark, written under ``root`` (paths in the config are relative to it).
+
+    Labelled ``models``: 90 rows of 3 classes (data/rows.npz with ids), candidates ``a`` (an .npz with an ids
+    member), ``b`` (an .h5 dataset with byte-string ids) and ``c`` (an .npy with a one-per-line ids file), 8 dims each,
+    every file's rows in its own order. Retrieval ``search``: 30 queries x 60 gallery items of 3 topics with a qrels
+    file; candidates ``qa`` (npz query + h5 gallery), ``qb`` (npy + ids query, npz gallery) and ``qc`` (h5 query, npy
+    without ids gallery, in the dataset's order). No identity is declared: the data and every file are tracked by
+    content. Every file is dated a minute back (past the content-digest cache's racy window, as a user's files are)."""
+    rng = np.random.default_rng(18)
+    data, emb = root / "data", root / "emb"
+    data.mkdir(parents=True, exist_ok=True)
+    emb.mkdir(parents=True, exist_ok=True)
+    n, dim = 90, 8
+    ids = np.array([f"row-{i:02d}" for i in range(n)])
+    labels = np.arange(n) % 3
+    np.savez(data / "rows.npz", embeddings=np.zeros((n, 1), np.float32), labels=labels, ids=ids)
+
+    def labelled(spread: float) -> np.ndarray:
+        return (spread * rng.normal(size=(3, dim))[labels] + rng.normal(size=(n, dim))).astype(np.float32)
+
+    order = rng.permutation(n)
+    np.savez(emb / "a.npz", embeddings=labelled(3.0)[order], ids=ids[order])
+    with h5py.File(emb / "b.h5", "w") as handle:
+        handle["vectors"] = labelled(1.5)[order[::-1]]
+        handle["row_ids"] = ids[order[::-1]].astype("S")
+    np.save(emb / "c.npy", labelled(0.5)[order])
+    (emb / "c_ids.txt").write_text("".join(f"{i}\n" for i in ids[order]), encoding="utf-8")
+
+    n_q, n_g = 30, 60
+    q_ids, g_ids = np.array([f"q{i:02d}" for i in range(n_q)]), np.array([f"g{i:02d}" for i in range(n_g)])
+    q_topic, g_topic = np.arange(n_q) % 3, np.arange(n_g) % 3
+    np.savez(data / "pair.npz", queries=np.zeros((n_q, 1)), gallery=np.zeros((n_g, 1)), query_ids=q_ids,
+             gallery_ids=g_ids)
+    (data / "qrels.tsv").write_text("".join(f"{q_ids[q]}\t{g_ids[g]}\t1\n" for q in range(n_q) for g in range(n_g)
+                                            if q_topic[q] == g_topic[g]), encoding="utf-8")
+
+    def pair(noise: float) -> tuple[np.ndarray, np.ndarray]:
+        topics = rng.normal(size=(3, dim))
+        return ((topics[q_topic] + noise * rng.normal(size=(n_q, dim))).astype(np.float32),
+                (topics[g_topic] + noise * rng.normal(size=(n_g, dim))).astype(np.float32))
+
+    q_order, g_order = rng.permutation(n_q), rng.permutation(n_g)
+    query, gallery = pair(0.3)
+    np.savez(emb / "qa_query.npz", embeddings=query[q_order], ids=q_ids[q_order])
+    with h5py.File(emb / "qa_gallery.h5", "w") as handle:
+        handle["emb"] = gallery[g_order]
+        handle["ids"] = g_ids[g_order].astype("S")
+    query, gallery = pair(0.8)
+    np.save(emb / "qb_query.npy", query[q_order[::-1]])
+    (emb / "qb_query_ids.txt").write_text("".join(f"{i}\n" for i in q_ids[q_order[::-1]]), encoding="utf-8")
+    np.savez(emb / "qb_gallery.npz", embeddings=gallery[g_order[::-1]], ids=g_ids[g_order[::-1]])
+    query, gallery = pair(1.5)
+    with h5py.File(emb / "qc_query.h5", "w") as handle:
+        handle["emb"] = query[q_order]
+        handle["ids"] = q_ids[q_order].astype("S")
+    np.save(emb / "qc_gallery.npy", gallery)  # no ids: the dataset's gallery rows in order
+
+    back = time.time() - 60
+    for path in (*data.iterdir(), *emb.iterdir()):
+        os.utime(path, (back, back))
+    return {
+        "seed": 0,
+        "embedding": {"shards": 1, "batch_size": 128},
+        "benchmarks": {"models": {
+            "dataset": {"source": {"type": "npz", "path": "data/rows.npz", "ids_key": "ids"}},
+            "extractors": {
+                "a": {"type": "precomputed", "path": "emb/a.npz", "key": "embeddings", "ids": "ids"},
+                "b": {"type": "precomputed", "path": "emb/b.h5", "dataset": "vectors", "ids": "row_ids"},
+                "c": {"type": "precomputed", "path": "emb/c.npy", "ids_path": "emb/c_ids.txt"},
+            },
+            "scoring": {"k": 5},
+        }},
+        "retrieval": {"search": {
+            "dataset": {"source": {"type": "npz_pair", "path": "data/pair.npz", "relevance_path": "data/qrels.tsv"}},
+            "extractors": {
+                "qa": {"type": "precomputed", "files": {
+                    "query": {"path": "emb/qa_query.npz", "key": "embeddings", "ids": "ids"},
+                    "gallery": {"path": "emb/qa_gallery.h5", "dataset": "emb", "ids": "ids"}}},
+                "qb": {"type": "precomputed", "files": {
+                    "query": {"path": "emb/qb_query.npy", "ids_path": "emb/qb_query_ids.txt"},
+                    "gallery": {"path": "emb/qb_gallery.npz", "key": "embeddings", "ids": "ids"}}},
+                "qc": {"type": "precomputed", "files": {
+                    "query": {"path": "emb/qc_query.h5", "dataset": "emb", "ids": "ids"},
+                    "gallery": "emb/qc_gallery.npy"}},
+            },
+        }},
+    }

@@ -24,9 +24,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
-from workflow_support import (BIN, REPO, USER_CONFIG, clone_workflow, comparable, job_counts, unactivated_env,
-                              write_config)
+from workflow_support import (BIN, REPO, USER_CONFIG, clone_workflow, comparable, job_counts, three_files_config,
+                              unactivated_env, write_config, written_report)
 
 CLUSTER = REPO / "profiles" / "slurm" / "localhost" / "cluster.sh"
 WORKFLOW_TIMEOUT_S = int(os.environ.get("VERTEBRAE_SLURM_TIMEOUT", "3000"))
@@ -138,3 +139,36 @@ def test_my_config_alone_on_slurm_without_an_activated_environment(slurm_cluster
     assert report["dataset_summary"]["identity"] == "declared:my-iris@1"
     logs = [*(root / "logs").rglob("*.log"), *(root / ".snakemake" / "slurm_logs").rglob("*.log")]
     assert logs and not [p for p in logs if "command not found" in p.read_text(errors="replace")]
+
+
+def test_three_precomputed_files_on_slurm(slurm_cluster, tmp_path):
+    """Issue 18's Done-when on SLURM: the three-files config (three precomputed files in a labelled benchmark, three
+    per-endpoint pairs in a retrieval benchmark) run with `vertebrae run my.yaml --profile slurm --profile
+    profiles/slurm/localhost` from a fresh clone, the environment not activated; both reports equal a local run's."""
+    local = tmp_path / "local"
+    local.mkdir()
+    config = three_files_config(local)
+    (local / "my.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    proc = _run([str(BIN / "vertebrae"), "run", "my.yaml", "--cores", "2"], cwd=local,
+                env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"), timeout=WORKFLOW_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stdout[-8000:]
+
+    root = clone_workflow(tmp_path / "vertebrae")
+    assert three_files_config(root) == config
+    (root / "my.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    env = unactivated_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    install = subprocess.run([str(REPO / "profiles/slurm/install.sh"), "root", "debug"], env=env, capture_output=True,
+                             text=True, timeout=30)
+    assert install.returncode == 0, install.stderr
+    run = [str(BIN / "vertebrae"), "run", "my.yaml", "--profile", "slurm", "--profile", "profiles/slurm/localhost"]
+    planned = job_counts(_run([*run, "-n", "--quiet", "rules"], cwd=root, env=env, timeout=300).stdout)
+    assert planned["embed_shard"] == 3 and planned["embed_retrieval_shard"] == 6 and planned["report"] == 2, planned
+    proc = _run(run, cwd=root, env=env, timeout=WORKFLOW_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stdout[-8000:]
+    submitted = Counter(re.findall(r"submitted with SLURM jobid \d+ \(log: \S*/slurm_logs/rule_(\w+)/", proc.stdout))
+    assert submitted["embed_shard"] == 3 and submitted["embed_retrieval_shard"] == 6, submitted
+    assert submitted["score"] == 3 and submitted["score_retrieval"] == 3, submitted
+    for bench, candidates in (("models", ["a", "b", "c"]), ("search", ["qa", "qb", "qc"])):
+        on_slurm, alone = written_report(root, bench), written_report(local, bench)
+        assert sorted(on_slurm["ranking"]) == candidates, on_slurm["ranking"]
+        assert comparable(on_slurm) == comparable(alone), bench
