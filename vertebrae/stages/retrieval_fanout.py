@@ -3,7 +3,7 @@ planner adds (``fanout_specs``), the partial object and its artifact (``FanoutPa
 for users who schedule the shards themselves (``score_retrieval_partial``, ``merge_retrieval_partials``).
 
 One partial covers the queries ``query_rows`` of one direction against its gallery rows ``gallery_rows``: the
-exact counts of the scorer's kernel (``score_shard`` over the configured blocks, merged), the direct scores of
+exact counts of the scorer's kernel (``score_query_block`` over the configured blocks, merged), the direct scores of
 its queries' positives and the ids of their nearest negatives. Its size is O(queries x positives), never
 O(queries x gallery). Merging adds the counts (``merge_partials``) and finalizes each direction, so the result is
 the one ``RetrievalScorer`` gives on the whole endpoints, bit for bit, whatever the split: ranks, ties (gallery
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,8 +31,11 @@ from vertebrae.core.errors import ArtifactError, ConfigError, CorruptArtifactErr
 from vertebrae.core.fingerprint import SCHEMAS, canonical_json, fingerprint, sha256_hex, to_json_value
 from vertebrae.scoring.retrieval import (PositivePairs, RetrievalConfig, RetrievalPartial, RetrievalScore, admit,
                                          eligible_relevance, exclusion_matrix, finalize, merge_partials,
-                                         positive_scores, prepare_endpoint, relevance_matrix, score_shard)
+                                         positive_scores, prepare_endpoint, relevance_matrix)
+from vertebrae.scoring.retrieval.device import block_product, resolve_device
 from vertebrae.scoring.retrieval.inputs import _IndexKeys, _row_id_keys
+from vertebrae.scoring.retrieval.kernel import _Workspace, score_query_block
+from vertebrae.scoring.retrieval.scorer import blas_threads, map_blocks
 
 PARTIAL_STAGE, MERGE_STAGE = "score-retrieval-partial", "merge-retrieval-partials"
 DIRECTIONS = ("forward", "reverse")
@@ -297,7 +301,7 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
     gallery rows ``gallery_rows``), ``P_rows`` (the gallery rows ``positive_rows``, ascending, that hold the
     queries' positives); ``eligible`` / ``excluded``: the direction's whole matrices (rows are taken here);
     ``gallery_id(indices)``: gallery row ids, for messages and nearest negatives; ``device``: where the block
-    products run (``score_shard``; the same counts on every device)."""
+    products run (``device.resolve_device``; the same counts on every device)."""
     if direction not in DIRECTIONS:
         raise ValidationError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     (qa, qb), (ga, gb) = (int(v) for v in query_rows), (int(v) for v in gallery_rows)
@@ -312,7 +316,7 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
     positive_rows = np.asarray(positive_rows, dtype=np.int64)
     if not np.array_equal(np.unique(block.indices), positive_rows):
         raise ValidationError("positive_rows must be the ascending gallery rows of the queries' eligible positives")
-    threads = workers or _blas_threads()
+    threads = workers or blas_threads()
     sim = config.similarity
     Qp = prepare_endpoint(Q, sim, what=what[0], row_ids=list(query_ids), workers=threads)
     Gp = prepare_endpoint(G, sim, what=what[1], row_ids=gallery_id(np.arange(ga, gb)), workers=threads)
@@ -329,16 +333,20 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
     excluded_block = None if excluded is None else excluded[qa:qb]
     b, s = qb - qa, gb - ga
 
-    def query_block(qs: int) -> list[RetrievalPartial]:
-        qe = min(qs + config.query_block_size, b)
-        pos = positives.rows(qs, qe)
-        ex = None if excluded_block is None else excluded_block[qs:qe]
-        return [score_shard(Qp[qs:qe], Gp[gs:min(gs + config.gallery_block_size, s)], query_offset=qa + qs,
-                            gallery_offset=ga + gs, positives=pos, exclusions=ex, config=config, device=device)
-                for gs in range(0, s, config.gallery_block_size)]
+    shards = [(gs, Gp[gs:min(gs + config.gallery_block_size, s)]) for gs in range(0, s, config.gallery_block_size)]
+    product = block_product(resolve_device(device), (Qp.scan, Gp.scan))
+    local = threading.local()  # one workspace per worker thread, reused by all its blocks
 
-    units = [unit for units in _map(query_block, range(0, b, config.query_block_size), threads) for unit in units]
-    merged = merge_partials(units)
+    def query_block(qs: int) -> RetrievalPartial:
+        qe = min(qs + config.query_block_size, b)
+        workspace = getattr(local, "workspace", None) or _Workspace(product)
+        local.workspace = workspace
+        return score_query_block(Qp[qs:qe], Gp, shards, query_offset=qa + qs, gallery_offset=ga,
+                                 positives=positives.rows(qs, qe),
+                                 exclusions=None if excluded_block is None else excluded_block[qs:qe],
+                                 config=config, workspace=workspace)
+
+    merged = merge_partials(map_blocks(query_block, range(0, b, config.query_block_size), threads))
     has = merged.negative_index >= 0
     names = iter(gallery_id(merged.negative_index[has]))
     negative_ids = tuple(next(names) if h else "" for h in has.tolist())
@@ -346,27 +354,6 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
             "gallery_sparse": bool(sp.issparse(G))}
     return FanoutPartial(direction, merged, positives, tuple(query_ids), negative_ids, int(n_queries), int(n_gallery),
                          meta, config.to_dict())
-
-
-def _blas_threads() -> int:
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:  # pragma: no cover - a dependency of scikit-learn
-        return 1
-    return max([int(p.get("num_threads") or 1) for p in threadpool_info() if p.get("user_api") == "blas"], default=1)
-
-
-def _map(fn: Callable[[int], Any], items: Sequence[int], workers: int) -> list[Any]:
-    """``[fn(i) for i in items]`` on ``workers`` threads (single-threaded BLAS each); results do not depend on it."""
-    items = list(items)
-    if workers <= 1 or len(items) <= 1:
-        return [fn(i) for i in items]
-    from concurrent.futures import ThreadPoolExecutor
-
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(fn, items))
 
 
 # ------------------------------------------------------------------------------------------------- merge

@@ -124,11 +124,28 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
             raise ValidationError(f"score_shard: positives cover {positives.n_queries} queries; the block needs "
                                   f"[{query_offset}, {query_offset + b})")
         positives = positives.rows(query_offset, query_offset + b)
-    state = _BlockState(_BlockPositives.of(positives), Q_block, G_shard, gallery_offset)
-    state.count_positives(gallery_offset, gallery_offset + len(G_shard))
     product = block_product(resolve_device(device), (Q_block.scan, G_shard.scan))
-    state.add_shard(G_shard, gallery_offset, exclusions, query_offset, config, _Workspace(product))
-    return state.partial(query_offset, ((gallery_offset, gallery_offset + len(G_shard)),))
+    return score_query_block(Q_block, G_shard, ((0, G_shard),), query_offset=query_offset,
+                             gallery_offset=gallery_offset, positives=positives, exclusions=exclusions, config=config,
+                             workspace=_Workspace(product))
+
+
+def score_query_block(Q_block: Endpoint, G: Endpoint, shards: Any, *, query_offset: int, gallery_offset: int,
+                      positives: PositivePairs, exclusions: Any, config: RetrievalConfig,
+                      workspace: _Workspace) -> RetrievalPartial:
+    """Partial counts of one query block (``Q_block``: rows [query_offset, query_offset + b) of the prepared
+    queries; ``positives``: exactly its queries') against rows [gallery_offset, gallery_offset + len(G)) of the
+    prepared gallery, ``G``, shard after shard: ``shards`` = (start, ``G[start:stop]``) pairs, in order, tiling
+    ``G``. One state is carried across the shards, so each shard splits its positives by what the earlier ones
+    showed (``_split_positives``), and the deferred direct scores are computed once, at the end. ``exclusions``:
+    as for ``score_shard``, its rows the block's (block-local or global), its columns the gallery's;
+    ``workspace``: the calling thread's buffers and block product. The partial equals the merge of one
+    ``score_shard`` per shard (the kernel's counts do not depend on shard boundaries)."""
+    state = _BlockState(_BlockPositives.of(positives), Q_block, G, gallery_offset)
+    state.count_positives(gallery_offset, gallery_offset + len(G))
+    for start, shard in shards:
+        state.add_shard(shard, gallery_offset + start, exclusions, query_offset, config, workspace)
+    return state.partial(query_offset, ((gallery_offset, gallery_offset + len(G)),))
 
 
 @dataclass(frozen=True, eq=False)

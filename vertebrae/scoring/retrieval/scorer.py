@@ -30,7 +30,7 @@ from vertebrae.scoring.retrieval.inputs import (
     prepare_endpoint,
     relevance_matrix,
 )
-from vertebrae.scoring.retrieval.kernel import _BlockPositives, _BlockState, _Workspace
+from vertebrae.scoring.retrieval.kernel import _Workspace, score_query_block
 from vertebrae.scoring.retrieval.partial import RetrievalPartial, merge_partials
 from vertebrae.scoring.retrieval.positives import positive_scores
 from vertebrae.scoring.retrieval.results import RetrievalResult, RetrievalScore
@@ -98,7 +98,7 @@ class RetrievalScorer:
         endpoints plus one score block per worker fit ``max_dense_bytes`` (at least 1)."""
         config = self.config
         nq, ng = int(queries.shape[0]), int(gallery.shape[0])
-        threads = self.threads if self.threads is not None else _blas_threads()
+        threads = self.threads if self.threads is not None else blas_threads()
         directions = [(nq, ng)] + ([(ng, nq)] if config.bidirectional else [])
         block = max(8 * min(config.query_block_size, a) * min(config.gallery_block_size, b) for a, b in directions)
         spare = config.max_dense_bytes - _endpoint_bytes(queries) - _endpoint_bytes(gallery)
@@ -150,31 +150,29 @@ def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, directio
                      workers: int, product: Any = None) -> RetrievalResult:
     """One direction: positives, every query block over every gallery shard (the same kernel and state as
     ``score_shard``; a block's partial covers the whole gallery), merge, finalize. Query blocks are spread
-    over ``workers`` threads (``_map_blocks``); the partials do not depend on it, nor on the block ``product``
+    over ``workers`` threads (``map_blocks``); the partials do not depend on it, nor on the block ``product``
     (``device.block_product``: torch on a device, shared by the threads; None: NumPy)."""
     positives = positive_scores(Q, G, relevance, config=config, workers=workers)
     nq, ng = len(Q), len(G)
     starts = range(0, ng, config.gallery_block_size)
-    shards = [G[gs:min(gs + config.gallery_block_size, ng)] for gs in starts]  # views (CSR: sliced once)
+    shards = [(gs, G[gs:min(gs + config.gallery_block_size, ng)]) for gs in starts]  # views (CSR: sliced once)
     local = threading.local()  # one workspace per worker thread, reused by all its blocks
 
     def query_block(qs: int) -> RetrievalPartial:
         qe = min(qs + config.query_block_size, nq)
-        state = _BlockState(_BlockPositives.of(positives.rows(qs, qe)), Q[qs:qe], G, 0)
-        state.count_positives(0, ng)
-        block_exclusions = None if exclusions is None else exclusions[qs:qe]
         workspace = getattr(local, "workspace", None) or _Workspace(product)
         local.workspace = workspace
-        for gs, shard in zip(starts, shards):
-            state.add_shard(shard, gs, block_exclusions, qs, config, workspace)
-        return state.partial(qs, ((0, ng),))
+        return score_query_block(Q[qs:qe], G, shards, query_offset=qs, gallery_offset=0,
+                                 positives=positives.rows(qs, qe),
+                                 exclusions=None if exclusions is None else exclusions[qs:qe], config=config,
+                                 workspace=workspace)
 
-    merged = merge_partials(_map_blocks(query_block, range(0, nq, config.query_block_size), workers))
+    merged = merge_partials(map_blocks(query_block, range(0, nq, config.query_block_size), workers))
     return finalize(merged, positives, config, n_gallery=ng, query_ids=qkeys, gallery_ids=gkeys,
                     direction=direction, metadata=metadata)
 
 
-def _map_blocks(fn, items: Sequence[int], workers: int) -> list[Any]:
+def map_blocks(fn, items: Sequence[int], workers: int) -> list[Any]:
     """``[fn(i) for i in items]``, on ``workers`` threads when > 1. Each thread then runs single-threaded BLAS
     (threadpoolctl, for the call's duration), so the process uses ``workers`` cores in all: while one thread
     multiplies, another post-processes (numpy releases the GIL in both)."""
@@ -188,7 +186,7 @@ def _map_blocks(fn, items: Sequence[int], workers: int) -> list[Any]:
         return list(pool.map(fn, items))
 
 
-def _blas_threads() -> int:
+def blas_threads() -> int:
     """The thread count the loaded BLAS would use (1 if unknown)."""
     try:
         from threadpoolctl import threadpool_info
