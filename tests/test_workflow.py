@@ -950,12 +950,25 @@ def test_a_fanned_out_score_replaces_the_score_job_by_partials_and_a_merge(defau
             assert p.inputs(ref["fingerprint"]) == {"fanout": f"results/retrieval/fanouts/{fp}.json"}
             assert ref["path"] == f"results/retrieval/partials/{ref['fingerprint']}.h5"
             assert partial["device"] == "cuda" and p.gpus(ref["fingerprint"]) == 1
-            (qa, qb), (ga, gb) = partial["query_rows"], partial["gallery_rows"]
+            # sized from the split's largest partial (300 queries / 2, 1,497 gallery items / 3): one size for all
             assert p.partial_mem_mb(ref["fingerprint"]) == 650 + -(-int(min(
-                1.25 * (12 * ((qb - qa) + (gb - ga)) * 1024 + 8 * min(512, qb - qa) * min(10000, gb - ga)),
-                2_000_000_000)) // 2 ** 20)
+                1.25 * (12 * (150 + 499) * 1024 + 8 * min(512, 150) * min(10000, 499)), 2_000_000_000)) // 2 ** 20)
     assert p.fanout_scores_pattern() == "|".join(merges)
     assert one_job.fanout_scores_pattern() == "no-fanout"
+    # one value for every partial job: the rule gets a constant, not a function evaluated per job
+    per_job = lambda wildcards: 0  # noqa: E731
+    assert p.partial_resource("mem_mb", per_job) == p.partial_mem_mb(merges and p.spec(merges[0])["partials"][0]
+                                                                      ["fingerprint"]) and p.partial_resource("gpu", per_job) == 1
+    config["retrieval"]["digits_search"]["scoring"]["query_shards"] = 3  # a second benchmark, split otherwise
+    config["retrieval"]["other"] = copy.deepcopy(config["retrieval"]["digits_search"])
+    config["retrieval"]["other"]["scoring"] = {"query_shards": 1, "gallery_shards": 2}
+    mixed = plan(config)
+    assert len(mixed.fanouts) == 4 * 3 * 3  # "other" plans the same scores: the first benchmark's split stands
+    config["retrieval"]["other"]["retrieval"]["similarity"] = "dot"  # other scores, split otherwise, on CPU
+    mixed = plan(config)
+    assert len(mixed.fanouts) == 4 * 3 * 3 + 4 * 1 * 2
+    assert len({mixed.partial_mem_mb(fp) for fp in mixed.fanouts}) > 1 and {mixed.gpus(fp) for fp in mixed.fanouts} == {0, 1}
+    assert mixed.partial_resource("mem_mb", per_job) is per_job and mixed.partial_resource("gpu", per_job) is per_job
 
 
 @pytest.mark.parametrize("key, value, message", [

@@ -8,7 +8,7 @@ from the file ``WorkflowPlan.write_spec_files`` writes (``vertebrae.workflow.spe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,17 +143,28 @@ class WorkflowPlan:
         return named
 
     def partial_mem_mb(self, fp: str) -> int:
-        """mem_mb of a partial-score job, from its rows: ``INTERPRETER_MB`` + its query and gallery rows at
-        ``PARTIAL_DIM_BOUND`` dimensions x 12 bytes (float64 rows and their float32 scan copy) + one score block
-        (query_block_size x gallery_block_size x 8), with a quarter on top; never more than the one-job score's
-        admission budget (max_dense_bytes) allows."""
+        """mem_mb of a partial-score job, from the rows of its split's largest partial (all partials of a candidate
+        ask for the same): ``INTERPRETER_MB`` + query and gallery rows at ``PARTIAL_DIM_BOUND`` dimensions x 12
+        bytes (float64 rows and their float32 scan copy) + one score block (query_block_size x
+        gallery_block_size x 8), with a quarter on top; never more than the one-job score's admission budget
+        (max_dense_bytes) allows."""
         spec = self.specs[fp]
-        config = spec["retrieval"]
-        (qa, qb), (ga, gb) = spec["query_rows"], spec["gallery_rows"]
-        rows = (qb - qa) + (gb - ga)
-        block = 8 * min(config["query_block_size"], qb - qa) * min(config["gallery_block_size"], gb - ga)
-        working = 1.25 * (12 * rows * PARTIAL_DIM_BOUND + block)
+        config, split = spec["retrieval"], self.specs[self.fanouts[fp]]["fanout"]
+        sizes = {"query": -(-split["n_queries"] // split["query_shards"]),
+                 "gallery": -(-split["n_gallery"] // split["gallery_shards"])}
+        q_rows, g_rows = (sizes["query"], sizes["gallery"]) if spec["direction"] == "forward" else \
+            (sizes["gallery"], sizes["query"])
+        block = 8 * min(config["query_block_size"], q_rows) * min(config["gallery_block_size"], g_rows)
+        working = 1.25 * (12 * (q_rows + g_rows) * PARTIAL_DIM_BOUND + block)
         return INTERPRETER_MB + -(-int(min(working, config["max_dense_bytes"])) // 2 ** 20)
+
+    def partial_resource(self, name: str, per_job: Callable[[Any], int]) -> int | Callable[[Any], int]:
+        """The partial-score rule's resource ``name`` ("mem_mb" or "gpu"): the one value every partial job of the
+        plan asks for (candidates of one benchmark and split do), so Snakemake evaluates nothing per job (a tenth
+        of the planning of 10,000 partial jobs); ``per_job`` (the rule's input function) when they differ."""
+        of = {"mem_mb": self.partial_mem_mb, "gpu": self.gpus}[name]
+        values = {of(fp) for fp in self.fanouts}
+        return values.pop() if len(values) == 1 else per_job
 
     def fanout_scores_pattern(self) -> str:
         """A regular expression matching exactly the fingerprints of merged (fanned-out) retrieval scores."""

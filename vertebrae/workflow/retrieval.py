@@ -120,7 +120,10 @@ def _add_score(result: WorkflowPlan, spec: dict[str, Any], scoring: Mapping[str,
                where: str) -> str:
     """Plan one candidate's score: the one score-retrieval job, or (``scoring.query_shards`` x
     ``scoring.gallery_shards`` > 1) its partial-score jobs and the merge job, which writes the same score artifact
-    under the same fingerprint. A device other than cpu is recorded in the specs (never in a recipe)."""
+    under the same fingerprint. A device other than cpu is recorded in the specs (never in a recipe). A score
+    that an earlier benchmark planned (same fingerprint) keeps that plan, its split and device included."""
+    if spec["fingerprint"] in result.specs:  # the same score, planned by an earlier benchmark: its plan stands
+        return spec["fingerprint"]
     device = scoring.get("device", "cpu")
     if device != "cpu":
         spec = {**spec, "device": device}

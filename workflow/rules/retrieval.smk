@@ -116,8 +116,8 @@ rule score_retrieval_partial:
     output:
         partial=artifact_path("partial", "{fp}", protocol="retrieval"),
     resources:
-        mem_mb=get_partial_mem_mb,
-        gpu=get_gpus,
+        mem_mb=PLAN.partial_resource("mem_mb", get_partial_mem_mb),  # a constant when all partials agree
+        gpu=PLAN.partial_resource("gpu", get_gpus),
     threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
