@@ -117,6 +117,16 @@ def test_numpy_and_python_values_give_the_same_text():
     assert canonical_json(numpy_side) == canonical_json(python_side)
 
 
+def test_plain_data_converts_as_the_general_walk_does():
+    """to_json_value's fast path (plain dicts, lists, tuples, str, int, bool, None, float) equals the walk that
+    tracks JSON paths for its error messages; anything else (numpy, subclasses) takes that walk."""
+    obj = {"a": [1, 2.5, (True, None)], "b": {"c": "x", "d": [[], {}]}, "e": -0.0, "f": 10 ** 30}
+    assert to_json_value(obj) == fp_module._to_json_value(obj, "$") == {
+        "a": [1, 2.5, [True, None]], "b": {"c": "x", "d": [[], {}]}, "e": -0.0, "f": 10 ** 30}
+    mixed = {"a": [1, np.int64(2)], "b": (np.float32(0.5),)}
+    assert to_json_value(mixed) == {"a": [1, 2], "b": [0.5]}
+
+
 def test_key_order_does_not_change_canonical_json():
     a = {"x": 1, "y": {"p": [1, 2], "q": "z"}}
     b = {"y": {"q": "z", "p": [1, 2]}, "x": 1}

@@ -35,12 +35,45 @@ SCHEMAS: dict[str, str] = {
 FINGERPRINT_LENGTH = 16
 
 
+class _NotPlain(Exception):
+    """Raised by ``_plain`` for a value it does not convert; ``to_json_value`` then redoes the walk with paths."""
+
+
+def _plain(obj: Any) -> Any:
+    """``to_json_value`` for plain data (exact str, int, bool, None, finite float; dicts with str keys; lists and
+    tuples of those), without building JSON paths; _NotPlain on anything else."""
+    kind = type(obj)
+    if kind is str or kind is int or kind is bool or obj is None:
+        return obj
+    if kind is float:
+        if not math.isfinite(obj):
+            raise _NotPlain
+        return obj
+    if kind is dict:
+        out = {}
+        for key, value in obj.items():
+            if type(key) is not str:
+                raise _NotPlain
+            out[key] = _plain(value)
+        return out
+    if kind is list or kind is tuple:
+        return [_plain(value) for value in obj]
+    raise _NotPlain
+
+
 def to_json_value(obj: Any, path: str = "$") -> Any:
     """Return ``obj`` as plain JSON data (dict, list, str, int, float, bool, None).
 
     numpy scalars become Python scalars, numpy arrays nested lists, tuples lists. Floats must be finite.
     Raises ValidationError naming the JSON path of the offending value.
     """
+    try:
+        return _plain(obj)  # the common case, without the paths only an error message needs
+    except _NotPlain:
+        return _to_json_value(obj, path)
+
+
+def _to_json_value(obj: Any, path: str) -> Any:
     if obj is None or isinstance(obj, bool):
         return obj
     if isinstance(obj, str):
@@ -57,7 +90,7 @@ def to_json_value(obj: Any, path: str = "$") -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind not in "biufU":
             raise ValidationError(f"array of dtype {obj.dtype} at {path} cannot be written as canonical JSON")
-        return to_json_value(obj.tolist(), path)
+        return _to_json_value(obj.tolist(), path)
     if isinstance(obj, Mapping):
         out = {}
         for key, value in obj.items():
@@ -65,10 +98,10 @@ def to_json_value(obj: Any, path: str = "$") -> Any:
                 key = str(key)
             if not isinstance(key, str):
                 raise ValidationError(f"non-string key {key!r} at {path} cannot be written as canonical JSON")
-            out[key] = to_json_value(value, f"{path}.{key}")
+            out[key] = _to_json_value(value, f"{path}.{key}")
         return out
     if isinstance(obj, (list, tuple)):
-        return [to_json_value(value, f"{path}[{i}]") for i, value in enumerate(obj)]
+        return [_to_json_value(value, f"{path}[{i}]") for i, value in enumerate(obj)]
     raise ValidationError(f"object of type {type(obj).__name__} at {path} cannot be written as canonical JSON")
 
 
