@@ -38,6 +38,7 @@ from vertebrae.core.identity import DatasetIdentity
 from vertebrae.core.inputs import RawInputs
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
+from vertebrae.data.source_decl import GROUPS_KEYS
 from vertebrae.data.source_files import manifest_recipe, source_files_recipe
 from vertebrae.data.sources import load_source, source_row_count
 
@@ -76,7 +77,7 @@ def _split(decl: Mapping[str, Any], where: str) -> int:
 
 def _label_split(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
     every = _split(decl, where)
-    grouped = sorted(k for k in ("groups_key", "groups_path", "groups_dataset", "groups_column")
+    grouped = sorted(k for k in set(GROUPS_KEYS.values())
                      if isinstance(decl.get("source"), Mapping) and decl["source"].get(k) is not None)
     if grouped:
         raise ConfigError(f"{where}.source.{grouped[0]}: retrieval does not use independence groups; remove it")

@@ -17,8 +17,7 @@ from vertebrae.scoring.retrieval import RetrievalScore
 def table_metrics(ks) -> list[str]:
     """The ranking table's metric columns: NDCG, precision, recall and hit rate at each k, then MRR and mAP.
 
-    Derived from the scoring config's ks (not the report metadata's ``table_metrics``), so a report written before
-    precision and hit rate were shown renders them too."""
+    Derived from the scoring config's ks, so a report written by an earlier version renders the same columns."""
     return [f"{name}@{k}" for name in ("ndcg", "precision", "recall", "hit_rate") for k in ks] + ["mrr", "map"]
 
 

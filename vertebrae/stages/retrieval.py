@@ -98,12 +98,11 @@ def retrieval_report(
     dataset_summary: Mapping[str, Any],
 ) -> RetrievalBenchmarkResult:
     check_unique_names([c.name for c in candidates], benchmark)
-    table_metrics = [f"ndcg@{k}" for k in config.ks] + ["mrr", "map"] + [f"recall@{k}" for k in config.ks]
     return RetrievalBenchmarkResult(
         list(candidates), dict(dataset_summary),
         {"benchmark": benchmark, "protocol": "retrieval", "primary_metric": config.primary_metric,
          "similarity": config.similarity, "bidirectional": config.bidirectional, "retrieval": config.to_dict(),
-         "table_metrics": table_metrics, "vertebrae_version": __version__, "numpy": version("numpy")},
+         "vertebrae_version": __version__, "numpy": version("numpy")},
     )
 
 
