@@ -89,6 +89,9 @@ class _HFBase(ModelExtractor, Extractor):
         self._init_runtime(device=device, dtype=dtype, batch_size=batch_size, num_workers=num_workers,
                            progress=progress, where=where)
 
+    def weight_files(self) -> list[Path] | None:
+        return [Path(self._source)] if self._local else None
+
     def _pretrained_kwargs(self) -> dict[str, Any]:
         return {"local_files_only": True} if self._local else {"revision": self.revision or "main"}
 

@@ -94,6 +94,11 @@ class OpenCLIPExtractor(ModelExtractor, Extractor):
             recipe["pretrained"] = None  # random weights: only meaningful for tests, still deterministic by seed
         return recipe
 
+    def weight_files(self) -> list[Path] | None:
+        if self._model_name.startswith(LOCAL_DIR):
+            return [Path(self._model_name[len(LOCAL_DIR):])]
+        return [Path(self._pretrained)] if "weights_sha256" in self._model_recipe else None
+
     def recipe(self) -> dict[str, Any]:
         preprocess = {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.preprocess.items())}
         return {"type": "open_clip", "model": self._model_recipe, "preprocess": preprocess, "normalize": self.normalize,

@@ -329,6 +329,11 @@ class ModelExtractor:
             raise ValidationError(f"extractor {self.name!r}: no rows to encode")  # type: ignore[attr-defined]
         return np.concatenate(outs, axis=0)
 
+    def weight_files(self) -> list[Path] | None:
+        """The local files or folders its weights load from (a job's memory is sized from their size); None when
+        unknown before loading (a hub id, a named open_clip checkpoint, a module built by a callable)."""
+        return None
+
     # subclass hooks
     def _load(self) -> Any:
         raise NotImplementedError

@@ -15,10 +15,9 @@ from typing import Any
 
 from vertebrae.core.fingerprint import canonical_json
 from vertebrae.workflow.paths import artifact_path, report_paths
+from vertebrae.workflow.resources import embed_mem_mb, partial_mem_mb
 from vertebrae.workflow.spec_files import spec_file, write_spec_files
 
-# the fan-out inputs job of a merge-retrieval-partials spec: rule input name -> spec key
-FANOUT_INPUTS = {"queries": "query", "gallery": "gallery", "protocol": "protocol"}
 # rule input name -> the spec key of the {fingerprint, path} reference it reads, by stage (None refs are skipped)
 INPUTS = {
     "embed": {"fitted": "fit"},
@@ -37,8 +36,6 @@ INPUTS = {
 }
 
 
-INTERPRETER_MB = 650  # the interpreter and vertebrae's imports (profiles/default: "admission budget + ~650 MB")
-PARTIAL_DIM_BOUND = 1024  # dimensions assumed when sizing a partial-score job (the embedding width is known later)
 
 
 def ref(fp: str, path: str) -> dict[str, str]:
@@ -71,6 +68,7 @@ class WorkflowPlan:
     fanouts: dict[str, str] = field(default_factory=dict)  # partial-score fingerprint -> its merge spec's
     threads: dict[str, int] = field(default_factory=lambda: {"embedding": 1, "scoring": 1})  # config `threads`
     spec_files: dict[str, str] = field(default_factory=dict)  # plan-job fingerprint -> its spec file (relative)
+    memory: dict[str, int] = field(default_factory=dict)  # embedding / fit job fingerprint -> its mem_mb
 
     def add(self, spec: dict[str, Any], *, protocol: str = "labelled") -> str:
         """Add ``spec`` (the first one added under a fingerprint wins), filed under ``protocol``'s layout."""
@@ -79,6 +77,12 @@ class WorkflowPlan:
         self.layouts.setdefault(fp, protocol)
         if "shards" in spec:
             self.shard_counts.setdefault(fp, len(self.specs[fp]["shards"]))
+        return fp
+
+    def size(self, fp: str, extractor: Any, *, rows: int, batch_size: int) -> str:
+        """Record the mem_mb of embedding or fit job ``fp`` (``resources.embed_mem_mb``: ``rows`` = its largest
+        shard's, or the fit endpoint's); returns ``fp``."""
+        self.memory.setdefault(fp, embed_mem_mb(extractor, rows=rows, batch_size=batch_size))
         return fp
 
     def spec(self, fp: str) -> dict[str, Any]:
@@ -126,7 +130,7 @@ class WorkflowPlan:
         if fp in self.fanouts:
             return {"fanout": artifact_path("fanout", self.fanouts[fp], protocol="retrieval")}
         if fanout:
-            return {**named, **{name: spec[key]["path"] for name, key in FANOUT_INPUTS.items()}}
+            return {**named, **{name: spec[key]["path"] for name, key in INPUTS["score-retrieval"].items()}}  # as one job
         if spec["stage"] == "compare":  # the report's inputs, its spec as report_plan
             report = self.inputs(spec["report"]["fingerprint"])
             report.pop("comparison", None)
@@ -143,20 +147,20 @@ class WorkflowPlan:
         return named
 
     def partial_mem_mb(self, fp: str) -> int:
-        """mem_mb of a partial-score job, from the rows of its split's largest partial (all partials of a candidate
-        ask for the same): ``INTERPRETER_MB`` + query and gallery rows at ``PARTIAL_DIM_BOUND`` dimensions x 12
-        bytes (float64 rows and their float32 scan copy) + one score block (query_block_size x
-        gallery_block_size x 8), with a quarter on top; never more than the one-job score's admission budget
-        (max_dense_bytes) allows."""
+        """mem_mb of a partial-score job (``resources.partial_mem_mb``), from the rows of its split's largest
+        partial: all partials of a candidate ask for the same."""
         spec = self.specs[fp]
-        config, split = spec["retrieval"], self.specs[self.fanouts[fp]]["fanout"]
+        split = self.specs[self.fanouts[fp]]["fanout"]
         sizes = {"query": -(-split["n_queries"] // split["query_shards"]),
                  "gallery": -(-split["n_gallery"] // split["gallery_shards"])}
-        q_rows, g_rows = (sizes["query"], sizes["gallery"]) if spec["direction"] == "forward" else \
+        rows = (sizes["query"], sizes["gallery"]) if spec["direction"] == "forward" else \
             (sizes["gallery"], sizes["query"])
-        block = 8 * min(config["query_block_size"], q_rows) * min(config["gallery_block_size"], g_rows)
-        working = 1.25 * (12 * (q_rows + g_rows) * PARTIAL_DIM_BOUND + block)
-        return INTERPRETER_MB + -(-int(min(working, config["max_dense_bytes"])) // 2 ** 20)
+        return partial_mem_mb(spec["retrieval"], *rows)
+
+    def mem_mb(self, fp: str) -> int:
+        """mem_mb of the job on spec ``fp``: a partial score's, or the one its planner recorded (embedding and fit
+        jobs, ``resources.embed_mem_mb``)."""
+        return self.partial_mem_mb(fp) if fp in self.fanouts else self.memory[fp]
 
     def partial_resource(self, name: str, per_job: Callable[[Any], int]) -> int | Callable[[Any], int]:
         """The partial-score rule's resource ``name`` ("mem_mb" or "gpu"): the one value every partial job of the

@@ -64,7 +64,8 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     dataset = bench["dataset"]
     identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
     n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
-    bounds = shard_bounds(n_rows, shard_count(bench, config), batch_size=config["embedding"]["batch_size"])
+    batch_size = config["embedding"]["batch_size"]
+    bounds = shard_bounds(n_rows, shard_count(bench, config), batch_size=batch_size)
     scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
     compressions = [compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])]
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
@@ -85,13 +86,14 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
         if extractor.learns:
             f_recipe = fit_recipe(identity_key, ENDPOINT, extractor)
             fit_fp = result.add({"stage": "fit", "fingerprint": fingerprint("fitted-extractor", f_recipe), "recipe": f_recipe, **job})
+            result.size(fit_fp, extractor, rows=n_rows, batch_size=batch_size)
             fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp))
         e_recipe = embedding_recipe(identity_key, ENDPOINT, extractor)
         embed_fp = result.add({
             "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
-            "n_rows": n_rows, "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"],
-            "fit": fit_ref,
+            "n_rows": n_rows, "shards": [list(b) for b in bounds], "batch_size": batch_size, "fit": fit_ref,
         })
+        result.size(embed_fp, extractor, rows=max(b - a for a, b in bounds), batch_size=batch_size)
         embedding_ref = ref(embed_fp, artifact_path("embedding", embed_fp))
         variants = [(ext_name, embedding_ref, None)]
         for compression in compressions:

@@ -75,6 +75,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
             f_recipe = fit_recipe(identity_key, FIT_ENDPOINT, extractor)
             fit_fp = result.add({"stage": "fit", "fingerprint": fingerprint("fitted-extractor", f_recipe), "recipe": f_recipe,
                                  **job, "endpoint": FIT_ENDPOINT}, protocol="retrieval")
+            result.size(fit_fp, extractor, rows=counts[FIT_ENDPOINT], batch_size=config["embedding"]["batch_size"])
             fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp, protocol="retrieval"))
         refs = {}
         for side in SIDES:
@@ -90,6 +91,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 "endpoint": side, "side": side, "branch": branch, "fit_endpoint": FIT_ENDPOINT, "n_rows": counts[side],
                 "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"], "fit": fit_ref,
             }, protocol="retrieval")
+            result.size(fp, extractor, rows=max(b - a for a, b in bounds), batch_size=config["embedding"]["batch_size"])
             refs[side] = ref(fp, artifact_path("embedding", fp, protocol="retrieval"))
         variants = [(ext_name, refs["query"], refs["gallery"], None)]
         if compression is not None:

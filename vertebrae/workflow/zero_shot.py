@@ -111,6 +111,7 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                             "endpoint": side, "branch": branch, "extractor": ext, "n_rows": n_rows, "shards": shards,
                             "batch_size": batch_size, **extra}, protocol=PROTOCOL)
                 path = artifact_path("embedding", fp, protocol=PROTOCOL, side=side)
+            result.size(fp, extractor, rows=max(b - a for a, b in shards), batch_size=batch_size)
             refs[side] = ref(fp, path)
         eligible = bool(extractor.reusable and zs.dataset.identity.reusable)
         variants = [(ext_name, refs["samples"], refs["samples"]["fingerprint"], refs["prompts"]["fingerprint"], None, None)]

@@ -54,8 +54,8 @@ def get_fanout_scores_pattern():
     return PLAN.fanout_scores_pattern()
 
 
-def get_partial_mem_mb(wildcards):
-    return PLAN.partial_mem_mb(wildcards.fp)
+def get_mem_mb(wildcards):
+    return PLAN.mem_mb(wildcards.fp)
 
 
 def get_inputs(wildcards):

@@ -21,6 +21,8 @@ rule fit_extractor:
         unpack(get_inputs),
     output:
         fitted=artifact_path("fitted", "{fp}"),
+    resources:
+        mem_mb=get_mem_mb,  # from the fit endpoint's rows (vertebrae.workflow.resources)
     threads: PLAN.threads["embedding"]
     conda:
         "../../envs/vertebrae.yaml"
@@ -38,6 +40,7 @@ rule embed_shard:
     output:
         shard=artifact_path("shard", "{fp}", shard=("{i}", "{n}")),
     resources:
+        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.workflow.resources)
         gpu=get_gpus,
     threads: PLAN.threads["embedding"]
     conda:

@@ -6,6 +6,7 @@ rule embed_retrieval_shard:
     output:
         shard=artifact_path("shard", "{fp}", protocol="retrieval", shard=("{i}", "{n}")),
     resources:
+        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.workflow.resources)
         gpu=get_gpus,
     params:
         side=get_side,
@@ -116,7 +117,7 @@ rule score_retrieval_partial:
     output:
         partial=artifact_path("partial", "{fp}", protocol="retrieval"),
     resources:
-        mem_mb=PLAN.partial_resource("mem_mb", get_partial_mem_mb),  # a constant when all partials agree
+        mem_mb=PLAN.partial_resource("mem_mb", get_mem_mb),  # a constant when all partials agree
         gpu=PLAN.partial_resource("gpu", get_gpus),
     threads: PLAN.threads["scoring"]
     conda:

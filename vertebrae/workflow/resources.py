@@ -1,0 +1,71 @@
+"""What a job asks the scheduler for: ``mem_mb`` sized from what the plan knows before any job runs.
+
+Embedding and fit jobs (``embed_mem_mb``): the interpreter and its imports (``INTERPRETER_MB``; a model's job
+adds ``TORCH_MB`` for torch and its model library), the model's weights when they load from local files (twice
+their size on disk: the file's tensors and the module built from them; ``UNKNOWN_WEIGHTS_MB`` when the weights
+are a hub id or built by a callable), a model's forward pass over one batch (``ITEM_MB`` per item), and the
+job's rows at ``DIM_BOUND`` float64 columns three times over (the source rows, the features, their float32
+output), with a quarter on top. Widths are unknown until a job has run, hence the bound: rows much wider than
+``DIM_BOUND`` need smaller shards (``shards``) or a larger request (``set-resources`` in a profile).
+
+Partial-score jobs (``partial_mem_mb``): query and gallery rows at ``DIM_BOUND`` dimensions x 12 bytes
+(float64 rows and their float32 scan copy) + one score block (query_block_size x gallery_block_size x 8), with a
+quarter on top; never more than the one-job score's admission budget (max_dense_bytes) allows.
+
+Other rules ask for fixed amounts (the workflow profile, ``profiles/default``): their working set is admitted
+against ``max_dense_bytes`` before any work.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+INTERPRETER_MB = 650  # the interpreter and vertebrae's imports (numpy, scipy, scikit-learn, h5py)
+TORCH_MB = 1_000  # torch and transformers / open_clip on top of it
+UNKNOWN_WEIGHTS_MB = 2_048  # a model whose weights are not local files the plan can see
+ITEM_MB = 4  # one batch item's activations in a model's forward pass (inference, no gradients)
+DIM_BOUND = 1_024  # columns assumed for a job's rows (widths are known only once a job has run)
+_MIB = 2 ** 20
+
+
+def weights_bytes(paths: Sequence[str | os.PathLike] | None) -> int | None:
+    """Bytes of the files under ``paths`` (files or folders; hidden entries skipped); None when unknown."""
+    if paths is None:
+        return None
+    total = 0
+    for path in map(Path, paths):
+        if path.is_file():
+            total += path.stat().st_size
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            total += sum(os.stat(os.path.join(root, name)).st_size for name in files if not name.startswith("."))
+    return total
+
+
+def embed_mem_mb(extractor: Any, *, rows: int, batch_size: int) -> int:
+    """mem_mb of a job that embeds (or fits on) ``rows`` rows with ``extractor`` (see the module docstring);
+    ``batch_size``: the model's batch (config ``embedding.batch_size`` or the extractor's own)."""
+    working = 3 * 8 * DIM_BOUND * int(rows)
+    base = INTERPRETER_MB
+    weight_files = getattr(extractor, "weight_files", None)
+    if weight_files is not None:  # a model extractor (torch)
+        size = weights_bytes(weight_files())
+        base += TORCH_MB + (UNKNOWN_WEIGHTS_MB if size is None else 2 * -(-size // _MIB))
+        working += ITEM_MB * _MIB * int(getattr(extractor, "batch_size", None) or batch_size)
+    return base + -(-int(1.25 * working) // _MIB)
+
+
+def partial_mem_mb(retrieval: Mapping[str, Any], q_rows: int, g_rows: int) -> int:
+    """mem_mb of a partial-score job of ``q_rows`` queries against ``g_rows`` gallery rows (``retrieval``: the
+    spec's RetrievalConfig as a dict)."""
+    block = 8 * min(retrieval["query_block_size"], q_rows) * min(retrieval["gallery_block_size"], g_rows)
+    working = 1.25 * (12 * (q_rows + g_rows) * DIM_BOUND + block)
+    return INTERPRETER_MB + -(-int(min(working, retrieval["max_dense_bytes"])) // _MIB)
+
+
+__all__ = ["DIM_BOUND", "INTERPRETER_MB", "ITEM_MB", "TORCH_MB", "UNKNOWN_WEIGHTS_MB",
+           "embed_mem_mb", "partial_mem_mb", "weights_bytes"]
