@@ -3,16 +3,19 @@
 1. Plan: a Snakemake dry run of a 1,000,000-query x 10,000,000-item benchmark (one HDF5 source of 11,000,000 x 768
    float32 rows, every 11th row a query; the HDF5 datasets are declared at full size and never written, so they
    cost no disk) split ``--split`` x ``--split`` (default 100 x 100 = 10,000 partial-score jobs), divided by the dry
-   run of a trivial Snakefile with the same number of jobs, timed in the same run (``--repeats`` interleaved runs
-   of each, the fastest of each kept): ``plan_ratio``.
+   run of a trivial Snakefile with the same number of jobs, timed in the same run: ``plan_ratio``, in CPU time
+   (user + system of the Snakemake process; ``--repeats`` interleaved runs of each, the fastest kept; the wall
+   time ratio is printed beside it).
 2. Run: 20,000 queries x 1,000,000 gallery items x 64 dims (one HDF5 source of 1,020,000 rows, every 51st a query,
    50 relevant items each), through Snakemake ``--cores 2``: the score stage split 2 x 4 against one job, after the
-   embeddings exist (each timing forces the score stage's rules to rerun, and what follows: compare, report, figures):
+   embeddings exist (each timing forces the score stage's rules to run, and what follows: compare, report, figures),
+   the score jobs on ``--threads`` threads each (config ``threads.scoring``; default 2, so that both runs keep the
+   same two cores busy):
    ``fanout_ratio``; the two reports' metrics must be equal.
 3. ``peak_job_mib``: the largest partial job's peak RSS (Snakemake's benchmark file), checked against its declared
    mem_mb.
 
-Usage: ``python bench/retrieval_scale.py [--split 100] [--repeats 3] [--skip-run]``. The last line reads
+Usage: ``python bench/retrieval_scale.py [--split 100] [--repeats 3] [--threads 2] [--skip-run]``. The last line reads
 ``plan_ratio=P jobs=N fanout_ratio=R peak_job_mib=M``.
 """
 
@@ -22,6 +25,7 @@ import argparse
 import csv
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -70,8 +74,9 @@ def _hdf5_source(path: Path, rows: int, dim: int, *, every: int, write: bool) ->
                 labels[start:stop] = np.arange(start, stop) // every
 
 
-def _config(path: str, *, every: int, split: tuple[int, int]) -> dict:
-    return {"seed": 0, "embedding": {"shards": 1, "batch_size": 65536}, "retrieval": {"scale": {
+def _config(path: str, *, every: int, split: tuple[int, int], threads: int = 1) -> dict:
+    return {"seed": 0, "embedding": {"shards": 1, "batch_size": 65536}, "threads": {"embedding": 1, "scoring": threads},
+            "retrieval": {"scale": {
         "dataset": {"source": {"type": "label_split", "query_every": every,
                                "source": {"type": "hdf5", "path": path, "features_dataset": "embeddings",
                                           "labels_dataset": "labels"}},
@@ -98,22 +103,34 @@ def _trivial(root: Path, jobs: int) -> Path:
     return workdir
 
 
+def _dry_run_cpu(workdir: Path, snakefile: Path) -> tuple[float, float, str]:
+    """(CPU seconds, wall seconds, output) of a dry run: user + system time of the Snakemake process, which other
+    load on the machine barely changes (wall time swings by seconds here)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, out = _snakemake(workdir, "-n", "--quiet", "rules", "--cores", "1", snakefile=snakefile)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall, out
+
+
 def plan_ratio(root: Path, split: int, repeats: int) -> tuple[float, int, float, float]:
     data = root / "plan" / "data" / "scale.h5"
     _hdf5_source(data, 11_000_000, 768, every=11, write=False)
     workdir = _workdir(root, "plan", _config("data/scale.h5", every=11, split=(split, split)))
-    ours, out = _snakemake(workdir, "-n", "--quiet", "rules", "--cores", "1")
+    ours, ours_wall, out = _dry_run_cpu(workdir, REPO / "Snakefile")
     counts = job_counts(out)
     jobs = sum(counts.values())
     trivial = _trivial(root, jobs)
-    floor, out = _snakemake(trivial, "-n", "--quiet", "rules", "--cores", "1", snakefile=trivial / "Snakefile")
+    floor, floor_wall, out = _dry_run_cpu(trivial, trivial / "Snakefile")
     assert sum(job_counts(out).values()) == jobs, "the trivial DAG must have as many jobs"
-    for _ in range(repeats - 1):  # interleaved repeats, the fastest of each kept: the machine's noise is +-2 s
-        ours = min(ours, _snakemake(workdir, "-n", "--quiet", "rules", "--cores", "1")[0])
-        floor = min(floor, _snakemake(trivial, "-n", "--quiet", "rules", "--cores", "1",
-                                      snakefile=trivial / "Snakefile")[0])
-    print(f"| dry run, {jobs:,} jobs ({counts.get('score_retrieval_partial', 0):,} partial scores) | {ours:.1f} s |")
-    print(f"| dry run, trivial Snakefile, {jobs:,} jobs | {floor:.1f} s |")
+    for _ in range(repeats - 1):  # interleaved repeats, the fastest of each kept
+        cpu, wall, _ = _dry_run_cpu(workdir, REPO / "Snakefile")
+        ours, ours_wall = min(ours, cpu), min(ours_wall, wall)
+        cpu, wall, _ = _dry_run_cpu(trivial, trivial / "Snakefile")
+        floor, floor_wall = min(floor, cpu), min(floor_wall, wall)
+    print(f"| dry run, {jobs:,} jobs ({counts.get('score_retrieval_partial', 0):,} partial scores): CPU, wall "
+          f"| {ours:.1f} s, {ours_wall:.1f} s |")
+    print(f"| dry run, trivial Snakefile, {jobs:,} jobs: CPU, wall | {floor:.1f} s, {floor_wall:.1f} s |")
+    print(f"| ratio: CPU, wall | {ours / floor:.2f}, {ours_wall / floor_wall:.2f} |")
     return ours / floor, jobs, ours, floor
 
 
@@ -126,15 +143,15 @@ def _score_stage(workdir: Path, rules: tuple[str, ...]) -> float:
     return seconds
 
 
-def fanout_ratio(root: Path) -> tuple[float, float, float, int]:
+def fanout_ratio(root: Path, threads: int) -> tuple[float, float, float, int]:
     data = root / "run" / "data" / "scale.h5"
     _hdf5_source(data, 1_020_000, 64, every=51, write=True)
-    one = _config("data/scale.h5", every=51, split=(1, 1))
+    one = _config("data/scale.h5", every=51, split=(1, 1), threads=threads)
     workdir = _workdir(root, "run", one)
-    _snakemake(workdir, "--cores", "2")  # embeddings, protocol, the one-job score, report
+    _snakemake(workdir, "--cores", "2", "--until", "merge_retrieval_embeddings", "write_retrieval_relevance")
     single = _score_stage(workdir, ("score_retrieval",))
     single_report = json.loads((workdir / "results/reports/scale/report.json").read_text(encoding="utf-8"))
-    _workdir(root, "run", _config("data/scale.h5", every=51, split=(2, 4)))
+    _workdir(root, "run", _config("data/scale.h5", every=51, split=(2, 4), threads=threads))
     fanned = _score_stage(workdir, ("stage_retrieval_fanout", "score_retrieval_partial", "merge_retrieval_partials"))
     report = json.loads((workdir / "results/reports/scale/report.json").read_text(encoding="utf-8"))
     assert comparable(report["candidate_results"]) == comparable(single_report["candidate_results"]), \
@@ -150,8 +167,10 @@ def fanout_ratio(root: Path) -> tuple[float, float, float, int]:
         rss = float(row["max_rss"])
         if rss > peak:
             peak, declared = rss, wp.partial_mem_mb(fp)
-    print(f"| one score job, 20,000 x 1,000,000 x 64 (+ compare, report, figures) | {single:.1f} s |")
-    print(f"| 2 x 4 partial jobs + merge, --cores 2 (+ compare, report, figures) | {fanned:.1f} s |")
+    print(f"| one score job on {threads} thread(s), 20,000 x 1,000,000 x 64 (+ compare, report, figures) | "
+          f"{single:.1f} s |")
+    print(f"| 2 x 4 partial jobs of {threads} thread(s) + merge, --cores 2 (+ compare, report, figures) | "
+          f"{fanned:.1f} s |")
     print(f"| largest partial job: peak RSS / declared mem_mb | {peak:.0f} / {declared} MiB |")
     assert peak <= declared, f"a partial job used {peak:.0f} MiB, more than its declared {declared} mem_mb"
     return fanned / single, single, fanned, int(round(peak))
@@ -161,6 +180,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", type=int, default=100, help="query and gallery shards of the planned benchmark")
     parser.add_argument("--repeats", type=int, default=3, help="dry runs of each kind (the fastest counts)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="scoring threads of the one job and of each partial job (2: both runs keep the same "
+                             "two cores busy; 1: the partial jobs run two at a time against a one-thread job)")
     parser.add_argument("--skip-run", action="store_true", help="plan only (no 20k x 1M run)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vertebrae-scale-") as tmp:
@@ -168,7 +190,7 @@ def main() -> None:
         print("| measurement | value |")
         print("|---|---|")
         p, jobs, _, _ = plan_ratio(root, args.split, args.repeats)
-        r, m = (float("nan"), 0) if args.skip_run else (lambda out: (out[0], out[3]))(fanout_ratio(root))
+        r, m = (float("nan"), 0) if args.skip_run else (lambda out: (out[0], out[3]))(fanout_ratio(root, args.threads))
     print(f"plan_ratio={p:.2f} jobs={jobs} fanout_ratio={r:.2f} peak_job_mib={m}")
 
 
