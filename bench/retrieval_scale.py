@@ -162,7 +162,8 @@ def fanout_ratio(root: Path, threads: int) -> tuple[float, float, float, int]:
     wp = plan(yaml.safe_load((workdir / "config" / "config.yaml").read_text(encoding="utf-8")), base_dir=workdir)
     peak, declared = 0.0, 0
     for fp in wp.fingerprints("score-retrieval-partial"):
-        with open(workdir / "benchmarks" / "score_retrieval_partial" / f"{fp}.tsv", encoding="utf-8") as handle:
+        tsv = workdir / "benchmarks" / "score_retrieval_partial" / wp.fanouts[fp] / f"{fp}.tsv"  # under its merge
+        with open(tsv, encoding="utf-8") as handle:
             row = next(csv.DictReader(handle, delimiter="\t"))
         rss = float(row["max_rss"])
         if rss > peak:

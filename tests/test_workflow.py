@@ -948,17 +948,25 @@ def test_a_fanned_out_score_replaces_the_score_job_by_partials_and_a_merge(defau
             partial = p.spec(ref["fingerprint"])
             # one input: the candidate's fan-out inputs (merge spec, endpoints, protocol); no plan file per partial
             assert p.inputs(ref["fingerprint"]) == {"fanout": f"results/retrieval/fanouts/{fp}.json"}
-            assert ref["path"] == f"results/retrieval/partials/{ref['fingerprint']}.h5"
+            assert ref["path"] == f"results/retrieval/partials/{fp}/{ref['fingerprint']}.h5"  # under its merge
+            assert ref["path"] == artifact_path("partial", ref["fingerprint"], protocol="retrieval", merge=fp)
             assert partial["device"] == "cuda" and p.gpus(ref["fingerprint"]) == 1
             # sized from the split's largest partial (300 queries / 2, 1,497 gallery items / 3): one size for all
             assert p.partial_mem_mb(ref["fingerprint"]) == 650 + -(-int(min(
                 1.25 * (12 * (150 + 499) * 1024 + 8 * min(512, 150) * min(10000, 499)), 2_000_000_000)) // 2 ** 20)
     assert p.fanout_scores_pattern() == "|".join(merges)
+    with pytest.raises(ValueError, match="merge=<fingerprint> is given for partials and only for partials"):
+        artifact_path("partial", merges[0], protocol="retrieval")
+    with pytest.raises(ValueError, match="only for partials"):
+        artifact_path("score", merges[0], protocol="retrieval", merge=merges[0])
     assert one_job.fanout_scores_pattern() == "no-fanout"
     # one value for every partial job: the rule gets a constant, not a function evaluated per job
     per_job = lambda wildcards: 0  # noqa: E731
-    assert p.partial_resource("mem_mb", per_job) == p.partial_mem_mb(merges and p.spec(merges[0])["partials"][0]
-                                                                      ["fingerprint"]) and p.partial_resource("gpu", per_job) == 1
+    assert p.partial_resources(mem_mb=per_job, gpu=per_job) == {
+        "mem_mb": p.partial_mem_mb(p.spec(merges[0])["partials"][0]["fingerprint"]), "gpu": 1}
+    cpu_config = copy.deepcopy(config)
+    cpu_config["retrieval"]["digits_search"]["scoring"]["device"] = "cpu"  # no partial asks for a GPU: no gpu
+    assert list(plan(cpu_config).partial_resources(mem_mb=per_job, gpu=per_job)) == ["mem_mb"]
     config["retrieval"]["digits_search"]["scoring"]["query_shards"] = 3  # a second benchmark, split otherwise
     config["retrieval"]["other"] = copy.deepcopy(config["retrieval"]["digits_search"])
     config["retrieval"]["other"]["scoring"] = {"query_shards": 1, "gallery_shards": 2}
@@ -968,7 +976,7 @@ def test_a_fanned_out_score_replaces_the_score_job_by_partials_and_a_merge(defau
     mixed = plan(config)
     assert len(mixed.fanouts) == 4 * 3 * 3 + 4 * 1 * 2
     assert len({mixed.partial_mem_mb(fp) for fp in mixed.fanouts}) > 1 and {mixed.gpus(fp) for fp in mixed.fanouts} == {0, 1}
-    assert mixed.partial_resource("mem_mb", per_job) is per_job and mixed.partial_resource("gpu", per_job) is per_job
+    assert mixed.partial_resources(mem_mb=per_job, gpu=per_job) == {"mem_mb": per_job, "gpu": per_job}
 
 
 @pytest.mark.parametrize("key, value, message", [

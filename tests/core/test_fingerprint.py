@@ -271,7 +271,9 @@ def test_schema_table_is_pinned():
         "score": "vertebrae.score/v1",
         "report": "vertebrae.report/v1",
         "comparison": "vertebrae.comparison-artifact/v1",  # a new kind: no existing fingerprint changes
-        "retrieval-partial": "vertebrae.retrieval-partial/v1",  # a new kind: no existing fingerprint changes
+        # v2: partial files moved under their candidate's merge fingerprint (results/retrieval/partials/{merge}/),
+        # so the partial rule's input is a pattern, not a function evaluated per job
+        "retrieval-partial": "vertebrae.retrieval-partial/v2",
         "retrieval-fanout": "vertebrae.retrieval-fanout/v1",  # a new kind: no existing fingerprint changes
     }
 

@@ -78,7 +78,8 @@ def test_snakemake_gives_the_jobs_the_planned_memory_not_a_profile_constant(tmp_
         if rule is None or rule.group(1) not in ("embed_shard", "embed_retrieval_shard", "embed_zero_shot_prompts",
                                                  "fit_extractor", "score_retrieval_partial"):
             continue
-        fp = re.search(r"/([0-9a-f]{16})(?:/|\.)", re.search(r"output: (\S+)", job).group(1)).group(1)
+        # the job's own fingerprint: the last in its path (a partial's lies under its merge's)
+        fp = re.findall(r"/([0-9a-f]{16})(?=/|\.)", re.search(r"output: (\S+)", job).group(1))[-1]
         assert re.search(rf"\bmem_mb={p.mem_mb(fp)}\b", job), (rule.group(1), fp, job)
         seen += 1
     assert seen == 10 + 6 + 1 + 5 + 8  # every embedding, fit and partial-score job of the default config
@@ -93,7 +94,7 @@ def test_every_sized_job_of_the_default_run_stayed_within_its_memory(default_run
         if rule not in ("embed_shard", "embed_retrieval_shard", "embed_zero_shot_prompts", "fit_extractor",
                         "score_retrieval_partial"):
             continue
-        fp = re.search(r"[0-9a-f]{16}", os.fspath(tsv.relative_to(default_run))).group(0)
+        fp = re.findall(r"[0-9a-f]{16}", os.fspath(tsv.relative_to(default_run)))[-1]  # a partial's: its own
         with open(tsv, encoding="utf-8") as handle:
             rss = float(next(csv.DictReader(handle, delimiter="\t"))["max_rss"])
         checked.append((rule, fp, rss, p.mem_mb(fp)))

@@ -28,7 +28,7 @@ SCHEMAS: dict[str, str] = {
     "score": "vertebrae.score/v1",
     "report": "vertebrae.report/v1",
     "comparison": "vertebrae.comparison-artifact/v1",
-    "retrieval-partial": "vertebrae.retrieval-partial/v1",
+    "retrieval-partial": "vertebrae.retrieval-partial/v2",
     "retrieval-fanout": "vertebrae.retrieval-fanout/v1",
 }
 

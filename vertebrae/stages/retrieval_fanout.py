@@ -123,7 +123,7 @@ class FanoutPartial:
     ("" when none in these rows); ``n_queries`` / ``n_gallery``: the direction's endpoint sizes; ``metadata``:
     what the scorer records (dimensions, sparsity); ``config``: the RetrievalConfig as a dict; ``info`` and
     ``extra``: JSON and arrays a job adds (inputs, endpoint summaries). ``save`` / ``load``: an HDF5 artifact
-    whose manifest (schema ``vertebrae.retrieval-partial/v1``) holds a content hash over every array.
+    whose manifest (schema ``SCHEMAS["retrieval-partial"]``) holds a content hash over every array.
     """
 
     direction: str

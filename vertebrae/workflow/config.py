@@ -28,7 +28,14 @@ T = TypeVar("T")
 def config_schema() -> dict[str, Any]:
     import yaml
 
-    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return yaml.load(SCHEMA_PATH.read_text(encoding="utf-8"), Loader=_safe_loader())
+
+
+def _safe_loader():
+    """PyYAML's SafeLoader, on libyaml when PyYAML was built with it (the same documents, parsed ~10x faster)."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _key_path(path) -> str:
@@ -90,9 +97,8 @@ class _DuplicateKey(Exception):
 @lru_cache(maxsize=1)
 def _unique_key_loader() -> type:
     """A ``yaml.SafeLoader`` that refuses a key repeated in one mapping (merge keys ``<<`` may be overridden)."""
-    import yaml
 
-    class UniqueKeyLoader(yaml.SafeLoader):
+    class UniqueKeyLoader(_safe_loader()):
         def construct_mapping(self, node, deep=False):
             first: dict[Any, int] = {}
             for key_node, _ in node.value:

@@ -162,13 +162,19 @@ class WorkflowPlan:
         jobs, ``resources.embed_mem_mb``)."""
         return self.partial_mem_mb(fp) if fp in self.fanouts else self.memory[fp]
 
-    def partial_resource(self, name: str, per_job: Callable[[Any], int]) -> int | Callable[[Any], int]:
-        """The partial-score rule's resource ``name`` ("mem_mb" or "gpu"): the one value every partial job of the
-        plan asks for (candidates of one benchmark and split do), so Snakemake evaluates nothing per job (a tenth
-        of the planning of 10,000 partial jobs); ``per_job`` (the rule's input function) when they differ."""
-        of = {"mem_mb": self.partial_mem_mb, "gpu": self.gpus}[name]
-        values = {of(fp) for fp in self.fanouts}
-        return values.pop() if len(values) == 1 else per_job
+    def partial_resources(self, *, mem_mb: Callable[[Any], int], gpu: Callable[[Any], int]
+                          ) -> dict[str, int | Callable[[Any], int]]:
+        """The partial-score rule's resources: ``mem_mb``, and ``gpu`` only when some partial asks for a GPU (a
+        resource Snakemake need not evaluate 10,000 times). Each is the one value every partial job of the plan
+        asks for (candidates of one benchmark and split do), so Snakemake evaluates nothing per job, or the
+        rule's per-job function given when they differ."""
+        resources: dict[str, int | Callable[[Any], int]] = {}
+        for name, of, per_job in (("mem_mb", self.partial_mem_mb, mem_mb), ("gpu", self.gpus, gpu)):
+            values = {of(fp) for fp in self.fanouts}
+            if name == "gpu" and not any(values):
+                continue
+            resources[name] = values.pop() if len(values) == 1 else per_job
+        return resources
 
     def fanout_scores_pattern(self) -> str:
         """A regular expression matching exactly the fingerprints of merged (fanned-out) retrieval scores."""

@@ -27,7 +27,7 @@ LAYOUT = {
         "compressed": "retrieval/compressed/{fp}/{side}.h5",
         "protocol": "retrieval/relevance/{fp}.json",
         "score": "retrieval/scores/{fp}.json",
-        "partial": "retrieval/partials/{fp}.h5",
+        "partial": "retrieval/partials/{merge}/{fp}.h5",  # under the candidate's merge (score) spec
         "fanout": "retrieval/fanouts/{fp}.json",
     },
     "zero_shot": {
@@ -43,17 +43,20 @@ REPORT = "reports/{benchmark}/report.{suffix}"
 
 
 def artifact_path(artifact: str, fp: str, *, protocol: str = "labelled", side: str = "samples",
-                  shard: tuple[int | str, int | str] | None = None) -> str:
+                  shard: tuple[int | str, int | str] | None = None, merge: str | None = None) -> str:
     """Path of ``artifact`` (a key of ``LAYOUT[protocol]``) with fingerprint ``fp``.
 
     ``side`` picks the endpoint where the layout has one (retrieval ``query``/``gallery``, zero-shot
-    ``samples``/``prompts``); ``shard=(index, count)`` is required for a ``shard``. Wildcard strings
-    (``"{fp}"``) give the rules' output patterns.
+    ``samples``/``prompts``); ``shard=(index, count)`` is required for a ``shard``, ``merge`` (the fingerprint of
+    the candidate's merge spec) for a retrieval ``partial``. Wildcard strings (``"{fp}"``) give the rules' output
+    patterns.
     """
     index, count = shard if shard is not None else (None, None)
     if (artifact == "shard") != (shard is not None):
         raise ValueError(f"artifact {artifact!r}: shard=(index, count) is given for shards and only for shards")
-    return f"{RESULTS}/" + LAYOUT[protocol][artifact].format(fp=fp, side=side, index=index, count=count)
+    if (artifact == "partial") != (merge is not None):
+        raise ValueError(f"artifact {artifact!r}: merge=<fingerprint> is given for partials and only for partials")
+    return f"{RESULTS}/" + LAYOUT[protocol][artifact].format(fp=fp, side=side, index=index, count=count, merge=merge)
 
 
 def report_paths(benchmark: str) -> dict[str, str]:

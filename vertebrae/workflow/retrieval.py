@@ -134,7 +134,8 @@ def _add_score(result: WorkflowPlan, spec: dict[str, Any], scoring: Mapping[str,
         return result.add(spec, protocol="retrieval")
     partials, merge = fanout_specs(spec, query_shards=q_shards, gallery_shards=g_shards, n_queries=counts["query"],
                                    n_gallery=counts["gallery"], where=f"{where}.scoring",
-                                   partial_path=lambda fp: artifact_path("partial", fp, protocol="retrieval"))
+                                   partial_path=lambda fp: artifact_path("partial", fp, protocol="retrieval",
+                                                                         merge=spec["fingerprint"]))
     merge_fp = result.add(merge, protocol="retrieval")
     for partial in partials:
         result.fanouts[result.add(partial if device == "cpu" else {**partial, "device": device},

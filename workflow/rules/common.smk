@@ -13,6 +13,7 @@ PLAN.write_spec_files()  # .vertebrae/specs/{fp}-{digest}.json: the plan jobs' s
 
 wildcard_constraints:
     fp="[0-9a-f]{16}",
+    partial="[0-9a-f]{16}",
     i="[0-9]+",
     n="[0-9]+",
     side="samples|prompts",
@@ -56,6 +57,14 @@ def get_fanout_scores_pattern():
 
 def get_mem_mb(wildcards):
     return PLAN.mem_mb(wildcards.fp)
+
+
+def get_partial_mem_mb(wildcards):
+    return PLAN.mem_mb(wildcards.partial)
+
+
+def get_partial_gpus(wildcards):
+    return PLAN.gpus(wildcards.partial)
 
 
 def get_inputs(wildcards):

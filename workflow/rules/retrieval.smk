@@ -93,8 +93,9 @@ rule score_retrieval:
 
 # A fanned-out score (scoring.query_shards x scoring.gallery_shards > 1): partial counts per (direction, query
 # range, gallery range), each job reading only its rows; the merge writes the very score artifact score_retrieval
-# would have written, under the same fingerprint. The partial jobs' one input names the candidate's merge spec,
-# endpoints and protocol with their content hashes (stage_retrieval_fanout, {fp} = the merge spec's).
+# would have written, under the same fingerprint. A partial's file lies under its candidate's merge spec ({fp}), so
+# its one input is a pattern: the fan-out inputs artifact, which names the merge spec, endpoints and protocol with
+# their content hashes (stage_retrieval_fanout); {partial} is the partial's own fingerprint.
 rule stage_retrieval_fanout:
     input:
         unpack(get_fanout_inputs),
@@ -113,21 +114,20 @@ rule stage_retrieval_fanout:
 
 rule score_retrieval_partial:
     input:
-        unpack(get_inputs),
+        fanout=artifact_path("fanout", "{fp}", protocol="retrieval"),
     output:
-        partial=artifact_path("partial", "{fp}", protocol="retrieval"),
+        partial=artifact_path("partial", "{partial}", protocol="retrieval", merge="{fp}"),
     resources:
-        mem_mb=PLAN.partial_resource("mem_mb", get_mem_mb),  # a constant when all partials agree
-        gpu=PLAN.partial_resource("gpu", get_gpus),
+        **PLAN.partial_resources(mem_mb=get_partial_mem_mb, gpu=get_partial_gpus),  # constants when all agree
     threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/score_retrieval_partial/{fp}.log",
+        "logs/score_retrieval_partial/{fp}/{partial}.log",
     benchmark:
-        "benchmarks/score_retrieval_partial/{fp}.tsv"
+        "benchmarks/score_retrieval_partial/{fp}/{partial}.tsv"
     shell:
-        "vertebrae score-retrieval-fanout-partial --fanout {input.fanout} --partial {wildcards.fp}"
+        "vertebrae score-retrieval-fanout-partial --fanout {input.fanout} --partial {wildcards.partial}"
         " --output {output.partial} > {log} 2>&1"
 
 
