@@ -15,7 +15,7 @@
 3. ``peak_job_mib``: the largest partial job's peak RSS (Snakemake's benchmark file), checked against its declared
    mem_mb.
 
-Usage: ``python bench/retrieval_scale.py [--split 100] [--repeats 3] [--threads 2] [--skip-run]``. The last line reads
+Usage: ``python bench/retrieval_scale.py [--split 100] [--repeats 5] [--threads 2] [--skip-run]``. The last line reads
 ``plan_ratio=P jobs=N fanout_ratio=R peak_job_mib=M``.
 """
 
@@ -180,7 +180,7 @@ def fanout_ratio(root: Path, threads: int) -> tuple[float, float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", type=int, default=100, help="query and gallery shards of the planned benchmark")
-    parser.add_argument("--repeats", type=int, default=3, help="dry runs of each kind (the fastest counts)")
+    parser.add_argument("--repeats", type=int, default=5, help="dry runs of each kind (the fastest counts)")
     parser.add_argument("--threads", type=int, default=2,
                         help="scoring threads of the one job and of each partial job (2: both runs keep the same "
                              "two cores busy; 1: the partial jobs run two at a time against a one-thread job)")

@@ -201,18 +201,20 @@ def file_sha256(path: str | Path) -> str:
     return _HASHES[key]
 
 
+def model_files(folder: str | Path) -> Iterator[Path]:
+    """The files of a model folder, walked in sorted order; hidden files and folders (``.cache``, ``.git``)
+    are not part of a model."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        yield from (Path(root) / name for name in sorted(files) if not name.startswith("."))
+
+
 def folder_digest(folder: str | Path) -> dict[str, str]:
-    """``{relative path: sha256}`` of every file in a model folder (sorted; hidden files and dirs skipped)."""
+    """``{relative path: sha256}`` of every file in a model folder (``model_files``)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"model folder not found: {folder}")
-    out = {}
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if not name.startswith("."):
-                path = Path(root) / name
-                out[path.relative_to(folder).as_posix()] = file_sha256(path)
+    out = {path.relative_to(folder).as_posix(): file_sha256(path) for path in model_files(folder)}
     if not out:
         raise ConfigError(f"model folder {folder} holds no files")
     return out

@@ -36,8 +36,6 @@ INPUTS = {
 }
 
 
-
-
 def ref(fp: str, path: str) -> dict[str, str]:
     """A spec's reference to an artifact."""
     return {"fingerprint": fp, "path": path}

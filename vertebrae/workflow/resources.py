@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vertebrae.extractors.torch_runtime import model_files
+
 INTERPRETER_MB = 650  # the interpreter and vertebrae's imports (numpy, scipy, scikit-learn, h5py)
 TORCH_MB = 1_000  # torch and transformers / open_clip on top of it
 UNKNOWN_WEIGHTS_MB = 2_048  # a model whose weights are not local files the plan can see
@@ -32,18 +34,11 @@ _MIB = 2 ** 20
 
 
 def weights_bytes(paths: Sequence[str | os.PathLike] | None) -> int | None:
-    """Bytes of the files under ``paths`` (files or folders; hidden entries skipped); None when unknown."""
+    """Bytes of the files under ``paths`` (files, or model folders: ``model_files``); None when unknown."""
     if paths is None:
         return None
-    total = 0
-    for path in map(Path, paths):
-        if path.is_file():
-            total += path.stat().st_size
-            continue
-        for root, dirs, files in os.walk(path):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
-            total += sum(os.stat(os.path.join(root, name)).st_size for name in files if not name.startswith("."))
-    return total
+    files = (f for path in map(Path, paths) for f in ([path] if path.is_file() else model_files(path)))
+    return sum(f.stat().st_size for f in files)
 
 
 def embed_mem_mb(extractor: Any, *, rows: int, batch_size: int) -> int:
