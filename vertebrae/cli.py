@@ -114,10 +114,12 @@ COMMANDS: dict[str, Command] = {
         (arg("--fanout", required=True, metavar="FANOUT_JSON", help="the candidate's stage-retrieval-fanout artifact"),
          arg("--partial", required=True, metavar="FINGERPRINT", help="the partial to score"), OUTPUT)),
     "stage-retrieval-fanout": Command("record a fanned-out candidate's merge spec, endpoints and protocol (with "
-                                      "content hashes): the one input of its partial-score jobs",
+                                      "content hashes), the one input of its partial-score jobs, and write the "
+                                      "protocol's relevance rows by query and by gallery item for them",
                                       "vertebrae.stages.retrieval_fanout_jobs:run_fanout_inputs",
                                       (PLAN, arg("--queries", required=True), arg("--gallery", required=True),
-                                       PROTOCOL, OUTPUT)),
+                                       PROTOCOL, OUTPUT, arg("--query-rows-output", required=True),
+                                       arg("--gallery-rows-output", required=True))),
     "merge-retrieval-partials": Command("merge a fanned-out candidate's partial scores into its score artifact",
                                         "vertebrae.stages.retrieval_fanout_jobs:run_merge_partials",
                                         (PLAN, PROTOCOL, OUTPUT,

@@ -274,7 +274,9 @@ def test_schema_table_is_pinned():
         # v2: partial files moved under their candidate's merge fingerprint (results/retrieval/partials/{merge}/),
         # so the partial rule's input is a pattern, not a function evaluated per job
         "retrieval-partial": "vertebrae.retrieval-partial/v2",
-        "retrieval-fanout": "vertebrae.retrieval-fanout/v1",  # a new kind: no existing fingerprint changes
+        # v2: the fan-out inputs also name the protocol's relevance rows by query and by gallery item (HDF5 beside
+        # it), which partial jobs read by range instead of the whole protocol; no fingerprint of a recipe changes
+        "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
     }
 
 

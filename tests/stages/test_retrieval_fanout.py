@@ -18,15 +18,15 @@ import pytest
 import scipy.sparse as sp
 
 from vertebrae.cli import main
-from vertebrae.core.artifacts import write_json_artifact
-from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError, VertebraeError
+from vertebrae.core.artifacts import read_embeddings, write_embeddings, write_json_artifact
+from vertebrae.core.errors import ArtifactError, ConfigError, CorruptArtifactError, ValidationError, VertebraeError
 from vertebrae.scoring.degenerate import detect_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScorer
 from vertebrae.stages.plan import KIND_OF_STAGE, run_plan
-from vertebrae.stages.retrieval_fanout import (FanoutPartial, fanout_specs, merge_retrieval_partials, partial_spec_of,
-                                               score_retrieval_partial, split_bounds)
-from vertebrae.stages.retrieval_fanout_jobs import (_collapsed, collapse_summary, run_merge_partials,
-                                                   run_score_fanout_partial)
+from vertebrae.stages.retrieval_fanout import (FanoutPartial, direction_inputs, fanout_specs, merge_retrieval_partials,
+                                               partial_spec_of, score_retrieval_partial, split_bounds)
+from vertebrae.stages.retrieval_fanout_jobs import (_collapsed, collapse_summary, relevance_rows, run_merge_partials,
+                                                   run_score_fanout_partial, split_relevance_rows)
 from vertebrae.workflow import plan
 from vertebrae.workflow.paths import artifact_path
 
@@ -274,7 +274,8 @@ def _run_fanout(spec, split, tag, n=(9, 12)):
     fanout = f"results/fanouts/{tag}/{merge['fingerprint']}.json"
     _cli("stage-retrieval-fanout", "--plan-json", f"plans/{tag}/{merge['fingerprint']}.json", "--queries",
          spec["query"]["path"], "--gallery", spec["gallery"]["path"], "--protocol", spec["protocol"]["path"],
-         "--output", fanout)
+         "--output", fanout, "--query-rows-output", fanout.replace(".json", ".query.h5"), "--gallery-rows-output",
+         fanout.replace(".json", ".gallery.h5"))
     files = ("--queries", spec["query"]["path"], "--gallery", spec["gallery"]["path"], "--protocol",
              spec["protocol"]["path"])
     for i, s in enumerate(partials):  # (the workflow's way) the fan-out inputs, own spec, or merge spec + --partial
@@ -368,18 +369,29 @@ def test_a_partial_named_by_the_merge_spec_is_rebuilt_from_it_and_others_are_ref
 
 
 def test_a_partial_refuses_inputs_changed_since_the_fanout_inputs_were_recorded(tmp_path, monkeypatch):
-    """The workflow's partial jobs read the endpoints and protocol the fan-out inputs artifact names; one whose
-    content changed since (same path, same fingerprint) is refused naming the file, as is a merge spec of another
-    score."""
+    """The workflow's partial jobs read the endpoints and relevance rows the fan-out inputs artifact names; one
+    whose content changed since (same path, same fingerprint) is refused naming the file. A partial does not read
+    the protocol: one edited after staging is caught by the merge, which refuses partials of the old content."""
     monkeypatch.chdir(tmp_path)
     _write_data()
     p = plan(_config("cosine", bidirectional=False))
     _embed_and_score(p)
-    raw, compressed = p.fingerprints("score-retrieval")
-    _run_fanout(p.spec(raw), (2, 2), "raw")
+    raw, _ = p.fingerprints("score-retrieval")
+    _, paths, merge_plan = _run_fanout(p.spec(raw), (2, 2), "raw")
     partials, merge = fanout_specs(p.spec(raw), query_shards=2, gallery_shards=2, n_queries=9, n_gallery=12,
                                    partial_path=lambda fp: f"results/partials/raw/{fp}.h5")
     fanout = f"results/fanouts/raw/{merge['fingerprint']}.json"
+    recorded = json.loads(open(fanout, encoding="utf-8").read())["payload"]
+    assert recorded["exclusions"] is True  # exclude_same_id: the rows carry excluded pairs
+    by_query = recorded["relevance"]["query"]["path"]
+    original = read_embeddings(by_query, fingerprint=merge["fingerprint"])
+    write_embeddings(by_query, original.matrix * 2.0, original.row_ids, fingerprint=merge["fingerprint"],
+                     recipe=original.manifest["recipe"])  # valid file, other content
+    with pytest.raises(VertebraeError, match=rf"{by_query}: the relevance rows by query changed since "
+                                             rf"the fan-out inputs {fanout}"):
+        run_score_fanout_partial(fanout, partials[0]["fingerprint"], "x.h5")
+    write_embeddings(by_query, original.matrix, original.row_ids, fingerprint=merge["fingerprint"],
+                     recipe=original.manifest["recipe"])
     protocol = p.spec(raw)["protocol"]["path"]
     document = json.loads(open(protocol, encoding="utf-8").read())
     payload = document["payload"]
@@ -387,5 +399,30 @@ def test_a_partial_refuses_inputs_changed_since_the_fanout_inputs_were_recorded(
     write_json_artifact(protocol + ".edited", "protocol", payload,
                         fingerprint=document["manifest"]["fingerprint"], recipe=document["manifest"]["recipe"])
     os.replace(protocol + ".edited", protocol)
-    with pytest.raises(VertebraeError, match=rf"{protocol}: the protocol changed since the fan-out inputs {fanout}"):
-        run_score_fanout_partial(fanout, partials[0]["fingerprint"], "x.h5")
+    run_score_fanout_partial(fanout, partials[0]["fingerprint"], paths[0])  # from the rows staged before the edit
+    with pytest.raises(VertebraeError, match=rf"artifact {paths[0]}: stale retrieval partial: computed from another "
+                                             rf"protocol content than {protocol}"):
+        run_merge_partials(merge_plan, protocol, paths, "x.json")
+
+
+def test_relevance_rows_give_back_each_directions_eligible_and_excluded_rows():
+    """A hand-made protocol: grades 1..3, one excluded positive and one excluded non-positive; the staged rows
+    (by query, and transposed by gallery item) split back into exactly ``direction_inputs``'s slices."""
+    relevance = sp.csr_matrix(np.array([[1.0, 0, 2], [0, 3, 0], [1, 1, 0]]))
+    exclusions = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 0], [1, 0, 0]], dtype=bool))
+    ids = ["a", "b", "c"]
+    eligible, excluded = direction_inputs(relevance, exclusions, (3, 3), ids, ids, "forward")
+    assert eligible.toarray().tolist() == [[1, 0, 2], [0, 3, 0], [0, 1, 0]]
+    staged = relevance_rows(eligible, excluded)
+    assert staged.toarray().tolist() == [[1, -1, 2], [0, 3, 0], [-1, 1, 0]]
+    for direction, matrix in (("forward", staged), ("reverse", staged.T.tocsr())):
+        want_eligible, want_excluded = direction_inputs(relevance, exclusions, (3, 3), ids, ids, direction)
+        for a, b in ((0, 3), (1, 2), (2, 3)):
+            got_eligible, got_excluded = split_relevance_rows(matrix[a:b], True, "rows.h5")
+            for got, want in ((got_eligible, want_eligible[a:b]), (got_excluded, want_excluded[a:b])):
+                assert got.dtype == want.dtype and got.has_canonical_format
+                assert (got.indptr.tolist(), got.indices.tolist(), got.data.tolist()) == \
+                       (want.indptr.tolist(), want.indices.tolist(), want.data.tolist())
+    assert split_relevance_rows(relevance_rows(eligible, None), False, "rows.h5")[1] is None
+    with pytest.raises(CorruptArtifactError, match="rows.h5: relevance rows hold values other than"):
+        split_relevance_rows(sp.csr_matrix(np.array([[0.5, -0.5]])), True, "rows.h5")

@@ -75,7 +75,6 @@ def _refuse(path: str, message: str) -> ArtifactError:
 def _missing(path: str) -> ArtifactError:
     """A missing artifact; when a job moved it aside as corrupt, the message says where and what to do."""
     import glob
-
     aside = sorted(glob.glob(glob.escape(path) + ".corrupt-*"))
     if aside:
         return _refuse(path, f"file not found: it was moved aside as corrupt (to {aside[-1]}); run the workflow "
@@ -86,7 +85,6 @@ def _missing(path: str) -> ArtifactError:
 def move_aside(path: str | os.PathLike) -> str:
     """Rename ``path`` to ``<path>.corrupt-<UTC time>`` (``-2``, ``-3``... if taken); return the new path."""
     import time
-
     path = os.fspath(path)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target, n = f"{path}.corrupt-{stamp}", 1
@@ -114,7 +112,6 @@ def _check_manifest(path: str, manifest: Any, schema: str, fingerprint: str | No
 def _check_fingerprint_arg(fingerprint: Any) -> None:
     if not isinstance(fingerprint, str) or not fingerprint:
         raise ValidationError(f"fingerprint must be a non-empty str, got {fingerprint!r}")
-
 
 
 @dataclass(frozen=True)
@@ -440,10 +437,10 @@ def read_embedding_rows(path: str | os.PathLike, start: int, stop: int, *, finge
     Verification: schema, fingerprint (when given), the manifest's own hash and the stored structure as
     :func:`read_embeddings` checks them; then the row-chunk hash table against the manifest, and every chunk of
     ``row_chunks.rows`` rows the read touches (a range is read out to its chunks' edges) against its hash. The
-    whole-file content hash cannot be checked without reading the whole file and is not: a damaged byte in a
-    chunk that is not read goes unnoticed until something reads that chunk. An artifact written before chunk
-    hashes existed (no ``row_chunks`` in its manifest) falls back to full verification: the whole file is read
-    and checked by :func:`read_embeddings` and the rows are taken from it (``verified == "full"``).
+    whole-file content hash cannot be checked without reading the whole file and is not: a damaged byte in a chunk
+    that is not read goes unnoticed until something reads that chunk. An artifact written before chunk hashes
+    existed (no ``row_chunks`` in its manifest) falls back to full verification: the whole file is read and checked
+    by :func:`read_embeddings` and the rows are taken from it (``verified == "full"``).
     """
     import numpy as np
     import scipy.sparse
@@ -573,8 +570,13 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
 
 def read_json_artifact(path: str | os.PathLike, kind: str, *, fingerprint: str | None) -> Any:
-    """Load a JSON artifact of ``kind`` and return its payload after verifying schema, kind,
-    fingerprint (if given) and content hash."""
+    """The payload of :func:`read_json_document`."""
+    return read_json_document(path, kind, fingerprint=fingerprint)[1]
+
+
+def read_json_document(path: str | os.PathLike, kind: str, *, fingerprint: str | None) -> tuple[dict, Any]:
+    """(manifest, payload) of a JSON artifact of ``kind``, after verifying schema, kind, fingerprint (if given)
+    and content hash (so ``manifest["content_hash"]`` is the payload's)."""
     schema = _kind_schema(kind)
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -595,4 +597,4 @@ def read_json_artifact(path: str | os.PathLike, kind: str, *, fingerprint: str |
     if actual != manifest.get("content_hash"):
         raise _fail(path, f"content hash mismatch: payload hashes to {actual}, "
                           f"manifest says {manifest.get('content_hash')}")
-    return payload
+    return manifest, payload

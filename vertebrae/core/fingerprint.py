@@ -29,7 +29,7 @@ SCHEMAS: dict[str, str] = {
     "report": "vertebrae.report/v1",
     "comparison": "vertebrae.comparison-artifact/v1",
     "retrieval-partial": "vertebrae.retrieval-partial/v2",
-    "retrieval-fanout": "vertebrae.retrieval-fanout/v1",
+    "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
 }
 
 FINGERPRINT_LENGTH = 16

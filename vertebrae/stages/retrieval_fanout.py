@@ -293,26 +293,28 @@ def direction_inputs(relevance: Any, exclusions: Any, shape: tuple[int, int], qu
 
 
 def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, positive_rows: np.ndarray,
-                    eligible: sp.csr_matrix, excluded: sp.csr_matrix | None, *, query_rows: Sequence[int],
-                    gallery_rows: Sequence[int], config: RetrievalConfig, query_ids: Sequence[str],
-                    gallery_id: Callable[[np.ndarray], list[str]], workers: int | None = None,
-                    device: str = "cpu") -> FanoutPartial:
+                    block: sp.csr_matrix, excluded_block: sp.csr_matrix | None, *, shape: Sequence[int],
+                    query_rows: Sequence[int], gallery_rows: Sequence[int], config: RetrievalConfig,
+                    query_ids: Sequence[str], gallery_id: Callable[[np.ndarray], list[str]],
+                    workers: int | None = None, device: str = "cpu") -> FanoutPartial:
     """One partial from the rows it needs: ``Q_rows`` (the direction's queries ``query_rows``), ``G_rows`` (its
     gallery rows ``gallery_rows``), ``P_rows`` (the gallery rows ``positive_rows``, ascending, that hold the
-    queries' positives); ``eligible`` / ``excluded``: the direction's whole matrices (rows are taken here);
-    ``gallery_id(indices)``: gallery row ids, for messages and nearest negatives; ``device``: where the block
-    products run (``device.resolve_device``; the same counts on every device)."""
+    queries' positives); ``block`` / ``excluded_block``: rows ``query_rows`` of the direction's eligible grades
+    and excluded pairs (``direction_inputs``), whose whole ``shape`` is (queries, gallery); ``gallery_id(indices)``:
+    gallery row ids of ``gallery_rows`` and ``positive_rows``, for messages and nearest negatives; ``device``:
+    where the block products run (``device.resolve_device``; the same counts on every device)."""
     if direction not in DIRECTIONS:
         raise ValidationError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     (qa, qb), (ga, gb) = (int(v) for v in query_rows), (int(v) for v in gallery_rows)
-    n_queries, n_gallery = eligible.shape
+    n_queries, n_gallery = (int(v) for v in shape)
+    if block.shape != (qb - qa, n_gallery) or (excluded_block is not None and excluded_block.shape != block.shape):
+        raise ValidationError(f"the eligible rows have shape {block.shape}, expected {(qb - qa, n_gallery)}")
     what = _WHAT[direction]
     Q, G = paired_matrices(Q_rows, G_rows, what=what, need="a retrieval partial needs query and gallery rows")
     P = as_matrix(P_rows, what=what[1])
     if P.shape[1] != Q.shape[1]:
         raise ValidationError(f"{what[1]} of the positives have {P.shape[1]} dimensions, {what[0]} {Q.shape[1]}")
     admit(config, Q, G)
-    block = eligible[qa:qb]
     positive_rows = np.asarray(positive_rows, dtype=np.int64)
     if not np.array_equal(np.unique(block.indices), positive_rows):
         raise ValidationError("positive_rows must be the ascending gallery rows of the queries' eligible positives")
@@ -330,7 +332,6 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
     found = positive_scores(Qp, Pp, local, config=config, workers=threads)
     positives = PositivePairs(found.indptr, positive_rows[found.indices], found.grades, found.rank_scores,
                               found.similarities)
-    excluded_block = None if excluded is None else excluded[qa:qb]
     b, s = qb - qa, gb - ga
 
     shards = [(gs, Gp[gs:min(gs + config.gallery_block_size, s)]) for gs in range(0, s, config.gallery_block_size)]
@@ -487,7 +488,8 @@ def score_retrieval_partial(queries: Any, gallery: Any, relevance: Any, *, query
     (qa, qb), (ga, gb) = (_range(query_rows, len(q_keys), "query_rows"), _range(gallery_rows, len(g_keys), "gallery_rows"))
     positive_rows = np.unique(eligible[qa:qb].indices).astype(np.int64)
     return compute_partial(direction, _rows(Q, slice(qa, qb)), _rows(G, slice(ga, gb)), _rows(G, positive_rows),
-                           positive_rows, eligible, excluded, query_rows=(qa, qb), gallery_rows=(ga, gb),
+                           positive_rows, eligible[qa:qb], None if excluded is None else excluded[qa:qb],
+                           shape=eligible.shape, query_rows=(qa, qb), gallery_rows=(ga, gb),
                            config=config, query_ids=[q_keys[i] for i in range(qa, qb)],
                            gallery_id=lambda idx: [g_keys[int(i)] for i in idx], device=device)
 

@@ -1,6 +1,8 @@
-"""The fan-out retrieval jobs: ``vertebrae score-retrieval-partial`` (one partial: rows of the endpoints read by
-range and verified chunk by chunk) and ``vertebrae merge-retrieval-partials`` (verify the partials, merge, write
-the score artifact ``score-retrieval`` writes, payload for payload; no embeddings are read).
+"""The fan-out retrieval jobs: ``vertebrae stage-retrieval-fanout`` (once per candidate: the fan-out inputs
+artifact and the protocol's relevance rows), ``vertebrae score-retrieval-partial`` /
+``score-retrieval-fanout-partial`` (one partial: rows of the endpoints, and of the staged relevance rows, read by
+range and verified chunk by chunk) and ``vertebrae merge-retrieval-partials`` (verify the partials against the
+protocol, merge, write the score artifact ``score-retrieval`` writes, payload for payload; no embeddings are read).
 
 Besides its counts a partial records what the merge needs of the endpoints without reading them: their
 manifests' shape, dtype and sparsity, the query endpoint's compression metadata, the fingerprints of its inputs,
@@ -15,14 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.artifacts import read_embedding_rows, read_json_artifact, read_manifest, write_json_artifact
-from vertebrae.core.errors import ArtifactError, ValidationError
-from vertebrae.core.fingerprint import canonical_json, fingerprint, sha256_hex
+from vertebrae.core.artifacts import (read_embedding_rows, read_json_document, read_manifest, write_embeddings,
+                                      write_json_artifact)
+from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
+from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.labels import describe_key
 from vertebrae.data.retrieval_protocol import RetrievalProtocol
 from vertebrae.scoring.degenerate import GRID, _quantise, _unit_rows, detect_collapse, warn_collapse
@@ -31,15 +34,18 @@ from vertebrae.stages.plan import load_plan
 from vertebrae.stages.retrieval_fanout import (MERGE_STAGE, PARTIAL_STAGE, FanoutPartial, compute_partial,
                                                direction_inputs, merge_fanout, partial_spec_of)
 
+if TYPE_CHECKING:
+    from vertebrae.core.artifacts import EmbeddingRows
+
 ROLES = ("query", "gallery")
 FANOUT_KIND = "retrieval-fanout"
 
 
 def _read_protocol(ref: Mapping[str, str], path: str | Path) -> tuple[RetrievalProtocol, str]:
     """The verified protocol and its content hash."""
-    payload = read_json_artifact(path, "protocol", fingerprint=ref["fingerprint"])
+    manifest, payload = read_json_document(path, "protocol", fingerprint=ref["fingerprint"])
     try:
-        return RetrievalProtocol.from_payload(payload), sha256_hex(canonical_json(payload))
+        return RetrievalProtocol.from_payload(payload), manifest["content_hash"]
     except ValueError as exc:
         raise ArtifactError(f"{path}: invalid retrieval protocol: {exc}") from None
 
@@ -101,20 +107,64 @@ def _collapsed(summaries: Sequence[np.ndarray], n_rows: int, sparse: bool, norma
     return bool(np.array_equal(_quantise(low, GRID * scale), _quantise(high, GRID * scale)))
 
 
+def relevance_rows(eligible: sp.csr_matrix, excluded: sp.csr_matrix | None) -> sp.csr_matrix:
+    """One CSR float64 matrix of a direction's eligible grades (> 0) and excluded pairs (-1.0): the two are
+    disjoint (``eligible_relevance`` drops excluded pairs), so :func:`split_relevance_rows` recovers both."""
+    if excluded is None:
+        return sp.csr_matrix(eligible, dtype=np.float64)
+    rows = (sp.csr_matrix(eligible, dtype=np.float64) - sp.csr_matrix(excluded, dtype=np.float64)).tocsr()
+    rows.sort_indices()
+    return rows
+
+
+def split_relevance_rows(matrix: Any, exclusions: bool, path: Any) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+    """(eligible grades, excluded pairs or None when the protocol has no exclusions) of rows of
+    :func:`relevance_rows`, as canonical CSR like ``direction_inputs`` slices."""
+    m = sp.csr_matrix(matrix)
+    data = np.asarray(m.data, dtype=np.float64)
+    if np.any((data <= 0) & (data != -1.0)):
+        raise CorruptArtifactError(f"artifact {path}: relevance rows hold values other than grades > 0 and -1",
+                                   str(path))
+    row_of_entry = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+
+    def part(keep: np.ndarray, values: np.ndarray) -> sp.csr_matrix:
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(row_of_entry[keep], minlength=m.shape[0]))])
+        return sp.csr_matrix((values, m.indices[keep].astype(np.int32), indptr.astype(np.int32)), shape=m.shape)
+
+    keep = data > 0
+    excluded = part(~keep, np.ones(int((~keep).sum()), dtype=bool)) if exclusions else None
+    return part(keep, data[keep]), excluded
+
+
 def run_fanout_inputs(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path,
-                      output: str | Path) -> None:
+                      output: str | Path, query_rows_output: str | Path, gallery_rows_output: str | Path) -> None:
     """``vertebrae stage-retrieval-fanout``: the one input of a fanned-out candidate's partial jobs (a
     ``retrieval-fanout`` artifact under the merge spec's fingerprint): the paths of its merge spec, query and
-    gallery endpoints and protocol, with the endpoints' manifest content hashes and the protocol's content hash.
+    gallery endpoints and protocol, with the endpoints' manifest content hashes and the protocol's content hash;
+    and the protocol's relevance rows (:func:`relevance_rows`) by query (``query_rows_output``) and by gallery
+    item (``gallery_rows_output``, the transpose: the reverse direction's), as embedding-format HDF5 keyed by the
+    protocol's ids, so that each partial reads its rows by range, chunk-verified, instead of the whole protocol.
 
     Every partial job reads its files through it and refuses one whose content changed since (so the thousands of
     partial jobs of a candidate depend on one file, and an edit of an endpoint reruns this job and then all of
-    them)."""
+    them). A relevance error (a query, or for bidirectional scoring a gallery item, without an eligible positive)
+    is raised here."""
     spec = load_plan(plan, MERGE_STAGE)
-    _, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    args = (prot.relevance, prot.exclusions, (prot.n_queries, prot.n_gallery), prot.query_ids, prot.gallery_ids)
+    eligible, excluded = direction_inputs(*args, "forward")
+    if RetrievalConfig.from_dict(spec["retrieval"]).bidirectional:
+        direction_inputs(*args, "reverse")  # every gallery item needs a reverse positive
+    by_query = relevance_rows(eligible, excluded)
     payload: dict[str, Any] = {"plan": {"path": str(plan), "fingerprint": spec["fingerprint"]},
                                "protocol": {"path": str(protocol), "fingerprint": spec["protocol"]["fingerprint"],
-                                            "content_hash": protocol_hash}}
+                                            "content_hash": protocol_hash},
+                               "exclusions": excluded is not None, "relevance": {}}
+    for side, path, matrix, ids in (("query", query_rows_output, by_query, prot.query_ids),
+                                    ("gallery", gallery_rows_output, by_query.T.tocsr(), prot.gallery_ids)):
+        manifest = write_embeddings(path, matrix, ids, fingerprint=spec["fingerprint"],
+                                    recipe={"score": spec["fingerprint"], "relevance_rows": side})
+        payload["relevance"][side] = {"path": str(path), "content_hash": manifest["content_hash"]}
     for role, path in (("query", queries), ("gallery", gallery)):
         manifest = read_manifest(path)
         payload[role] = {"path": str(path), "fingerprint": spec[role]["fingerprint"],
@@ -123,10 +173,58 @@ def run_fanout_inputs(plan: str | Path, queries: str | Path, gallery: str | Path
                         recipe={"score": spec["fingerprint"]})
 
 
-def _unchanged(path: Any, got: str, fanout: Mapping[str, Any], role: str, source: Any) -> None:
-    if got != fanout[role]["content_hash"]:
-        raise ArtifactError(f"{path}: the {role} changed since the fan-out inputs {source} were written (content hash "
-                            f"{got}, recorded {fanout[role]['content_hash']}): rerun stage-retrieval-fanout")
+def _unchanged(path: Any, got: str, recorded: Mapping[str, Any], what: str, source: Any) -> None:
+    if got != recorded["content_hash"]:
+        raise ArtifactError(f"{path}: the {what} changed since the fan-out inputs {source} were written (content hash "
+                            f"{got}, recorded {recorded['content_hash']}): rerun stage-retrieval-fanout")
+
+
+class _Relevance(NamedTuple):
+    """What a partial needs of the protocol: rows [qa, qb) of its direction's eligible grades and excluded pairs,
+    the whole (queries, gallery) shape, the ids of its query rows, gallery rows [ga, gb) and positive rows."""
+
+    block: sp.csr_matrix
+    excluded: sp.csr_matrix | None
+    shape: tuple[int, int]
+    query_ids: tuple[str, ...]
+    gallery_ids: tuple[str, ...]
+    positive_rows: np.ndarray
+    positive_ids: tuple[str, ...]
+    protocol_hash: str
+
+
+def _from_protocol(spec: Mapping[str, Any], protocol: str | Path, rows: tuple[int, int, int, int]) -> _Relevance:
+    prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    qa, qb, ga, gb = rows
+    forward = spec["direction"] == "forward"
+    eligible, excluded = direction_inputs(prot.relevance, prot.exclusions, (prot.n_queries, prot.n_gallery),
+                                          prot.query_ids, prot.gallery_ids, spec["direction"])
+    q_ids, g_ids = (prot.query_ids, prot.gallery_ids) if forward else (prot.gallery_ids, prot.query_ids)
+    block = eligible[qa:qb]
+    positive_rows = np.unique(block.indices).astype(np.int64)
+    return _Relevance(block, None if excluded is None else excluded[qa:qb], eligible.shape, tuple(q_ids[qa:qb]),
+                      tuple(g_ids[ga:gb]), positive_rows, tuple(g_ids[i] for i in positive_rows.tolist()),
+                      protocol_hash)
+
+
+def _from_fanout(spec: Mapping[str, Any], recorded: Mapping[str, Any], fanout: Any,
+                 rows: tuple[int, int, int, int]) -> _Relevance:
+    qa, qb, ga, gb = rows
+    q_side, g_side = ("query", "gallery") if spec["direction"] == "forward" else ("gallery", "query")
+
+    def read(side: str, a: int, b: int, picked: Any = None) -> EmbeddingRows:
+        entry = recorded["relevance"][side]
+        got = read_embedding_rows(entry["path"], a, b, fingerprint=recorded["plan"]["fingerprint"], rows=picked)
+        _unchanged(got.path, got.manifest["content_hash"], entry, f"relevance rows by {side}", fanout)
+        return got
+
+    by_query = read(q_side, qa, qb)
+    block, excluded = split_relevance_rows(by_query.matrix, bool(recorded["exclusions"]), by_query.path)
+    positive_rows = np.unique(block.indices).astype(np.int64)
+    by_gallery = read(g_side, ga, gb, positive_rows)
+    n_queries, n_gallery = (int(v) for v in by_query.manifest["shape"])
+    return _Relevance(block, excluded, (n_queries, n_gallery), by_query.row_ids, by_gallery.row_ids, positive_rows,
+                      by_gallery.picked_ids, recorded["protocol"]["content_hash"])
 
 
 def run_score_partial(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path,
@@ -136,56 +234,62 @@ def run_score_partial(plan: str | Path, queries: str | Path, gallery: str | Path
     ``plan`` is the partial's own spec, or the candidate's merge spec with ``partial`` naming the partial's
     fingerprint. Reads only its query rows, its gallery rows and the gallery rows of its queries' positives (by
     index) from the endpoint files (``read_embedding_rows``: each chunk read is verified), plus the protocol."""
-    _score_partial(plan, queries, gallery, protocol, output, partial)
+    spec = _partial_spec(plan, partial)
+    rows = (*spec["query_rows"], *spec["gallery_rows"])
+    _score_partial(spec, queries, gallery, _from_protocol(spec, protocol, rows), output)
 
 
 def run_score_fanout_partial(fanout: str | Path, partial: str, output: str | Path) -> None:
     """``vertebrae score-retrieval-fanout-partial`` (the workflow's partial jobs): partial ``partial`` of the merge
-    spec that ``fanout`` (``stage-retrieval-fanout``'s artifact) names, read from the endpoints and protocol it
-    names; one whose content changed since it was recorded is refused naming the file."""
-    recorded = read_json_artifact(fanout, FANOUT_KIND, fingerprint=None)
-    plan, queries, gallery, protocol = (recorded[key]["path"] for key in ("plan", "query", "gallery", "protocol"))
-    _score_partial(plan, queries, gallery, protocol, output, partial, recorded=recorded, fanout=fanout)
+    spec that ``fanout`` (``stage-retrieval-fanout``'s artifact) names, from the endpoints and relevance rows it
+    names, each read by range (the protocol is not read: the merge checks the partial against it); a file whose
+    content changed since it was recorded is refused naming the file."""
+    _, recorded = read_json_document(fanout, FANOUT_KIND, fingerprint=None)
+    spec = _partial_spec(recorded["plan"]["path"], partial, recorded=recorded, fanout=fanout)
+    rows = (*spec["query_rows"], *spec["gallery_rows"])
+    relevance = _from_fanout(spec, recorded, fanout, rows)
+    _score_partial(spec, recorded["query"]["path"], recorded["gallery"]["path"], relevance, output, recorded, fanout)
 
 
-def _score_partial(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path,
-                   output: str | Path, partial: str | None, *, recorded: Mapping[str, Any] | None = None,
-                   fanout: str | Path | None = None) -> None:
+def _partial_spec(plan: str | Path, partial: str | None, *, recorded: Mapping[str, Any] | None = None,
+                  fanout: Any = None) -> dict[str, Any]:
     if partial is None:
-        spec = load_plan(plan, PARTIAL_STAGE)
-    else:
-        merge_spec = load_plan(plan, MERGE_STAGE)
-        if recorded is not None and merge_spec["fingerprint"] != recorded["plan"]["fingerprint"]:
-            raise ArtifactError(f"{plan}: merge spec {merge_spec['fingerprint']}, the fan-out inputs {fanout} were "
-                                f"written for {recorded['plan']['fingerprint']}")
-        spec = partial_spec_of(merge_spec, partial)
+        return load_plan(plan, PARTIAL_STAGE)
+    merge_spec = load_plan(plan, MERGE_STAGE)
+    if recorded is not None and merge_spec["fingerprint"] != recorded["plan"]["fingerprint"]:
+        raise ArtifactError(f"{plan}: merge spec {merge_spec['fingerprint']}, the fan-out inputs {fanout} were "
+                            f"written for {recorded['plan']['fingerprint']}")
+    return partial_spec_of(merge_spec, partial)
+
+
+def _score_partial(spec: Mapping[str, Any], queries: str | Path, gallery: str | Path, rel: _Relevance,
+                   output: str | Path, recorded: Mapping[str, Any] | None = None, fanout: Any = None) -> None:
     config = RetrievalConfig.from_dict(spec["retrieval"])
-    prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
     direction = spec["direction"]
     (qa, qb), (ga, gb) = spec["query_rows"], spec["gallery_rows"]
-    files = {"query": (queries, spec["query"]["fingerprint"], prot.query_ids),
-             "gallery": (gallery, spec["gallery"]["fingerprint"], prot.gallery_ids)}
+    files = {"query": (queries, spec["query"]["fingerprint"]), "gallery": (gallery, spec["gallery"]["fingerprint"])}
     q_role, g_role = ("query", "gallery") if direction == "forward" else ("gallery", "query")
-    eligible, excluded = direction_inputs(prot.relevance, prot.exclusions, (prot.n_queries, prot.n_gallery),
-                                          prot.query_ids, prot.gallery_ids, direction)
-    positive_rows = np.unique(eligible[qa:qb].indices).astype(np.int64)
-    (q_path, q_fp, q_ids), (g_path, g_fp, g_ids) = files[q_role], files[g_role]
+    (q_path, q_fp), (g_path, g_fp) = files[q_role], files[g_role]
     q_rows = read_embedding_rows(q_path, qa, qb, fingerprint=q_fp)
-    g_rows = read_embedding_rows(g_path, ga, gb, fingerprint=g_fp, rows=positive_rows)
-    for rows, ids, role in ((q_rows, q_ids, q_role), (g_rows, g_ids, g_role)):
-        if rows.manifest["shape"][0] != len(ids):
+    g_rows = read_embedding_rows(g_path, ga, gb, fingerprint=g_fp, rows=rel.positive_rows)
+    for rows, n, role in ((q_rows, rel.shape[0], q_role), (g_rows, rel.shape[1], g_role)):
+        if rows.manifest["shape"][0] != n:
             raise ValidationError(f"endpoint {role!r}: embeddings have {rows.manifest['shape'][0]} rows, the protocol "
-                                  f"has {len(ids)} ({rows.path})")
+                                  f"has {n} ({rows.path})")
     if recorded is not None:
-        _unchanged(protocol, protocol_hash, recorded, "protocol", fanout)
         for rows, role in ((q_rows, q_role), (g_rows, g_role)):
-            _unchanged(rows.path, rows.manifest["content_hash"], recorded, role, fanout)
-    _check_ids(q_rows.row_ids, q_ids[qa:qb], range(qa, qb), q_role, q_rows.path)
-    _check_ids(g_rows.row_ids, g_ids[ga:gb], range(ga, gb), g_role, g_rows.path)
-    _check_ids(g_rows.picked_ids, [g_ids[i] for i in positive_rows.tolist()], positive_rows, g_role, g_rows.path)
-    partial = compute_partial(direction, q_rows.matrix, g_rows.matrix, g_rows.picked, positive_rows, eligible,
-                              excluded, query_rows=(qa, qb), gallery_rows=(ga, gb), config=config,
-                              query_ids=q_ids[qa:qb], gallery_id=lambda idx: [g_ids[int(i)] for i in idx],
+            _unchanged(rows.path, rows.manifest["content_hash"], recorded[role], role, fanout)
+    _check_ids(q_rows.row_ids, rel.query_ids, range(qa, qb), q_role, q_rows.path)
+    _check_ids(g_rows.row_ids, rel.gallery_ids, range(ga, gb), g_role, g_rows.path)
+    _check_ids(g_rows.picked_ids, rel.positive_ids, rel.positive_rows, g_role, g_rows.path)
+    positive_ids = dict(zip(rel.positive_rows.tolist(), rel.positive_ids))
+
+    def gallery_id(indices: Any) -> list[str]:  # rows [ga, gb) and the positives' rows
+        return [rel.gallery_ids[i - ga] if ga <= i < gb else positive_ids[i] for i in map(int, indices)]
+
+    partial = compute_partial(direction, q_rows.matrix, g_rows.matrix, g_rows.picked, rel.positive_rows, rel.block,
+                              rel.excluded, shape=rel.shape, query_rows=(qa, qb), gallery_rows=(ga, gb),
+                              config=config, query_ids=rel.query_ids, gallery_id=gallery_id,
                               device=spec.get("device", "cpu"))
     normalize = config.similarity == "cosine"
     manifests = {q_role: q_rows.manifest, g_role: g_rows.manifest}
@@ -193,7 +297,7 @@ def _score_partial(plan: str | Path, queries: str | Path, gallery: str | Path, p
         "inputs": {"query": spec["query"]["fingerprint"], "gallery": spec["gallery"]["fingerprint"],
                    "protocol": spec["protocol"]["fingerprint"]},
         "contents": {"query": manifests["query"]["content_hash"], "gallery": manifests["gallery"]["content_hash"],
-                     "protocol": protocol_hash},
+                     "protocol": rel.protocol_hash},
         "endpoints": {role: _endpoint_meta(manifests[role]) for role in ROLES},
         "compression_metadata": (manifests["query"].get("metadata") or {}).get("compression"),
         "summaries": {q_role: [qa, qb], g_role: [ga, gb]},
@@ -312,5 +416,5 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
-__all__ = ["FANOUT_KIND", "collapse_summary", "run_fanout_inputs", "run_merge_partials", "run_score_fanout_partial",
-           "run_score_partial"]
+__all__ = ["FANOUT_KIND", "collapse_summary", "relevance_rows", "run_fanout_inputs", "run_merge_partials",
+           "run_score_fanout_partial", "run_score_partial", "split_relevance_rows"]

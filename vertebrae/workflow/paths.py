@@ -29,6 +29,7 @@ LAYOUT = {
         "score": "retrieval/scores/{fp}.json",
         "partial": "retrieval/partials/{merge}/{fp}.h5",  # under the candidate's merge (score) spec
         "fanout": "retrieval/fanouts/{fp}.json",
+        "fanout-rows": "retrieval/fanouts/{fp}.{side}.h5",  # the protocol's relevance rows by query / gallery item
     },
     "zero_shot": {
         "plan": "zero_shot/plans/{fp}.json",

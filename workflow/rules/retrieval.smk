@@ -95,12 +95,15 @@ rule score_retrieval:
 # range, gallery range), each job reading only its rows; the merge writes the very score artifact score_retrieval
 # would have written, under the same fingerprint. A partial's file lies under its candidate's merge spec ({fp}), so
 # its one input is a pattern: the fan-out inputs artifact, which names the merge spec, endpoints and protocol with
-# their content hashes (stage_retrieval_fanout); {partial} is the partial's own fingerprint.
+# their content hashes and the protocol's relevance rows (by query, by gallery item) that stage_retrieval_fanout
+# writes beside it, read by range; {partial} is the partial's own fingerprint.
 rule stage_retrieval_fanout:
     input:
         unpack(get_fanout_inputs),
     output:
         fanout=artifact_path("fanout", "{fp}", protocol="retrieval"),
+        query_rows=artifact_path("fanout-rows", "{fp}", protocol="retrieval", side="query"),
+        gallery_rows=artifact_path("fanout-rows", "{fp}", protocol="retrieval", side="gallery"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -109,7 +112,8 @@ rule stage_retrieval_fanout:
         "benchmarks/stage_retrieval_fanout/{fp}.tsv"
     shell:
         "vertebrae stage-retrieval-fanout --plan-json {input.plan} --queries {input.queries} --gallery {input.gallery}"
-        " --protocol {input.protocol} --output {output.fanout} > {log} 2>&1"
+        " --protocol {input.protocol} --output {output.fanout} --query-rows-output {output.query_rows}"
+        " --gallery-rows-output {output.gallery_rows} > {log} 2>&1"
 
 
 rule score_retrieval_partial:
