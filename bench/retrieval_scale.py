@@ -9,13 +9,16 @@
 2. Run: 20,000 queries x 1,000,000 gallery items x 64 dims (one HDF5 source of 1,020,000 rows, every 51st a query,
    50 relevant items each), through Snakemake ``--cores 2``: the score stage split 2 x 4 against one job, after the
    embeddings exist (each timing forces the score stage's rules to run, and what follows: compare, report, figures),
-   the score jobs on ``--threads`` threads each (config ``threads.scoring``; default 2, so that both runs keep the
-   same two cores busy), ``--run-repeats`` interleaved runs of each kind, the fastest of each kept:
-   ``fanout_ratio``; the reports' metrics must be equal.
+   the one score job on ``--threads`` threads (config ``threads.scoring``, default 2: the whole machine), the
+   partial jobs on ``--partial-threads`` each (default 1: Snakemake runs two at a time, as a cluster runs partial
+   jobs sized to their cores, so that a job's serial phases, start and reads, overlap another's scan), wall time
+   of ``--run-repeats`` interleaved runs of each kind, the fastest of each kept: ``fanout_ratio``; the reports'
+   metrics must be equal. The CPU-time ratio (user + system of all jobs) is printed beside it.
 3. ``peak_job_mib``: the largest partial job's peak RSS (Snakemake's benchmark file), checked against its declared
    mem_mb.
 
-Usage: ``python bench/retrieval_scale.py [--split 100] [--repeats 5] [--threads 2] [--run-repeats 2] [--skip-run]``.
+Usage: ``python bench/retrieval_scale.py [--split 100] [--repeats 5] [--threads 2] [--partial-threads 1]
+[--run-repeats 2] [--skip-run]``.
 The last line reads ``plan_ratio=P jobs=N fanout_ratio=R peak_job_mib=M``.
 """
 
@@ -134,30 +137,34 @@ def plan_ratio(root: Path, split: int, repeats: int) -> tuple[float, int, float,
     return ours / floor, jobs, ours, floor
 
 
-def _score_stage(workdir: Path, rules: tuple[str, ...]) -> float:
-    """Time a run that redoes the score stage (``--forcerun`` its ``rules``) and what follows it; the score rules
-    must have run (a run that finds the score up to date times nothing)."""
+def _score_stage(workdir: Path, rules: tuple[str, ...]) -> tuple[float, float]:
+    """(wall, CPU seconds) of a run that redoes the score stage (``--forcerun`` its ``rules``) and what follows
+    it; the score rules must have run (a run that finds the score up to date times nothing)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     seconds, out = _snakemake(workdir, "--cores", "2", "--forcerun", *rules)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     counts = job_counts(out)
     assert all(counts.get(rule) for rule in rules), f"the score stage did not run: {counts}"
-    return seconds
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def fanout_ratio(root: Path, threads: int, repeats: int) -> tuple[float, float, float, int]:
+def fanout_ratio(root: Path, threads: int, partial_threads: int, repeats: int) -> tuple[float, float, float, int]:
     data = root / "run" / "data" / "scale.h5"
     _hdf5_source(data, 1_020_000, 64, every=51, write=True)
     one = _config("data/scale.h5", every=51, split=(1, 1), threads=threads)
     workdir = _workdir(root, "run", one)
     _snakemake(workdir, "--cores", "2", "--until", "merge_retrieval_embeddings", "write_retrieval_relevance")
     report_path = workdir / "results/reports/scale/report.json"
-    single = fanned = float("inf")
+    single = fanned = single_cpu = fanned_cpu = float("inf")
     for _ in range(repeats):  # interleaved, the fastest of each kept: this machine's speed drifts over minutes
         _workdir(root, "run", one)
-        single = min(single, _score_stage(workdir, ("score_retrieval",)))
+        wall, cpu = _score_stage(workdir, ("score_retrieval",))
+        single, single_cpu = min(single, wall), min(single_cpu, cpu)
         single_report = json.loads(report_path.read_text(encoding="utf-8"))
-        _workdir(root, "run", _config("data/scale.h5", every=51, split=(2, 4), threads=threads))
-        fanned = min(fanned, _score_stage(workdir, ("stage_retrieval_fanout", "score_retrieval_partial",
-                                                    "merge_retrieval_partials")))
+        _workdir(root, "run", _config("data/scale.h5", every=51, split=(2, 4), threads=partial_threads))
+        wall, cpu = _score_stage(workdir, ("stage_retrieval_fanout", "score_retrieval_partial",
+                                           "merge_retrieval_partials"))
+        fanned, fanned_cpu = min(fanned, wall), min(fanned_cpu, cpu)
         report = json.loads(report_path.read_text(encoding="utf-8"))
         assert comparable(report["candidate_results"]) == comparable(single_report["candidate_results"]), \
             "the fanned-out score differs from the one-job score"
@@ -174,9 +181,10 @@ def fanout_ratio(root: Path, threads: int, repeats: int) -> tuple[float, float, 
         if rss > peak:
             peak, declared = rss, wp.partial_mem_mb(fp)
     print(f"| one score job on {threads} thread(s), 20,000 x 1,000,000 x 64 (+ compare, report, figures), fastest "
-          f"of {repeats} | {single:.1f} s |")
-    print(f"| staging + 2 x 4 partial jobs of {threads} thread(s) + merge, --cores 2 (+ compare, report, figures), "
-          f"fastest of {repeats} | {fanned:.1f} s |")
+          f"of {repeats}: wall, CPU | {single:.1f} s, {single_cpu:.1f} s |")
+    print(f"| staging + 2 x 4 partial jobs of {partial_threads} thread(s) + merge, --cores 2 (+ compare, report, "
+          f"figures), fastest of {repeats}: wall, CPU | {fanned:.1f} s, {fanned_cpu:.1f} s |")
+    print(f"| ratio: wall, CPU | {fanned / single:.2f}, {fanned_cpu / single_cpu:.2f} |")
     print(f"| largest partial job: peak RSS / declared mem_mb | {peak:.0f} / {declared} MiB |")
     assert peak <= declared, f"a partial job used {peak:.0f} MiB, more than its declared {declared} mem_mb"
     return fanned / single, single, fanned, int(round(peak))
@@ -186,9 +194,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", type=int, default=100, help="query and gallery shards of the planned benchmark")
     parser.add_argument("--repeats", type=int, default=5, help="dry runs of each kind (the fastest counts)")
+    parser.add_argument("--partial-threads", type=int, default=1,
+                        help="scoring threads of each partial job (1: two partial jobs at a time on --cores 2)")
     parser.add_argument("--threads", type=int, default=2,
-                        help="scoring threads of the one job and of each partial job (2: both runs keep the same "
-                             "two cores busy; 1: the partial jobs run two at a time against a one-thread job)")
+                        help="scoring threads of the one job (2: it keeps the machine's two cores busy)")
     parser.add_argument("--run-repeats", type=int, default=2,
                         help="interleaved one-job and fan-out runs of each kind (the fastest counts; ~11 min each)")
     parser.add_argument("--skip-run", action="store_true", help="plan only (no 20k x 1M run)")
@@ -198,7 +207,9 @@ def main() -> None:
         print("| measurement | value |")
         print("|---|---|")
         p, jobs, _, _ = plan_ratio(root, args.split, args.repeats)
-        r, m = (float("nan"), 0) if args.skip_run else (lambda out: (out[0], out[3]))(fanout_ratio(root, args.threads, args.run_repeats))
+        r, m = float("nan"), 0
+        if not args.skip_run:
+            r, _, _, m = fanout_ratio(root, args.threads, args.partial_threads, args.run_repeats)
     print(f"plan_ratio={p:.2f} jobs={jobs} fanout_ratio={r:.2f} peak_job_mib={m}")
 
 
