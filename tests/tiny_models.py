@@ -7,6 +7,8 @@
   and image processor, ``save_pretrained`` into the folder (CLIP's BPE vocab from open_clip's bundled file,
   SigLIP's sentencepiece model trained on the repository's text corpus).
 - ``build_hf_vit(folder)``: a transformers ViTModel + ViTImageProcessor (a vision-only backbone).
+- ``build_timm(folder)``: a timm ViT (vit_tiny_patch16_224 shrunk by model_args) saved by ``save_for_hf``
+  (config.json with its data config + model.safetensors) and as a bare ``weights.safetensors`` next to it.
 - ``write_images(folder, n)``: n small deterministic RGB PNGs (different sizes, so resizing is exercised).
 
 Everything is seeded; the same call gives the same bytes.
@@ -147,6 +149,24 @@ def build_hf_vit(folder: Path, *, seed: int = 0) -> Path:
     ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
                        num_attention_heads=2)).save_pretrained(folder)
     ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder
+
+
+TIMM_ARGS = {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 3, "num_heads": 2, "num_classes": 5}
+
+
+def build_timm(folder: Path, *, seed: int = 0) -> Path:
+    import timm
+    import torch
+    from safetensors.torch import save_file
+    from timm.models import save_for_hf
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, **TIMM_ARGS)
+    save_for_hf(model, str(folder), model_args=TIMM_ARGS, safe_serialization=True)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder.parent / f"{folder.name}.safetensors"))
     return folder
 
 

@@ -42,6 +42,8 @@ _EXPORTS = {
     "vertebrae.extractors.open_clip": ("OpenCLIPExtractor",),
     "vertebrae.extractors.huggingface": ("HFMultimodalExtractor", "HFTextExtractor", "HFVisionExtractor"),
     "vertebrae.extractors.torch_module": ("TorchExtractor",),
+    "vertebrae.extractors.timm_models": ("TimmExtractor",),
+    "vertebrae.extractors.sentence_transformer_model": ("SentenceTransformerExtractor",),
     "vertebrae.core.inputs": ("RawInputs",),
     "vertebrae.data.manifest": ("ManifestSpec", "read_manifest"),
 }

@@ -46,7 +46,8 @@ def _model(module: str, attr: str | None = None):
 BUILDERS = {"precomputed": _precomputed, "sklearn": _sklearn, "callable": _callable,
             "open_clip": _model("open_clip"), "hf_text": _model("huggingface", "HFTextExtractor"),
             "hf_vision": _model("huggingface", "HFVisionExtractor"),
-            "hf_multimodal": _model("huggingface", "HFMultimodalExtractor"), "torch": _model("torch_module")}
+            "hf_multimodal": _model("huggingface", "HFMultimodalExtractor"), "torch": _model("torch_module"),
+            "timm": _model("timm_models"), "sentence_transformers": _model("sentence_transformer_model")}
 
 
 def build_extractor(name: str, decl: Mapping[str, Any], *, where: str) -> Extractor:

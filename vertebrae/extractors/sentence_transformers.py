@@ -5,6 +5,9 @@ optional Dense / Normalize ...), the Pooling module's ``config.json`` (``1_Pooli
 ``pooling_mode_*`` is on, and ``include_prompt``) and ``sentence_bert_config.json`` (``max_seq_length``).
 ``read_folder(folder)`` returns those choices (None for a folder without ``modules.json``); nothing is imported
 from sentence-transformers. ``hf_text`` uses them as its defaults.
+
+``SentenceTransformerExtractor`` (``type: sentence_transformers``, in ``sentence_transformer_model``) runs the
+model itself.
 """
 
 from __future__ import annotations

@@ -1,0 +1,280 @@
+"""TimmExtractor: image embeddings from a timm model (timm and torch are imported on first use only).
+
+The model is named by ``model`` (a timm name, optionally with its pretrained tag, e.g.
+``vit_small_patch14_dinov2.lvd142m``) with ``pretrained: true`` (weights from the hub, downloaded by timm only
+because the user named them; ``HF_HUB_OFFLINE=1`` is honoured), or its weights come from ``checkpoint``: a local
+file (``.safetensors`` or a torch state dict, loaded strictly into ``model`` built with ``model_args``) or a
+folder saved by ``timm.models.save_for_hf`` (``config.json`` + weights; ``model`` then defaults to the folder's
+architecture). ``pretrained: false`` without a checkpoint would be random weights and is refused.
+
+Preprocessing is the model's own: ``timm.data.resolve_model_data_config`` + ``create_transform`` in eval mode;
+``preprocess`` overrides its keys (input_size, interpolation, mean, std, crop_pct, crop_mode).
+``pooling``: ``pre_logits`` (default: ``forward_head(forward_features(x), pre_logits=True)``, the features the
+classifier sees), ``tokens_mean`` (mean of the patch tokens / spatial positions, prefix tokens left out) or
+``cls`` (the first prefix token of a ViT). ``hidden_layer`` takes the output of one block / stage through
+``forward_intermediates`` (0-based, negative from the end; pooling tokens_mean by default, or cls).
+
+Everything is checked when the extractor is built (at plan time), on the model built on torch's meta device (no
+memory, no weights): an unknown name (the closest names are suggested), a checkpoint whose tensors do not fit the
+architecture, a layer beyond the model's depth, cls on a model without prefix tokens.
+
+Recipe: model name and model_args, the weights (SHA-256 of the checkpoint's files, or the hub id and revision
+of a pretrained model), the resolved data config, pooling, hidden layer, normalisation and the timm version.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from vertebrae.core.errors import ConfigError
+from vertebrae.core.fingerprint import to_json_value
+from vertebrae.extractors.base import Extractor
+from vertebrae.extractors.torch_runtime import ModelExtractor, file_sha256, folder_digest, model_options
+
+POOLING = ("pre_logits", "tokens_mean", "cls")
+DATA_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
+
+
+def _unknown_name(name: str, where: str) -> ConfigError:
+    import timm
+
+    arch = name.partition(".")[0]
+    close = difflib.get_close_matches(arch, timm.list_models(), n=5, cutoff=0.6)
+    hint = f"; closest timm names: {', '.join(close)}" if close else ""
+    return ConfigError(f"{where}.model: {name!r} is not a timm model (timm {timm.__version__}){hint}")
+
+
+def _checkpoint_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """{tensor name: shape} of a weights file, read without loading a safetensors file's data."""
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+    from timm.models import load_state_dict
+
+    return {key: tuple(value.shape) for key, value in load_state_dict(str(path)).items() if hasattr(value, "shape")}
+
+
+def _misfit(model_shapes: Mapping[str, tuple[int, ...]], file_shapes: Mapping[str, tuple[int, ...]]) -> str | None:
+    missing = sorted(set(model_shapes) - set(file_shapes))
+    unexpected = sorted(set(file_shapes) - set(model_shapes))
+    wrong = sorted(k for k in set(model_shapes) & set(file_shapes) if tuple(model_shapes[k]) != tuple(file_shapes[k]))
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} tensor(s) missing (first: {missing[0]})")
+    if unexpected:
+        parts.append(f"{len(unexpected)} unexpected (first: {unexpected[0]})")
+    if wrong:
+        key = wrong[0]
+        parts.append(f"{len(wrong)} of another shape (first: {key}: {list(file_shapes[key])} in the file, "
+                     f"{list(model_shapes[key])} in the model)")
+    return "; ".join(parts) or None
+
+
+class TimmExtractor(ModelExtractor, Extractor):
+    """Image embeddings of a timm model: pre-logits features, mean of tokens, CLS, or a hidden layer."""
+
+    kind = "timm"
+    branch_modality = {None: "image"}
+
+    def __init__(self, name: str, model: str | None = None, *, pretrained: bool = False,
+                 checkpoint: str | Path | None = None, model_args: Mapping[str, Any] | None = None,
+                 revision: str | None = None, pooling: str | None = None, hidden_layer: int | None = None,
+                 preprocess: Mapping[str, Any] | None = None, normalize: bool = False, device: str = "auto",
+                 dtype: str | None = None, batch_size: int = 32, num_workers: int = 0, progress: bool = False,
+                 where: str | None = None) -> None:
+        where = where or f"extractor {name!r}"
+        self.name, self._where = name, where
+        if not isinstance(pretrained, bool):
+            raise ConfigError(f"{where}.pretrained: must be true or false, got {pretrained!r}")
+        if pretrained and checkpoint is not None:
+            raise ConfigError(f"{where}: declare pretrained: true (hub weights) or checkpoint (local weights), not both")
+        if not pretrained and checkpoint is None:
+            raise ConfigError(f"{where}: pretrained: false without a checkpoint would embed with random weights; "
+                              "declare pretrained: true or checkpoint: a local weights file or folder")
+        if hidden_layer is not None and (isinstance(hidden_layer, bool) or not isinstance(hidden_layer, int)):
+            raise ConfigError(f"{where}.hidden_layer: must be an integer or null, got {hidden_layer!r}")
+        pooling = pooling if pooling is not None else ("pre_logits" if hidden_layer is None else "tokens_mean")
+        if pooling not in POOLING:
+            raise ConfigError(f"{where}.pooling: must be one of {POOLING}, got {pooling!r}")
+        if pooling == "pre_logits" and hidden_layer is not None:
+            raise ConfigError(f"{where}.pooling: pre_logits is the final head's input; a hidden_layer is pooled "
+                              "with tokens_mean or cls")
+        preprocess = dict(preprocess or {})
+        unknown = sorted(set(preprocess) - set(DATA_KEYS))
+        if unknown:
+            raise ConfigError(f"{where}.preprocess.{unknown[0]}: not a timm data config key; known: {DATA_KEYS}")
+        self.model_args = dict(model_args or {})
+        self.pooling, self.hidden_layer, self.normalize = pooling, hidden_layer, bool(normalize)
+        self.pretrained, self.revision = pretrained, revision
+        self._checkpoint: Path | None = None
+        self._folder = False
+        if checkpoint is not None:
+            path = Path(checkpoint)
+            if not path.exists():
+                raise ConfigError(f"{where}.checkpoint: not found: {path}")
+            self._checkpoint, self._folder = path, path.is_dir()
+            if self._folder and not (path / "config.json").is_file():
+                raise ConfigError(f"{where}.checkpoint: the folder {path} holds no config.json (a folder saved by "
+                                  "timm.models.save_for_hf or downloaded from the hub); name a weights file instead")
+        if model is None and not self._folder:
+            raise ConfigError(f"{where}.model: a timm model name is required (e.g. vit_small_patch14_dinov2.lvd142m)")
+        if model is not None and not isinstance(model, str):
+            raise ConfigError(f"{where}.model: must be a timm model name, got {model!r}")
+        self.model = model
+        self._init_runtime(device=device, dtype=dtype, batch_size=batch_size, num_workers=num_workers,
+                           progress=progress, where=where)
+        self._check(preprocess)
+
+    # -- plan-time checks on the meta-device model
+    def _create_kwargs(self) -> tuple[str, dict[str, Any]]:
+        """(the name create_model takes, its keywords but ``pretrained``)."""
+        kwargs: dict[str, Any] = dict(self.model_args)
+        if self._folder:
+            return f"local-dir:{self._checkpoint}", kwargs
+        hub_id = getattr(self, "_hf_hub_id", None)
+        if self.pretrained and self.revision is not None and hub_id:
+            kwargs["pretrained_cfg_overlay"] = {"hf_hub_id": f"{hub_id}@{self.revision}"}
+        return self.model, kwargs  # type: ignore[return-value]
+
+    def _model_file(self) -> Path:
+        for name in ("model.safetensors", "pytorch_model.bin"):
+            if (self._checkpoint / name).is_file():  # type: ignore[operator]
+                return self._checkpoint / name  # type: ignore[operator]
+        raise ConfigError(f"{self._where}.checkpoint: the folder {self._checkpoint} holds no model.safetensors or "
+                          "pytorch_model.bin")
+
+    def _check(self, preprocess: Mapping[str, Any]) -> None:
+        import timm
+        from timm.data import resolve_model_data_config
+
+        where = self._where
+        if self.model is not None and not self.model.startswith("hf-hub:") and not timm.is_model(self.model):
+            raise _unknown_name(self.model, where)
+        name, kwargs = self._create_kwargs()
+        try:
+            with _meta():
+                meta = timm.create_model(name, pretrained=False, **kwargs)
+        except (RuntimeError, TypeError, ValueError, FileNotFoundError) as exc:
+            if "Unknown model" in str(exc):
+                raise _unknown_name(str(self.model), where) from None
+            raise ConfigError(f"{where}: timm cannot build {name!r} with model_args {self.model_args}: {exc}") from None
+        self.architecture = meta.pretrained_cfg.get("architecture") or type(meta).__name__
+        self._hf_hub_id = meta.pretrained_cfg.get("hf_hub_id")
+        if self._folder and self.model is not None and self.model.partition(".")[0] != self.architecture:
+            raise ConfigError(f"{where}.model: {self.model!r}, but the checkpoint folder {self._checkpoint} holds "
+                              f"a {self.architecture!r} (its config.json); leave model out or name that")
+        data = dict(resolve_model_data_config(meta))
+        for key, value in preprocess.items():
+            data[key] = tuple(value) if isinstance(value, list) else value
+        self.data_config = data
+        self.depth = len(getattr(meta, "feature_info", []) or [])
+        prefix_tokens = int(getattr(meta, "num_prefix_tokens", 0) or 0)
+        if self.pooling == "cls" and prefix_tokens < 1:
+            raise ConfigError(f"{where}.pooling: cls needs a model with a class token; {self.architecture} has none "
+                              "(use pre_logits or tokens_mean)")
+        self.prefix_tokens = prefix_tokens
+        if self.hidden_layer is not None:
+            if not hasattr(meta, "forward_intermediates") or not self.depth:
+                raise ConfigError(f"{where}.hidden_layer: {self.architecture} has no timm intermediate-feature API")
+            if not -self.depth <= self.hidden_layer < self.depth:
+                raise ConfigError(f"{where}.hidden_layer: {self.hidden_layer} is beyond the depth of {self.architecture}"
+                                  f" ({self.depth} layers: 0..{self.depth - 1}, or -{self.depth}..-1)")
+        self._weights: dict[str, Any]
+        if self._checkpoint is None:
+            self._weights = {"hub": self.model, "hf_hub_id": self._hf_hub_id, "revision": self.revision or "main"}
+            return
+        file = self._model_file() if self._folder else self._checkpoint
+        misfit = _misfit({k: tuple(v.shape) for k, v in meta.state_dict().items()}, _checkpoint_shapes(file))
+        if misfit:
+            raise ConfigError(f"{where}.checkpoint: {file} does not fit {self.architecture}: {misfit}")
+        self._weights = {"files": folder_digest(self._checkpoint)} if self._folder else {
+            "sha256": file_sha256(self._checkpoint)}
+
+    # -- the contract
+    def weight_files(self) -> list[Path] | None:
+        return [self._checkpoint] if self._checkpoint is not None else None
+
+    def recipe(self) -> dict[str, Any]:
+        import timm
+
+        return {"type": "timm", "model": self.model if self.model is not None else self.architecture,
+                "model_args": to_json_value(self.model_args, "model_args"), "weights": self._weights,
+                "data_config": to_json_value(self.data_config, "data_config"), "pooling": self.pooling,
+                "hidden_layer": self.hidden_layer, "normalize": self.normalize, "timm_version": timm.__version__,
+                **self.runtime_recipe()}
+
+    def _load(self) -> Any:
+        import timm
+        from timm.data import create_transform
+
+        name, kwargs = self._create_kwargs()
+        if self._checkpoint is not None and not self._folder:
+            module = timm.create_model(name, pretrained=False, checkpoint_path=str(self._checkpoint), **kwargs)
+        else:
+            module = timm.create_model(name, pretrained=True, **kwargs)
+        module = module.to(self.torch_device()).eval()
+        return SimpleNamespace(module=module, transform=create_transform(**self.data_config, is_training=False))
+
+    def _image_transform(self, branch: str | None) -> Any:
+        return self.loaded().transform
+
+    def _collate(self, branch: str | None, items: list[Any]) -> Any:
+        import torch
+
+        return torch.stack(items)
+
+    def _forward(self, branch: str | None, batch: Any) -> Any:
+        module = self.loaded().module
+        x = batch.to(self.torch_device())
+        if self.hidden_layer is not None:
+            cls = self.pooling == "cls"
+            kwargs = {"return_prefix_tokens": True} if cls else {}
+            (out,) = module.forward_intermediates(x, indices=[self.hidden_layer], intermediates_only=True, **kwargs)
+            features = out[1][:, 0] if cls else out.mean(dim=(2, 3))
+        else:
+            features = module.forward_features(x)
+            if self.pooling == "pre_logits":
+                features = module.forward_head(features, pre_logits=True)
+            elif features.dim() == 4:  # a CNN's (B, C, H, W) map
+                features = features.mean(dim=(2, 3))
+            elif self.pooling == "cls":
+                features = features[:, 0]
+            else:
+                features = features[:, self.prefix_tokens:].mean(dim=1)
+        if self.normalize:
+            import torch
+
+            features = torch.nn.functional.normalize(features.float(), dim=-1)
+        return features
+
+
+class _meta:
+    """torch's meta device as the default while a model is built (no memory, no initialisation cost)."""
+
+    def __enter__(self) -> None:
+        import torch
+
+        self._ctx = torch.device("meta")
+        self._ctx.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._ctx.__exit__(*exc)
+
+
+def from_decl(name: str, decl: Mapping[str, Any], where: str) -> TimmExtractor:
+    """``{type: timm, model:, pretrained:, checkpoint:, model_args:, revision:, pooling:, hidden_layer:,
+    preprocess:, normalize:, device:, dtype:, batch_size:, num_workers:}``."""
+    opts = model_options(decl, where=where)
+    try:
+        return TimmExtractor(name, opts.pop("model", None), where=where, **opts)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+__all__ = ["DATA_KEYS", "POOLING", "TimmExtractor", "from_decl"]
