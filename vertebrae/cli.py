@@ -7,7 +7,8 @@ Each subcommand names the job function it runs (``module:function``, imported on
 built from it are moved aside first (``vertebrae.stages.verify.quarantine``) and the message says where, so that
 the next run rebuilds them. Besides the job subcommands the workflow calls, four take a user's config file directly:
 ``vertebrae run CONFIG [snakemake args...]`` (exit status: Snakemake's), ``vertebrae validate CONFIG``,
-``vertebrae status CONFIG`` and ``vertebrae show CONFIG [BENCHMARK]``.
+``vertebrae status CONFIG`` and ``vertebrae show CONFIG [BENCHMARK]``; ``vertebrae eval`` builds such a config from
+``--data`` / ``--model`` specs and runs it.
 """
 
 from __future__ import annotations
@@ -185,6 +186,20 @@ COMMANDS: dict[str, Command] = {
     "show": Command("the plan of CONFIG as a user reads it: each benchmark's protocol, dataset identity, candidates "
                     "(fingerprints, score and report paths) and, once written, its ranking", f"{USER}:show",
                     (CONFIG, arg("benchmark", nargs="?", metavar="BENCHMARK", help="show this benchmark only"))),
+    "eval": Command("evaluate models by name on one data set through the workflow (the config a user would write, "
+                    "in results/eval/), then print the ranking and the verdicts",
+                    "vertebrae.workflow.eval_command:run_eval",
+                    (arg("--protocol", required=True, choices=["labelled", "retrieval"]),
+                     arg("--data", required=True, metavar="PREFIX:PATH[,key=value...]",
+                         help="npz:, csv:, manifest:, sklearn:, npz_pair: ... (a source type and its keys)"),
+                     arg("--model", dest="models", action="append", required=True,
+                         metavar="PREFIX:VALUE[,key=value...]",
+                         help="timm:, st:, open_clip:NAME/PRETRAINED, hf_text:, hf_vision:, hf_multimodal:, "
+                              "precomputed:FILE; name=... names the candidate; repeatable"),
+                     arg("--shards", type=int, help="embedding.shards (default: the schema's)"),
+                     arg("--cores", type=int, help="Snakemake's --cores (default 1 without --profile)"),
+                     arg("--profile", help="a Snakemake profile, e.g. slurm"),
+                     arg("--print-config", action="store_true", help="print the config and run nothing"))),
     "summary": Command("a candidates x benchmarks table of primary scores from verified report.json files (CSV, "
                        "Markdown, JSON)", "vertebrae.stages.summary_job:run_summary",
                        (arg("--output-csv", required=True), arg("--output-markdown", required=True),

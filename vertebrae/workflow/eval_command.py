@@ -1,0 +1,222 @@
+"""``vertebrae eval``: evaluate models by name on one data set, in one line, through the workflow.
+
+``vertebrae eval --protocol retrieval --data manifest:texts.csv,text_column=text --model st:FOLDER-OR-ID
+--model timm:NAME [--shards N] [--cores N] [--profile P] [--print-config]`` builds the config a user would have written (one
+benchmark, one candidate per ``--model``), writes it to ``results/eval/NAME.yaml`` and runs it with ``vertebrae
+run`` (the same Snakemake workflow, so the same fingerprints and cache as that YAML run by hand); then prints the
+report's ranking and its paired comparison (the verdicts). ``--print-config`` prints the YAML and runs nothing.
+
+A spec is ``PREFIX:VALUE[,key=value...]``: the options are keys of the source or extractor declaration (values
+read as YAML scalars: ``query_every=4`` is a number); ``name=`` names a candidate. The prefixes are the two
+tables below: a data prefix is a source type (accepted once the schema / the retrieval loaders know it, so a new
+source type is one line here), a model prefix an extractor type. An unknown prefix is refused, naming it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.errors import ConfigError
+
+PROTOCOLS = {"labelled": "benchmarks", "retrieval": "retrieval"}
+SPLIT_KEYS = ("query_every", "grade")  # retrieval over a labelled source: options of the label_split
+_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _path_source(kind: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    return lambda value, opts: {"type": kind, "path": value, **opts}
+
+
+# data prefix -> (source type it needs, builder(value, options) -> source declaration)
+DATA_SPECS: dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[str, Any]]]] = {
+    "npz": ("npz", _path_source("npz")),
+    "npy": ("npy", _path_source("npy")),
+    "sparse_npz": ("sparse_npz", _path_source("sparse_npz")),
+    "hdf5": ("hdf5", _path_source("hdf5")),
+    "csv": ("csv", _path_source("csv")),
+    "manifest": ("manifest", _path_source("manifest")),
+    "sklearn": ("sklearn", lambda value, opts: {"type": "sklearn", "name": value, **opts}),
+    "npz_pair": ("npz_pair", _path_source("npz_pair")),
+    "beir": ("beir", _path_source("beir")),
+    "image_folder": ("image_folder", _path_source("image_folder")),
+    "hf_dataset": ("hf_dataset", lambda value, opts: {"type": "hf_dataset", "name": value, **opts}),
+}
+
+
+def _model_source(kind: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    """``model:`` a folder or hub id, or ``model_path_from:`` an importable ``module:function``."""
+
+    def build(value: str, opts: dict[str, Any]) -> dict[str, Any]:
+        if re.fullmatch(r"[\w.]+:[\w.]+", value) and not Path(value).exists():
+            return {"type": kind, "model_path_from": value, **opts}
+        return {"type": kind, "model": value, **opts}
+
+    return build
+
+
+def _timm(value: str, opts: dict[str, Any]) -> dict[str, Any]:
+    if Path(value).exists():  # a local checkpoint folder or file
+        return {"type": "timm", "checkpoint": value, **opts}
+    return {"type": "timm", "model": value, "pretrained": True, **opts}
+
+
+def _open_clip(value: str, opts: dict[str, Any]) -> dict[str, Any]:
+    if value.startswith(("local-dir:", "hf-hub:")) or "/" not in value:
+        return {"type": "open_clip", "model": value, **opts}
+    model, _, pretrained = value.rpartition("/")
+    return {"type": "open_clip", "model": model, "pretrained": pretrained, **opts}
+
+
+# model prefix -> builder(value, options) -> extractor declaration
+MODEL_SPECS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
+    "timm": _timm,
+    "st": _model_source("sentence_transformers"),
+    "open_clip": _open_clip,
+    "hf_text": _model_source("hf_text"),
+    "hf_vision": _model_source("hf_vision"),
+    "hf_multimodal": _model_source("hf_multimodal"),
+    "precomputed": lambda value, opts: {"type": "precomputed", "path": value, **opts},
+}
+
+
+def parse_spec(spec: str, known: Sequence[str], *, argument: str) -> tuple[str, str, dict[str, Any]]:
+    """(prefix, value, options) of ``PREFIX:VALUE[,key=value...]``; an unknown prefix is refused, naming it."""
+    import yaml
+
+    prefix, sep, rest = spec.partition(":")
+    if not sep or prefix not in known:
+        why = f"unknown prefix {prefix!r}" if sep else "no PREFIX:"
+        raise ConfigError(f"{argument} {spec!r}: {why}; known prefixes: {', '.join(known)}")
+    value, *pairs = rest.split(",")
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, eq, text = pair.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"{argument} {spec!r}: option {pair!r} is not key=value")
+        options[key] = yaml.safe_load(text) if text else ""
+    if not value:
+        raise ConfigError(f"{argument} {spec!r}: nothing after {prefix}:")
+    return prefix, value, options
+
+
+def _known_sources() -> tuple[set[str], set[str]]:
+    """(labelled source types in the schema, retrieval source types the loaders know)."""
+    from vertebrae.data.retrieval_sources import LOADERS
+    from vertebrae.workflow.config import config_schema
+
+    labelled = set(config_schema()["$defs"]["source"]["properties"]["type"]["enum"])
+    return labelled, set(LOADERS)
+
+
+def data_source(spec: str, protocol: str) -> tuple[str, dict[str, Any]]:
+    """(benchmark name, the dataset declaration) of a ``--data`` spec for ``protocol``."""
+    prefix, value, opts = parse_spec(spec, list(DATA_SPECS), argument="--data")
+    kind, build = DATA_SPECS[prefix]
+    labelled, retrieval = _known_sources()
+    name = _NAME.sub("_", Path(value).stem if prefix != "sklearn" else value).strip("_.-") or "data"
+    if protocol == "retrieval" and kind in retrieval:
+        return name, {"source": build(value, opts)}
+    if kind not in labelled:
+        known = sorted(p for p, (k, _) in DATA_SPECS.items() if k in labelled or (protocol == "retrieval" and k in retrieval))
+        raise ConfigError(f"--data {spec!r}: source type {kind!r} is not available for protocol {protocol} in this "
+                          f"version; data prefixes: {', '.join(known)}")
+    split = {k: opts.pop(k) for k in SPLIT_KEYS if k in opts}
+    source = build(value, opts)
+    dataset: dict[str, Any] = {"source": source}
+    if kind == "sklearn":  # reads no file: its content is the identity
+        dataset["identity"] = {"kind": "content"}
+    if protocol == "retrieval":
+        dataset = {**dataset, "source": {"type": "label_split", **split, "source": source}}
+    elif split:
+        raise ConfigError(f"--data {spec!r}: {', '.join(split)} apply to --protocol retrieval only")
+    return name, dataset
+
+
+def _default_name(decl: Mapping[str, Any]) -> str:
+    """A candidate's name from what it loads: the model name or the last part of its path."""
+    value = str(decl.get("model") or decl.get("checkpoint") or decl.get("model_path_from") or decl.get("path") or "")
+    for source in ("local-dir:", "hf-hub:"):
+        value = value.removeprefix(source)
+    if decl.get("model_path_from"):
+        value = value.partition(":")[0]
+    return _NAME.sub("_", value.rstrip("/").rpartition("/")[2].removesuffix(".safetensors")).strip("_.-")
+
+
+def candidates(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """{candidate name: extractor declaration} of the ``--model`` specs, in order (names made unique)."""
+    out: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        prefix, value, opts = parse_spec(spec, list(MODEL_SPECS), argument="--model")
+        given = str(opts.pop("name", ""))
+        decl = MODEL_SPECS[prefix](value, opts)
+        name = given or _default_name(decl) or prefix
+        base, n = name, 2
+        while name in out:
+            name, n = f"{base}-{n}", n + 1
+        out[name] = decl
+    return out
+
+
+def build_config(protocol: str, data: str, models: Sequence[str], shards: int | None = None) -> tuple[str, dict[str, Any]]:
+    """(benchmark name, the config a user would have written), validated by the schema."""
+    from vertebrae.workflow.config import validate_config
+
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"--protocol {protocol!r}: one of {', '.join(PROTOCOLS)}")
+    if not models:
+        raise ConfigError("--model: give at least one model (e.g. st:FOLDER, timm:NAME)")
+    name, dataset = data_source(data, protocol)
+    config: dict[str, Any] = {"embedding": {"shards": shards}} if shards is not None else {}
+    config[PROTOCOLS[protocol]] = {name: {"dataset": dataset, "extractors": candidates(models)}}
+    validate_config(config)
+    return name, config
+
+
+def _section(markdown: str, title: str) -> list[str]:
+    lines, inside = [], False
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            if inside:
+                break
+            inside = line.strip() == f"## {title}"
+        if inside:
+            lines.append(line)
+    return lines
+
+
+def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None = None, cores: int | None = None,
+             profile: str | None = None, print_config: bool = False) -> int:
+    """``vertebrae eval``: Snakemake's exit status (0 after printing the ranking and the verdicts)."""
+    import yaml
+
+    from vertebrae.reports.comparison import TITLE
+    from vertebrae.workflow import plan
+    from vertebrae.workflow.commands import run_workflow
+    from vertebrae.workflow.paths import report_paths
+
+    name, config = build_config(protocol, data, models, shards)
+    text = yaml.safe_dump(config, sort_keys=False)
+    if print_config:
+        print(text, end="")
+        return 0
+    plan(config)  # every plan-time check (models, layers, prompts) before any job starts
+    path = Path("results") / "eval" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    args = ["--profile", profile] if profile else []
+    if cores is not None or not profile:
+        args += ["--cores", str(cores or 1)]
+    status = run_workflow(path, args)
+    if status:
+        return status
+    markdown = Path(report_paths(name)["markdown"]).read_text(encoding="utf-8")
+    print(f"\n{name} ({protocol}; config {path}, report {report_paths(name)['markdown']})")
+    print("\n".join(_section(markdown, "Ranking") + [""] + _section(markdown, TITLE)).rstrip())
+    return 0
+
+
+__all__ = ["DATA_SPECS", "MODEL_SPECS", "PROTOCOLS", "build_config", "candidates", "data_source", "parse_spec",
+           "run_eval"]
