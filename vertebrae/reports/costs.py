@@ -64,10 +64,26 @@ def _records(records_dir: Path, rules: tuple[str, ...], fingerprint: str) -> lis
     return found
 
 
-def _endpoints(metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def embedding_endpoints(metadata: Any) -> list[dict[str, Any]]:
+    """Every endpoint in a candidate's embedding metadata, each with its ``fingerprint`` and ``n_rows``: a mapping
+    holding both (labelled), or a side's mapping named by a sibling ``<side>_fingerprint`` (retrieval: ``query``,
+    ``gallery``; zero-shot: ``samples``, ``prompts``)."""
+    if not isinstance(metadata, Mapping):
+        return []
     if "fingerprint" in metadata and "n_rows" in metadata:
-        return [metadata]
-    return [e for value in metadata.values() if isinstance(value, Mapping) for e in _endpoints(value)]
+        return [dict(metadata)]
+    out = []
+    for key, value in metadata.items():
+        side = metadata.get(key[:-len("_fingerprint")]) if key.endswith("_fingerprint") else None
+        if isinstance(side, Mapping) and "n_rows" in side and isinstance(value, str):
+            out.append({**side, "fingerprint": value, "extractor": side.get("extractor", metadata.get("extractor"))})
+        elif isinstance(value, Mapping) and not (isinstance(metadata.get(f"{key}_fingerprint"), str)
+                                                 and "n_rows" in value):
+            out += embedding_endpoints(value)
+    return out
+
+
+_endpoints = embedding_endpoints
 
 
 def stored_size(candidate: Mapping[str, Any]) -> tuple[int | None, int | None]:
@@ -111,4 +127,4 @@ def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None)
                 dim=dim, bytes_per_vector=size, score_seconds=sum(r["s"] for r in scored) if scored else None)
 
 
-__all__ = ["Cost", "DTYPE_BYTES", "EMBED_RULES", "SCORE_RULES", "candidate_cost", "read_record", "stored_size"]
+__all__ = ["Cost", "DTYPE_BYTES", "embedding_endpoints", "EMBED_RULES", "SCORE_RULES", "candidate_cost", "read_record", "stored_size"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ValidationError
-from vertebrae.reports.costs import Cost
+from vertebrae.reports.costs import Cost, embedding_endpoints
 from vertebrae.reports.summary import PROTOCOLS, _primary_metric
 
 LEADERBOARD_SCHEMA = "vertebrae.leaderboard/v1"
@@ -99,15 +99,6 @@ def _find_number(tree: Any, key: str, depth: int = 0) -> float | None:
     return None
 
 
-def embedding_endpoints(metadata: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every endpoint (a mapping with ``fingerprint`` and ``n_rows``) in a candidate's embedding metadata."""
-    if not isinstance(metadata, Mapping):
-        return []
-    if "fingerprint" in metadata and "n_rows" in metadata:
-        return [dict(metadata)]
-    return [e for value in metadata.values() if isinstance(value, Mapping) for e in embedding_endpoints(value)]
-
-
 def recipe_summary(metadata: Mapping[str, Any]) -> str:
     """The extractor recipe(s) of a candidate's endpoints as compact JSON (one per distinct recipe, joined by ``; ``)."""
     recipes = [e.get("extractor") for e in embedding_endpoints(metadata)] or [metadata.get("extractor")]
@@ -146,9 +137,7 @@ def _benchmark_rows(path: str, document: Mapping[str, Any], key: str, metric: st
     for c in candidates:
         cname = str(c["name"])
         rank = ranks.get(cname)
-        leader = ranking[0] if comparison is None or not use_primary else comparison.leader
-        verdict = ("unranked" if rank is None else "leader" if cname == leader and rank == 1
-                   else verdicts.get(cname, "n/a"))
+        verdict = "unranked" if rank is None else "leader" if rank == 1 else verdicts.get(cname, "n/a")
         meta = c.get("embedding_metadata") or {}
         cost = costs.get((path, cname), Cost())
         low, high = intervals.get(cname, (None, None))
@@ -247,9 +236,11 @@ def pareto_front(rows: Sequence[Row], kind: str) -> list[Row]:
 
 def cheapest_tied(rows: Sequence[Row], kind: str) -> tuple[Row | None, list[str]]:
     """The cheapest of the leader and the candidates the paired comparison finds tied with it (by ``kind``), and the
-    tied candidates whose cost is unknown (left out). ``(None, [])`` when the benchmark has no comparison."""
+    tied candidates whose cost is unknown (left out). ``(None, [])`` when the benchmark has no comparison (one ranked
+    candidate needs none: it is the answer)."""
     tied = [r for r in rows if r.verdict in ("leader", "tied")]
-    if not any(r.verdict == "leader" for r in tied):
+    compared = any(r.verdict in VERDICT_WORDS.values() for r in rows) or sum(r.rank is not None for r in rows) == 1
+    if not compared or not any(r.verdict == "leader" for r in tied):
         return None, []
     unknown = [r.candidate for r in tied if r.cost(kind) is None]
     known = [r for r in tied if r.cost(kind) is not None]
