@@ -168,3 +168,42 @@ def test_bytes_per_vector_follow_the_stored_dtype():
     sparse = candidate("a", 0.5, 16, "f")
     sparse["embedding_metadata"]["sparse"] = True
     assert stored_size(sparse) == (16, None)  # sparse: unknown, not a dense size
+
+
+def test_endpoints_are_found_in_each_protocol_s_embedding_metadata():
+    from vertebrae.reports.costs import embedding_endpoints
+
+    labelled_meta = {"dim": 4, "dtype": "float32", "fingerprint": "a" * 16, "n_rows": 150}
+    retrieval_meta = {"dim": 4, "gallery": {"n_rows": 120, "dtype": "float64"}, "gallery_fingerprint": "g" * 16,
+                      "query": {"n_rows": 30, "dtype": "float64"}, "query_fingerprint": "q" * 16}
+    zero_shot_meta = {"dim": 8, "samples": {"n_rows": 100}, "prompts": {"n_rows": 6}, "sample_fingerprint": "s" * 16,
+                      "prompt_fingerprint": "p" * 16, "extractor": {"type": "open_clip"}}
+    assert [(e["fingerprint"], e["n_rows"]) for e in embedding_endpoints(labelled_meta)] == [("a" * 16, 150)]
+    assert sorted((e["fingerprint"], e["n_rows"]) for e in embedding_endpoints(retrieval_meta)) == [
+        ("g" * 16, 120), ("q" * 16, 30)]
+    found = embedding_endpoints(zero_shot_meta)
+    assert sorted((e["fingerprint"], e["n_rows"]) for e in found) == [("p" * 16, 6), ("s" * 16, 100)]
+    assert all(e["extractor"] == {"type": "open_clip"} for e in found)
+
+
+def test_embedding_seconds_come_from_every_endpoint_s_records(tmp_path):
+    from vertebrae.reports.costs import candidate_cost
+
+    header = "s\th:m:s\tmax_rss\tmax_vms\n"
+    for rule, fp, shard, seconds, rss in (("embed_retrieval_shard", "g" * 16, "shard-0-of-2", 3.0, 100.0),
+                                          ("embed_retrieval_shard", "g" * 16, "shard-1-of-2", 5.0, 300.0),
+                                          ("embed_retrieval_shard", "q" * 16, "shard-0-of-1", 2.0, 200.0)):
+        (tmp_path / rule / fp).mkdir(parents=True, exist_ok=True)
+        (tmp_path / rule / fp / f"{shard}.tsv").write_text(f"{header}{seconds}\t0:00:0{int(seconds)}\t{rss}\t1\n")
+    (tmp_path / "score_retrieval").mkdir()
+    (tmp_path / "score_retrieval" / f"{'c' * 16}.tsv").write_text(f"{header}1.5\t0:00:01\t50\t1\n")
+    meta = {"dim": 4, "gallery": {"n_rows": 120, "dtype": "float32"}, "gallery_fingerprint": "g" * 16,
+            "query": {"n_rows": 80, "dtype": "float32"}, "query_fingerprint": "q" * 16}
+    cost = candidate_cost({"embedding_metadata": meta, "metadata": {"score_fingerprint": "c" * 16}}, tmp_path)
+    # (3 + 5 + 2) s over 200 rows = 50 s per 1,000 rows; the largest max_rss; the score job's seconds
+    assert cost == Cost(embed_seconds_per_1k_rows=50.0, peak_memory_mb=300.0, dim=4, bytes_per_vector=16,
+                        score_seconds=1.5)
+    (tmp_path / "embed_retrieval_shard" / ("q" * 16) / "shard-0-of-1.tsv").unlink()
+    partial = candidate_cost({"embedding_metadata": meta, "metadata": {}}, tmp_path)
+    assert (partial.embed_seconds_per_1k_rows, partial.peak_memory_mb, partial.score_seconds) == (None, None, None)
+    assert candidate_cost({"embedding_metadata": meta}, None).embed_seconds_per_1k_rows is None

@@ -67,18 +67,19 @@ def _records(records_dir: Path, rules: tuple[str, ...], fingerprint: str) -> lis
 def embedding_endpoints(metadata: Any) -> list[dict[str, Any]]:
     """Every endpoint in a candidate's embedding metadata, each with its ``fingerprint`` and ``n_rows``: a mapping
     holding both (labelled), or a side's mapping named by a sibling ``<side>_fingerprint`` (retrieval: ``query``,
-    ``gallery``; zero-shot: ``samples``, ``prompts``)."""
+    ``gallery``; zero-shot: ``sample_fingerprint`` names ``samples``, ``prompt_fingerprint`` names ``prompts``)."""
     if not isinstance(metadata, Mapping):
         return []
     if "fingerprint" in metadata and "n_rows" in metadata:
         return [dict(metadata)]
     out = []
     for key, value in metadata.items():
-        side = metadata.get(key[:-len("_fingerprint")]) if key.endswith("_fingerprint") else None
+        prefix = key[:-len("_fingerprint")] if key.endswith("_fingerprint") else None
+        side = None if prefix is None else metadata.get(prefix, metadata.get(f"{prefix}s"))
         if isinstance(side, Mapping) and "n_rows" in side and isinstance(value, str):
             out.append({**side, "fingerprint": value, "extractor": side.get("extractor", metadata.get("extractor"))})
-        elif isinstance(value, Mapping) and not (isinstance(metadata.get(f"{key}_fingerprint"), str)
-                                                 and "n_rows" in value):
+        elif isinstance(value, Mapping) and not ("n_rows" in value and any(
+                isinstance(metadata.get(f"{name}_fingerprint"), str) for name in (key, key.rstrip("s")))):
             out += embedding_endpoints(value)
     return out
 
