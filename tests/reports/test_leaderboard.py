@@ -207,3 +207,18 @@ def test_embedding_seconds_come_from_every_endpoint_s_records(tmp_path):
     partial = candidate_cost({"embedding_metadata": meta, "metadata": {}}, tmp_path)
     assert (partial.embed_seconds_per_1k_rows, partial.peak_memory_mb, partial.score_seconds) == (None, None, None)
     assert candidate_cost({"embedding_metadata": meta}, None).embed_seconds_per_1k_rows is None
+
+
+def test_the_html_page_links_each_benchmark_s_report_files(tmp_path):
+    from vertebrae.stages.leaderboard_job import report_links
+
+    folder = tmp_path / "results/reports/flowers"
+    folder.mkdir(parents=True)
+    for name in ("report.json", "report.md", "ranking.html"):
+        (folder / name).write_text("x")
+    rows = leaderboard_rows([(str(folder / "report.json"), FLOWERS)])
+    links = report_links(rows, tmp_path / "results/index.html")
+    assert links == {"flowers": [("ranking", "reports/flowers/ranking.html"), ("report.md", "reports/flowers/report.md"),
+                                 ("report.json", "reports/flowers/report.json")]}
+    page = leaderboard_html(rows, across(rows, {}, resamples=100), links=links)
+    assert '<li>flowers: <a href="reports/flowers/ranking.html">ranking</a>' in page

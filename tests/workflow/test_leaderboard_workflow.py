@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -78,8 +79,12 @@ def test_the_leaderboard_shows_every_config_and_reads_back_with_pandas(workdir):
     vertebrae(workdir, "leaderboard", "--format", "parquet", "--output", "lb.parquet")
     pd.testing.assert_frame_equal(pd.read_parquet(workdir / "lb.parquet")[["benchmark", "candidate", "value"]],
                                   long[["benchmark", "candidate", "value"]])
-    html = vertebrae(workdir, "leaderboard", "--format", "html", "--cost", "dim").stdout
+    vertebrae(workdir, "leaderboard", "--format", "html", "--cost", "dim", "--output", "results/index.html")
+    html = (workdir / "results/index.html").read_text(encoding="utf-8")
     assert html.count("<svg") == 3 and "cheapest candidate statistically tied with the leader (by dim): pca2" in html
+    hrefs = re.findall(r'href="([^"]+)"', html)
+    assert {f"reports/{name}/ranking.html" for name in BENCHMARKS} <= set(hrefs)
+    assert all((workdir / "results" / href).is_file() for href in hrefs)
 
 
 def test_a_corrupt_report_is_skipped_with_a_line_naming_it(workdir, tmp_path):

@@ -128,4 +128,5 @@ def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None)
                 dim=dim, bytes_per_vector=size, score_seconds=sum(r["s"] for r in scored) if scored else None)
 
 
-__all__ = ["Cost", "DTYPE_BYTES", "embedding_endpoints", "EMBED_RULES", "SCORE_RULES", "candidate_cost", "read_record", "stored_size"]
+__all__ = ["Cost", "DTYPE_BYTES", "EMBED_RULES", "SCORE_RULES", "candidate_cost", "embedding_endpoints", "read_record",
+           "stored_size"]

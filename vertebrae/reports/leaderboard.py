@@ -12,9 +12,9 @@ different folders, or an in-process report saved beside the workflow's), by its 
 report path: the two are shown apart, never merged. The wide table (``wide_table``) has one row per candidate and,
 per benchmark, its score, rank and verdict.
 
-The verdict vocabulary: ``leader`` (rank 1 by the metric shown), ``tied`` (the paired comparison finds it indistinguishable from the
-leader), ``behind`` (significantly behind), ``ahead`` (only when the leader by score is not ahead in the paired
-test: never in a consistent report), ``n/a`` (no comparison: one candidate, a comparison that could not be made, or a
+The verdict vocabulary: ``leader`` (rank 1 by the metric shown), ``tied`` (the paired comparison finds it
+indistinguishable from the leader), ``behind`` (significantly behind), ``ahead`` (only when the leader by score is
+not ahead in the paired test: never in a consistent report), ``n/a`` (no comparison: one candidate, a comparison that could not be made, or a
 metric other than the primary one) and ``unranked`` (the benchmark does not rank it).
 """
 
@@ -31,7 +31,6 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.reports.costs import Cost, embedding_endpoints
 from vertebrae.reports.summary import PROTOCOLS, _primary_metric
 
-LEADERBOARD_SCHEMA = "vertebrae.leaderboard/v1"
 VERDICT_WORDS = {"ahead": "ahead", "behind": "behind", "indistinguishable": "tied"}
 
 
@@ -100,7 +99,7 @@ def _find_number(tree: Any, key: str, depth: int = 0) -> float | None:
 
 
 def recipe_summary(metadata: Mapping[str, Any]) -> str:
-    """The extractor recipe(s) of a candidate's endpoints as compact JSON (one per distinct recipe, joined by ``; ``)."""
+    """The extractor recipe(s) of a candidate's endpoints as compact JSON (distinct recipes joined by ``; ``)."""
     recipes = [e.get("extractor") for e in embedding_endpoints(metadata)] or [metadata.get("extractor")]
     texts = [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in recipes if r is not None]
     return "; ".join(dict.fromkeys(texts))
@@ -266,6 +265,6 @@ def _cost_text(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
 
 
-__all__ = ["COLUMNS", "COST_KINDS", "LEADERBOARD_SCHEMA", "Row", "benchmark_keys", "benchmarks_of", "candidates_of",
-           "cheapest_tied", "cheapest_tied_line", "embedding_endpoints", "leaderboard_rows", "paired_verdicts", "pareto_front",
-           "recipe_summary", "wide_table"]
+__all__ = ["COLUMNS", "COST_KINDS", "Row", "benchmark_keys", "benchmarks_of", "candidates_of",
+           "cheapest_tied", "cheapest_tied_line", "embedding_endpoints", "leaderboard_rows", "paired_verdicts",
+           "pareto_front", "recipe_summary", "wide_table"]

@@ -11,7 +11,7 @@ import csv
 import html
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vertebrae.reports.across import Across
@@ -148,9 +148,20 @@ STYLE = ("body{font-family:sans-serif;margin:1.5em;max-width:75em}table{border-c
          "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}th{background:#f2f2f2}")
 
 
-def leaderboard_html(rows: Sequence[Row], standings: Across, *, cost: str = "embed_seconds") -> str:
+def _links(rows: Sequence[Row], links: Mapping[str, Sequence[tuple[str, str]]]) -> str:
+    items = []
+    for bench in benchmarks_of(rows):
+        files = " · ".join(f'<a href="{html.escape(href, quote=True)}">{html.escape(label)}</a>'
+                           for label, href in links.get(bench, ()))
+        items.append(f"<li>{html.escape(bench)}{': ' + files if files else ''}</li>")
+    return "<h2>Benchmarks</h2><ul>" + "".join(items) + "</ul>"
+
+
+def leaderboard_html(rows: Sequence[Row], standings: Across, *, cost: str = "embed_seconds",
+                     links: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> str:
+    """The page; ``links``: per benchmark, ``(label, href)`` of its report files (a list of benchmarks heads it)."""
     body = [f"<h1>vertebrae leaderboard</h1><p>{len({r.candidate for r in rows})} candidate(s) in "
-            f"{len(benchmarks_of(rows))} benchmark(s).</p>"]
+            f"{len(benchmarks_of(rows))} benchmark(s).</p>", _links(rows, links or {})]
     for title, header, cells, note in _sections(rows, standings, cost):
         body.append(f"<h2>{html.escape(title)}</h2><table><thead><tr>"
                     + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>"

@@ -9,6 +9,7 @@ moved: ``vertebrae verify --repair`` does that). ``--format csv`` and ``parquet`
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -57,6 +58,24 @@ def build(results_dir: str | Path = "results", *, metric: str | None = None, rec
     return rows, across(rows, paired_verdicts(reports)), skipped
 
 
+REPORT_FILES = (("ranking", "ranking.html"), ("details", "detail.html"), ("comparison", "comparison.html"),
+                ("warnings", "warnings.html"), ("report.md", "report.md"), ("report.json", "report.json"))
+
+
+def report_links(rows, output: str | Path | None) -> dict[str, list[tuple[str, str]]]:
+    """Per benchmark, ``(label, href)`` of the report files beside its report.json, relative to the page's folder
+    (``output``'s, else the current directory)."""
+    base = Path(output).resolve().parent if output is not None else Path.cwd()
+    links: dict[str, list[tuple[str, str]]] = {}
+    for row in rows:
+        if row.benchmark in links:
+            continue
+        folder = Path(row.report).resolve().parent
+        links[row.benchmark] = [(label, Path(os.path.relpath(folder / name, base)).as_posix())
+                                for label, name in REPORT_FILES if (folder / name).is_file()]
+    return links
+
+
 def run_leaderboard(results_dir: str | Path = "results", metric: str | None = None, format: str = "md",
                     output: str | Path | None = None, cost: str = "embed_seconds",
                     records_dir: str | Path | None = None) -> int:
@@ -74,7 +93,7 @@ def run_leaderboard(results_dir: str | Path = "results", metric: str | None = No
             leaderboard_frame(rows).to_parquet(tmp, index=False)
         return 0
     text = {"md": lambda: leaderboard_markdown(rows, standings, cost=cost), "csv": lambda: leaderboard_csv(rows),
-            "html": lambda: leaderboard_html(rows, standings, cost=cost)}[format]()
+            "html": lambda: leaderboard_html(rows, standings, cost=cost, links=report_links(rows, output))}[format]()
     if output is None:
         sys.stdout.write(text)
     else:
