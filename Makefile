@@ -47,6 +47,7 @@ setup: $(VENV)/.installed
 demo: setup
 	$(BIN)/snakemake --cores all
 	@echo "Reports written to results/reports/*/report.{md,json}"
+	@echo "Next: source .venv/bin/activate, then vertebrae leaderboard (or call .venv/bin/vertebrae directly)"
 
 # The suite touches nothing outside the repository, its venv and temporary folders: it installs no system package
 # and starts no service. The SLURM test (which does both, as root) is skipped there and runs with `make test-slurm`.

@@ -304,3 +304,27 @@ def test_status_show_and_summary_take_their_arguments(tmp_path, capsys):
     empty.write_text("seed: 0\n", encoding="utf-8")
     assert main(["status", str(empty)]) == 2  # refused by the plan, before Snakemake is asked
     assert capsys.readouterr().err.startswith("vertebrae: error: config key (top level)")
+
+
+# ---- the CLI a user meets (issue 30) ------------------------------------------------------------------------------
+
+def test_help_lists_the_user_commands_first_and_the_jobs_under_one_heading():
+    out = run_cli("--help").stdout
+    jobs_at = out.index("job subcommands")
+    user = ["run", "validate", "status", "show", "verify", "leaderboard", "summary", "figures"]
+    positions = [out.index(f"\n    {name} ") if f"\n    {name} " in out else out.index(f"\n    {name}\n")
+                 for name in user]
+    assert positions == sorted(positions) and positions[-1] < jobs_at
+    for name in ("embed-shard", "score-retrieval-partial", "merge-zero-shot-embeddings", "report-tables"):
+        assert f"\n  {name} " in out[jobs_at:] and f"\n    {name} " not in out[:jobs_at]
+
+
+def test_several_config_files_merge_as_snakemake_merges_them(tmp_path):
+    from vertebrae.workflow.commands import merged_config
+
+    (tmp_path / "a.yaml").write_text("seed: 1\nembedding: {batch_size: 8, shards: 2}\nbenchmarks: {x: {k: 1}}\n")
+    (tmp_path / "b.yaml").write_text("embedding: {shards: 3}\nbenchmarks: {y: {k: 2}}\n")
+    assert merged_config([tmp_path / "a.yaml", tmp_path / "b.yaml"]) == {
+        "seed": 1, "embedding": {"batch_size": 8, "shards": 3}, "benchmarks": {"x": {"k": 1}, "y": {"k": 2}}}
+    assert snakemake_command([tmp_path / "a.yaml", tmp_path / "b.yaml"], "-n")[-4:] == [
+        "--configfile", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), "-n"]

@@ -66,6 +66,9 @@ OPTIONAL_PROTOCOL = arg("--protocol", help="the protocol artifact; by default th
                                            "names")
 CONFIG = arg("config", metavar="CONFIG", help="a workflow config file (YAML or JSON); paths in it are relative to "
                                               "the current directory")
+CONFIGS = arg("config", metavar="CONFIG", nargs="+", help="workflow config file(s) (YAML or JSON), merged in order "
+                                                          "as Snakemake merges --configfile a.yaml b.yaml; paths in "
+                                                          "them are relative to the current directory")
 
 COMMANDS: dict[str, Command] = {
     "plan": Command("write one job spec (from the workflow plan) after re-deriving its fingerprint", RUN_PLAN,
@@ -174,12 +177,12 @@ COMMANDS: dict[str, Command] = {
              help="the report job spec (candidate names and expected score fingerprints)"),
          arg("--benchmark", help="report name when no --plan-json is given"),
          JSON_OUTPUT, MARKDOWN_OUTPUT)),
-    "run": Command("run this repository's workflow on CONFIG alone, in the current directory; further arguments go "
+    "run": Command("run this repository's workflow on CONFIG (several: merged in order) alone, in the current directory; further arguments go "
                    "to Snakemake (e.g. -n, --cores 8, --profile slurm)", f"{USER}:run_workflow",
-                   (CONFIG, arg("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
+                   (CONFIGS, arg("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
                                 help="passed to Snakemake as they are"))),
     "validate": Command("check CONFIG (schema and plan) and list its benchmarks, candidates and the jobs a run would "
-                        "start now; runs no job", f"{USER}:validate", (CONFIG,)),
+                        "start now; runs no job", f"{USER}:validate", (CONFIGS,)),
     "status": Command("per benchmark of CONFIG, its jobs by rule: how many are done (up to date) and how many a run "
                       "would start, with Snakemake's reasons (missing output, changed input, params or code)",
                       f"{USER}:status", (CONFIG,)),
@@ -204,15 +207,39 @@ COMMANDS: dict[str, Command] = {
                        "Markdown, JSON)", "vertebrae.stages.summary_job:run_summary",
                        (arg("--output-csv", required=True), arg("--output-markdown", required=True),
                         arg("--output-json", required=True), arg("reports", nargs="+", metavar="REPORT_JSON"))),
+    "leaderboard": Command(
+        "every verified report under RESULTS_DIR (whichever config wrote it): candidates x benchmarks, a long tidy "
+        "table, mean rank and head to head across benchmarks, and what each candidate costs",
+        "vertebrae.stages.leaderboard_job:run_leaderboard",
+        (arg("results_dir", nargs="?", default="results", metavar="RESULTS_DIR"),
+         arg("--metric", help="rank by this metric where a report holds it (default: each benchmark's primary metric; "
+                              "verdicts are for the primary metric only)"),
+         arg("--format", default="md", choices=["md", "csv", "html", "parquet"],
+             help="md or html: the page; csv or parquet: the long tidy table (default md)"),
+         arg("--output", help="write to this file (required for parquet; default: stdout)"),
+         arg("--cost", default="embed_seconds", choices=["embed_seconds", "bytes_per_vector", "dim"],
+             help="the cost of the Pareto front and the cheapest candidate tied with the leader"),
+         arg("--records", dest="records_dir", metavar="DIR",
+             help="Snakemake benchmark records (default: benchmarks/ beside RESULTS_DIR)"))),
 }
+# the commands a user types, listed first by --help; the others are the jobs the workflow's rules run
+USER_COMMANDS = ("run", "eval", "validate", "status", "show", "verify", "leaderboard", "summary", "figures")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vertebrae", description="Compare frozen embedding backbones on your data.")
+    jobs = [name for name in COMMANDS if name not in USER_COMMANDS]
+    width = max(map(len, jobs)) + 2
+    epilog = "job subcommands (the workflow's rules run these; `vertebrae JOB --help` for one):\n" + "\n".join(
+        f"  {name:<{width}}{COMMANDS[name].help.split(';')[0].split(' (')[0]}" for name in jobs)
+    parser = argparse.ArgumentParser(prog="vertebrae", description="Compare frozen embedding backbones on your data.",
+                                     epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"vertebrae {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, command in COMMANDS.items():
-        p = sub.add_parser(name, help=command.help)
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
+    ordered = [n for n in USER_COMMANDS if n in COMMANDS] + jobs
+    for name in ordered:
+        command = COMMANDS[name]
+        p = sub.add_parser(name, **({"help": command.help} if name in USER_COMMANDS else {}),
+                           description=command.help)
         for a in command.args:
             p.add_argument(*a.flags, **a.options)
         p.set_defaults(_run=command.run)

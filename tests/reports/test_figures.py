@@ -140,3 +140,19 @@ def test_figure_targets_follow_the_report_targets():
     assert figure_targets(outputs) == ["results/reports/a/ranking.png", "results/reports/a/detail.png",
                                        "results/reports/a/comparison.png", "results/reports/b/ranking.png",
                                        "results/reports/b/detail.png", "results/reports/b/comparison.png"]
+
+
+def test_equal_retrieval_scores_do_not_hide_each_other_in_the_metric_at_k_plot():
+    metrics = {"ndcg@1": 0.5, "ndcg@5": 0.6, "ndcg@10": 0.7}
+    report = {"schema": "vertebrae.retrieval-report/v1", "ranking": ["a", "b"], "dataset_summary": {},
+              "metadata": {"primary_metric": "ndcg@10"},
+              "candidate_results": [{"name": n, "primary_score": 0.7, "score": {"forward": {"metrics": dict(metrics)}}}
+                                    for n in ("a", "b")]}
+    figures = report_figures(report, name="twins")
+    lines = figures["detail"].axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["a", "b"]
+    np.testing.assert_allclose(lines[0].get_ydata(), lines[1].get_ydata())  # the same scores, drawn as given
+    assert not np.allclose(lines[0].get_xdata(), lines[1].get_xdata())  # side by side, not on top of each other
+    assert lines[0].get_marker() != lines[1].get_marker() and lines[0].get_linestyle() != lines[1].get_linestyle()
+    for fig in figures.values():
+        _close(fig)

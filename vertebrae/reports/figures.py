@@ -295,12 +295,15 @@ def _retrieval_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     all_ks = set()
-    for c in ranked:
+    # equal scores must not hide each other: each candidate its own marker and dash, nudged sideways (log scale)
+    for i, c in enumerate(ranked):
         metrics = c["score"]["forward"]["metrics"]
         ks = sorted(int(k.split("@")[1]) for k in metrics if k.startswith(f"{family}@"))
         all_ks.update(ks)
-        ax.plot(ks, [_finite(metrics[f"{family}@{k}"], f"candidate {c['name']!r}, {family}@{k}") for k in ks],
-                marker="o", label=c["name"])
+        nudge = 1 + 0.04 * (i - (len(ranked) - 1) / 2)
+        ax.plot([k * nudge for k in ks],
+                [_finite(metrics[f"{family}@{k}"], f"candidate {c['name']!r}, {family}@{k}") for k in ks],
+                marker="os^Dvp<>*h"[i % 10], linestyle=("-", "--", "-.", ":")[i % 4], alpha=0.85, label=c["name"])
     ax.set_xlabel("k")
     ax.set_ylabel(family)
     ax.set_xscale("log")

@@ -51,9 +51,30 @@ def snakefile() -> Path:
     return SNAKEFILE
 
 
-def snakemake_command(config: str | Path, *args: str) -> list[str]:
-    """The Snakemake command line that runs the workflow on ``config`` alone."""
-    return [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile()), "--configfile", str(config), *args]
+def snakemake_command(config: str | Path | Sequence[str | Path], *args: str) -> list[str]:
+    """The Snakemake command line that runs the workflow on ``config`` alone (several files: merged by Snakemake)."""
+    configs = [config] if isinstance(config, (str, Path)) else list(config)
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile()), "--configfile",
+            *(str(c) for c in configs), *args]
+
+
+def _configs(config: str | Path | Sequence[str | Path]) -> list[str | Path]:
+    return [config] if isinstance(config, (str, Path)) else list(config)
+
+
+def merged_config(configs: Sequence[str | Path]) -> dict[str, Any]:
+    """Several config files merged as Snakemake merges ``--configfile a.yaml b.yaml``: a later file's mapping updates
+    the earlier one's key by key, recursively (any other value replaces)."""
+    def update(base: dict[str, Any], new: Any) -> dict[str, Any]:
+        for key, value in new.items():
+            base[key] = update(dict(base[key]), value) if isinstance(value, dict) and isinstance(
+                base.get(key), dict) else value
+        return base
+
+    merged: dict[str, Any] = {}
+    for config in configs:
+        merged = update(merged, load_config_file(_config_file(config)))
+    return merged
 
 
 def _config_file(config: str | Path) -> Path:
@@ -63,9 +84,10 @@ def _config_file(config: str | Path) -> Path:
     return path
 
 
-def run_workflow(config: str | Path, snakemake_args: Sequence[str] = ()) -> int:
-    """``vertebrae run``: Snakemake's exit status."""
-    _config_file(config)
+def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequence[str] = ()) -> int:
+    """``vertebrae run CONFIG... [snakemake args]``: Snakemake's exit status."""
+    for path in _configs(config):
+        _config_file(path)
     return subprocess.call(snakemake_command(config, *snakemake_args))
 
 
@@ -106,11 +128,13 @@ def describe(plan) -> list[str]:
     return lines
 
 
-def validate(config: str | Path) -> int:
-    """``vertebrae validate``: 0 when CONFIG plans and Snakemake's dry run succeeds; a plan error is raised (the CLI
-    prints it as one line, exit status 2); a failed dry run prints Snakemake's message and returns 2."""
-    path = _config_file(config)
-    planned = plan(load_config_file(path))  # relative paths in the config resolve against the current directory
+def validate(config: str | Path | Sequence[str | Path]) -> int:
+    """``vertebrae validate CONFIG...``: 0 when CONFIG (several: merged as Snakemake merges them) plans and
+    Snakemake's dry run succeeds; a plan error is raised (the CLI prints it as one line, exit status 2); a failed dry
+    run prints Snakemake's message and returns 2."""
+    path = _configs(config)
+    planned = plan(merged_config(path))  # relative paths in the config resolve against the current directory
+    config = " ".join(str(c) for c in path)
     lines = describe(planned)
     if not lines:
         raise ConfigError(f"config file {config}: no benchmark under any of {', '.join(SECTION_KINDS)}")

@@ -1,0 +1,109 @@
+"""Three configs run one after another into one results/ (issue 30): ``vertebrae leaderboard`` shows every benchmark
+any of them wrote, with costs from the jobs' own benchmark records; the long table reads back with pandas (CSV and
+Parquet); a corrupt report is skipped with a line naming it; ``vertebrae validate`` takes several config files and
+merges them as Snakemake does."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from workflow_support import BIN
+
+IDENTITY = {"kind": "declared", "revision": "1"}
+IRIS = {"type": "sklearn", "name": "iris"}
+CONFIGS = {
+    # raw (dim 4) and a deliberately cheaper candidate: PCA to 2 dimensions. Three classes are three paired units, too
+    # few for any verdict but "indistinguishable": pca2 is tied with the leader whichever leads, and cheaper by dim.
+    "a.yaml": {"seed": 0, "embedding": {"batch_size": 150}, "benchmarks": {"flowers": {
+        "dataset": {"source": IRIS, "identity": {**IDENTITY, "name": "iris-a"}},
+        "extractors": {"raw": {"type": "precomputed"},
+                       "pca2": {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA",
+                                                              "params": {"n_components": 2}}]}},
+        "scoring": {"k": 5}}}},
+    "b.yaml": {"seed": 0, "embedding": {"batch_size": 150}, "retrieval": {"iris_search": {
+        "dataset": {"source": {"type": "label_split", "source": IRIS, "query_every": 5},
+                    "identity": {**IDENTITY, "name": "iris-search"}},
+        "shards": 1, "extractors": {"raw": {"type": "precomputed"}}}}},
+    "c.yaml": {"seed": 0, "embedding": {"batch_size": 200}, "benchmarks": {"wine": {
+        "dataset": {"source": {"type": "sklearn", "name": "wine"}, "identity": {**IDENTITY, "name": "wine"}},
+        "extractors": {"raw": {"type": "precomputed"}}, "scoring": {"k": 5}}}},
+}
+BENCHMARKS = ["flowers", "iris_search", "wine"]
+
+
+def vertebrae(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(BIN / "vertebrae"), *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"vertebrae {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """One working directory where each config ran in turn (``vertebrae run X.yaml``)."""
+    work = tmp_path_factory.mktemp("leaderboard")
+    for name, config in CONFIGS.items():
+        (work / name).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        vertebrae(work, "run", name, "--cores", "2")
+    return work
+
+
+def test_the_leaderboard_shows_every_config_and_reads_back_with_pandas(workdir):
+    # the per-config summary holds only the last config; the leaderboard holds all three
+    assert [b["name"] for b in json.loads((workdir / "results/summary/summary.json").read_text())["benchmarks"]] == [
+        "wine"]
+    long = pd.read_csv(io.StringIO(vertebrae(workdir, "leaderboard", "--format", "csv").stdout))
+    assert sorted(set(long["benchmark"])) == BENCHMARKS
+    assert list(long[long.benchmark == "flowers"].candidate) == ["raw", "pca2"]
+    report = json.loads((workdir / "results/reports/flowers/report.json").read_text())
+    scores = {c["name"]: c["primary_score"] for c in report["extractor_results"]}
+    flowers = long[long.benchmark == "flowers"].set_index("candidate")
+    assert flowers.loc["raw", "value"] == scores["raw"] and flowers.loc["pca2", "dim"] == 2
+    assert flowers.loc["raw", "bytes_per_vector"] == 4 * 8  # four float64 values
+    assert set(long.dataset_identity) == {"declared:iris-a@1", "declared:iris-search@1", "declared:wine@1"}
+    # costs from the jobs' own benchmark records: known and positive, never zero
+    assert (long.embed_seconds_per_1k_rows > 0).all() and (long.peak_memory_mb > 0).all()
+    assert (long.score_seconds > 0).all()
+    assert set(long.verdict) <= {"leader", "tied", "n/a"}
+    page = vertebrae(workdir, "leaderboard", "--cost", "dim").stdout
+    assert "cheapest candidate statistically tied with the leader (by dim): pca2 (dim 2;" in page
+    assert all(f"## Quality vs cost: {name}" in page for name in BENCHMARKS)
+    vertebrae(workdir, "leaderboard", "--format", "parquet", "--output", "lb.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(workdir / "lb.parquet")[["benchmark", "candidate", "value"]],
+                                  long[["benchmark", "candidate", "value"]])
+    vertebrae(workdir, "leaderboard", "--format", "html", "--cost", "dim", "--output", "results/index.html")
+    html = (workdir / "results/index.html").read_text(encoding="utf-8")
+    assert html.count("<svg") == 3 and "cheapest candidate statistically tied with the leader (by dim): pca2" in html
+    hrefs = re.findall(r'href="([^"]+)"', html)
+    assert {f"reports/{name}/ranking.html" for name in BENCHMARKS} <= set(hrefs)
+    assert all((workdir / "results" / href).is_file() for href in hrefs)
+
+
+def test_a_corrupt_report_is_skipped_with_a_line_naming_it(workdir, tmp_path):
+    copy = tmp_path / "results"
+    shutil.copytree(workdir / "results", copy)
+    bad = copy / "reports/wine/report.json"
+    bad.write_text(bad.read_text()[:-40])  # cut short: not JSON
+    proc = vertebrae(tmp_path, "leaderboard", "--format", "csv")
+    assert f"skipped {Path('results/reports/wine/report.json')}" in proc.stderr
+    assert sorted(set(pd.read_csv(io.StringIO(proc.stdout)).benchmark)) == ["flowers", "iris_search"]
+    assert bad.is_file()  # never moved by the leaderboard
+    # no benchmark records beside this copy: the times are unknown (empty), not zero
+    long = pd.read_csv(io.StringIO(proc.stdout))
+    assert long.embed_seconds_per_1k_rows.isna().all() and long.score_seconds.isna().all()
+    assert (long.dim > 0).all()
+
+
+def test_validate_takes_several_config_files(workdir):
+    out = vertebrae(workdir, "validate", "a.yaml", "c.yaml").stdout
+    assert out.startswith("a.yaml c.yaml: valid; 2 benchmarks")
+    assert "labelled benchmark flowers" in out and "labelled benchmark wine" in out
+    assert "jobs to run now:" in out

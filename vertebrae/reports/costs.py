@@ -1,0 +1,132 @@
+"""What a candidate costs: embedding seconds per 1,000 rows, peak memory, output dimension, bytes per vector, scoring
+time; ``None`` (unknown, never zero) where nothing records it.
+
+In the workflow the times and memory come from the jobs' own Snakemake ``benchmark:`` records
+(``benchmarks/<rule>/<fingerprint>[/shard-i-of-n].tsv`` beside ``results/``, columns ``s`` and ``max_rss`` in MB):
+
+- embedding seconds: the ``s`` of every embed-shard job (and fit-extractor job) of the candidate's endpoints (found by
+  the embedding fingerprints its report records), divided by their rows, times 1,000; unknown unless every endpoint
+  has records;
+- peak memory: the largest ``max_rss`` among those jobs;
+- scoring seconds: the ``s`` of its score job (fanned-out retrieval: its partial jobs and their merge, summed).
+
+The dimension and the bytes per vector need no records: the dimension of the matrix scored (after compression) and
+that many values of its stored dtype (``float32``: 4 bytes); unknown for a sparse matrix (its size varies per row).
+In-process results (``Benchmark(...).run()``) have no records, so their times are unknown here; ``Cost.measured``
+takes times the caller measured itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EMBED_RULES = ("fit_extractor", "embed_shard", "embed_retrieval_shard", "embed_zero_shot_samples",
+               "embed_zero_shot_prompts")
+SCORE_RULES = ("score", "score_retrieval", "score_zero_shot", "score_retrieval_partial", "merge_retrieval_partials")
+DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
+               "bool": 1}
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A candidate's cost columns; None is unknown."""
+
+    embed_seconds_per_1k_rows: float | None = None
+    peak_memory_mb: float | None = None
+    dim: int | None = None
+    bytes_per_vector: int | None = None
+    score_seconds: float | None = None
+
+
+def read_record(path: Path) -> dict[str, float] | None:
+    """The ``s`` and ``max_rss`` of a Snakemake benchmark record (its last repeat); None when unreadable."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle, delimiter="\t"))
+        seconds = float(rows[-1]["s"])
+        rss = rows[-1].get("max_rss")
+        memory = float(rss) if rss not in (None, "", "NA", "-") else math.nan
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    return {"s": seconds, "max_rss": memory} if math.isfinite(seconds) else None
+
+
+def _records(records_dir: Path, rules: tuple[str, ...], fingerprint: str) -> list[dict[str, float]]:
+    found = []
+    for rule in rules:
+        paths = [records_dir / rule / f"{fingerprint}.tsv", *sorted((records_dir / rule / fingerprint).glob("*.tsv"))]
+        found += [r for r in (read_record(p) for p in paths if p.is_file()) if r is not None]
+    return found
+
+
+def embedding_endpoints(metadata: Any) -> list[dict[str, Any]]:
+    """Every endpoint in a candidate's embedding metadata, each with its ``fingerprint`` and ``n_rows``: a mapping
+    holding both (labelled), or a side's mapping named by a sibling ``<side>_fingerprint`` (retrieval: ``query``,
+    ``gallery``; zero-shot: ``sample_fingerprint`` names ``samples``, ``prompt_fingerprint`` names ``prompts``)."""
+    if not isinstance(metadata, Mapping):
+        return []
+    if "fingerprint" in metadata and "n_rows" in metadata:
+        return [dict(metadata)]
+    out = []
+    for key, value in metadata.items():
+        prefix = key[:-len("_fingerprint")] if key.endswith("_fingerprint") else None
+        side = None if prefix is None else metadata.get(prefix, metadata.get(f"{prefix}s"))
+        if isinstance(side, Mapping) and "n_rows" in side and isinstance(value, str):
+            out.append({**side, "fingerprint": value, "extractor": side.get("extractor", metadata.get("extractor"))})
+        elif isinstance(value, Mapping) and not ("n_rows" in value and any(
+                isinstance(metadata.get(f"{name}_fingerprint"), str) for name in (key, key.rstrip("s")))):
+            out += embedding_endpoints(value)
+    return out
+
+
+_endpoints = embedding_endpoints
+
+
+def stored_size(candidate: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(dimension, bytes per vector) of the matrix a candidate was scored on."""
+    meta = candidate.get("embedding_metadata") or {}
+    dim = meta.get("dim")
+    dim = int(dim) if isinstance(dim, int) and not isinstance(dim, bool) else None
+    endpoints = _endpoints(meta)
+    dtypes = {str(e.get("dtype")) for e in endpoints} or {str(meta.get("dtype"))}
+    if meta.get("dtype") is not None:
+        dtypes = {str(meta["dtype"])}
+    sparse = any(bool(e.get("sparse")) for e in endpoints) or bool(meta.get("sparse"))
+    compressed = candidate.get("compression_metadata") or {}
+    if isinstance(compressed, Mapping) and compressed.get("dtype"):
+        dtypes = {str(compressed["dtype"])}
+    if dim is None or sparse or len(dtypes) != 1 or next(iter(dtypes)) not in DTYPE_BYTES:
+        return dim, None
+    return dim, dim * DTYPE_BYTES[next(iter(dtypes))]
+
+
+def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None) -> Cost:
+    """The cost columns of one candidate of a report (its ``embedding_metadata`` and ``metadata``), from the
+    benchmark records under ``records_dir`` (None: no records)."""
+    dim, size = stored_size(candidate)
+    if records_dir is None or not Path(records_dir).is_dir():
+        return Cost(dim=dim, bytes_per_vector=size)
+    records_dir = Path(records_dir)
+    embed: list[dict[str, float]] = []
+    rows = 0
+    complete = True
+    for endpoint in _endpoints(candidate.get("embedding_metadata") or {}):
+        found = _records(records_dir, EMBED_RULES, str(endpoint["fingerprint"]))
+        complete = complete and bool(found)
+        embed += found
+        rows += int(endpoint["n_rows"])
+    seconds = sum(r["s"] for r in embed) / rows * 1000 if embed and complete and rows else None
+    memory = [r["max_rss"] for r in embed if math.isfinite(r["max_rss"])]
+    score_fp = (candidate.get("metadata") or {}).get("score_fingerprint")
+    scored = _records(records_dir, SCORE_RULES, str(score_fp)) if score_fp else []
+    return Cost(embed_seconds_per_1k_rows=seconds, peak_memory_mb=max(memory) if memory and complete else None,
+                dim=dim, bytes_per_vector=size, score_seconds=sum(r["s"] for r in scored) if scored else None)
+
+
+__all__ = ["Cost", "DTYPE_BYTES", "EMBED_RULES", "SCORE_RULES", "candidate_cost", "embedding_endpoints", "read_record",
+           "stored_size"]

@@ -1,0 +1,105 @@
+"""``vertebrae leaderboard [RESULTS_DIR]``: every verified report.json under RESULTS_DIR (whichever config wrote it)
+as one leaderboard (``vertebrae.reports.leaderboard``), with costs from the Snakemake benchmark records beside it.
+
+Each report.json found (recursively, sorted by path) is verified (``vertebrae.stages.verify.check_report``); one that
+is corrupt, edited or unreadable is skipped with a line on stderr naming it and why (never half-read, and never
+moved: ``vertebrae verify --repair`` does that). ``--format csv`` and ``parquet`` give the long tidy table, ``md`` and
+``html`` the page; ``--output`` writes a file (required for Parquet), else the text goes to stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from vertebrae.core.artifacts import atomic_write
+from vertebrae.core.errors import ConfigError, VertebraeError
+from vertebrae.reports.across import across
+from vertebrae.reports.costs import candidate_cost
+from vertebrae.reports.leaderboard import COST_KINDS, leaderboard_rows, paired_verdicts
+from vertebrae.reports.leaderboard_render import (
+    leaderboard_csv,
+    leaderboard_frame,
+    leaderboard_html,
+    leaderboard_markdown,
+)
+from vertebrae.reports.summary import PROTOCOLS
+from vertebrae.stages.verify import check_report
+
+FORMATS = ("md", "csv", "html", "parquet")
+
+
+def verified_reports(results_dir: str | Path) -> tuple[list[tuple[str, dict]], list[str]]:
+    """``(path, document)`` of every verified report.json under ``results_dir``, and one line per skipped file."""
+    reports, skipped = [], []
+    for path in sorted(Path(results_dir).rglob("report.json")):
+        try:
+            reports.append((str(path), check_report(path)))
+        except (VertebraeError, OSError) as exc:
+            skipped.append(f"skipped {path}: {exc}")
+    return reports, skipped
+
+
+def build(results_dir: str | Path = "results", *, metric: str | None = None, records_dir: str | Path | None = None):
+    """The long table's rows, the standings across benchmarks and the skip lines of ``results_dir``."""
+    if not Path(results_dir).is_dir():
+        raise ConfigError(f"results folder {results_dir} not found")
+    reports, skipped = verified_reports(results_dir)
+    records = Path(results_dir).resolve().parent / "benchmarks" if records_dir is None else Path(records_dir)
+    costs, written = {}, {}
+    for path, document in reports:
+        key = "extractor_results" if PROTOCOLS[document["schema"]] == "labelled" else "candidate_results"
+        for candidate in document[key]:
+            costs[(path, str(candidate["name"]))] = candidate_cost(candidate, records)
+        written[path] = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
+    rows = leaderboard_rows(reports, metric=metric, costs=costs, written=written)
+    return rows, across(rows, paired_verdicts(reports)), skipped
+
+
+REPORT_FILES = (("ranking", "ranking.html"), ("details", "detail.html"), ("comparison", "comparison.html"),
+                ("warnings", "warnings.html"), ("report.md", "report.md"), ("report.json", "report.json"))
+
+
+def report_links(rows, output: str | Path | None) -> dict[str, list[tuple[str, str]]]:
+    """Per benchmark, ``(label, href)`` of the report files beside its report.json, relative to the page's folder
+    (``output``'s, else the current directory)."""
+    base = Path(output).resolve().parent if output is not None else Path.cwd()
+    links: dict[str, list[tuple[str, str]]] = {}
+    for row in rows:
+        if row.benchmark in links:
+            continue
+        folder = Path(row.report).resolve().parent
+        links[row.benchmark] = [(label, Path(os.path.relpath(folder / name, base)).as_posix())
+                                for label, name in REPORT_FILES if (folder / name).is_file()]
+    return links
+
+
+def run_leaderboard(results_dir: str | Path = "results", metric: str | None = None, format: str = "md",
+                    output: str | Path | None = None, cost: str = "embed_seconds",
+                    records_dir: str | Path | None = None) -> int:
+    if format not in FORMATS:
+        raise ConfigError(f"--format {format!r}: expected one of {FORMATS}")
+    if cost not in COST_KINDS:
+        raise ConfigError(f"--cost {cost!r}: expected one of {COST_KINDS}")
+    if format == "parquet" and output is None:
+        raise ConfigError("--format parquet needs --output FILE")
+    rows, standings, skipped = build(results_dir, metric=metric, records_dir=records_dir)
+    for line in skipped:
+        print(f"vertebrae leaderboard: {line}", file=sys.stderr)
+    if format == "parquet":
+        with atomic_write(output) as tmp:
+            leaderboard_frame(rows).to_parquet(tmp, index=False)
+        return 0
+    text = {"md": lambda: leaderboard_markdown(rows, standings, cost=cost), "csv": lambda: leaderboard_csv(rows),
+            "html": lambda: leaderboard_html(rows, standings, cost=cost, links=report_links(rows, output))}[format]()
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        with atomic_write(output) as tmp:
+            Path(tmp).write_text(text, encoding="utf-8")
+    return 0
+
+
+__all__ = ["FORMATS", "build", "run_leaderboard", "verified_reports"]
