@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 
 EXTRAS := workflow,test,models
 # Setup installs with uv (itself pip-installed into the venv first; ~3x faster than pip here: it fetches and unpacks
-# wheels in parallel and skips compiling every module up front) and falls back to pip when uv cannot be had or
+# wheels in parallel) and falls back to pip when uv cannot be had or
 # fails. uv is given pip's configured sources (find-links, index URLs, constraints: `pip config list`) and, like
 # pip, picks the best version across all of them, so both install the same packages from the same places.
 define UV_SOURCES_PY
@@ -27,19 +27,23 @@ for line in listing.splitlines():
 print(shlex.join(args))
 endef
 export UV_SOURCES_PY
-# Modules are compiled to bytecode on first import instead (uv's default), so bytecode caching must be on.
+# Every module is compiled to bytecode at install (uv --compile-bytecode, pip's default; our own package by compileall):
+# where PYTHONDONTWRITEBYTECODE is set (a shell, a CI image), Python never writes a .pyc, so without them every
+# workflow job process recompiled numpy, scipy, scikit-learn and pandas from source (3-4x the job's import time,
+# bench/workflow.py). Inside make, bytecode caching is on as well.
 unexport PYTHONDONTWRITEBYTECODE
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	if $(BIN)/python -m pip install --quiet uv; then \
 		sources=$$($(BIN)/python -c "$$UV_SOURCES_PY") && \
-		eval "$(BIN)/uv pip install --quiet --python $(BIN)/python --index-strategy unsafe-best-match $$sources \
+		eval "$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --index-strategy unsafe-best-match $$sources \
 			-e '.[$(EXTRAS)]'"; \
 	else false; fi || { \
 		echo "uv unavailable or failed: installing with pip"; \
 		$(BIN)/python -m pip install --quiet --upgrade pip && \
 		$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'; }
+	$(BIN)/python -m compileall -q vertebrae
 	touch $@
 
 setup: $(VENV)/.installed

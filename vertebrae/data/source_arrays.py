@@ -46,7 +46,42 @@ def _load_sklearn_bunch(name: str) -> tuple[np.ndarray, list]:
     return features, labels
 
 
+#: How each bundled dataset's row count reads from its file under sklearn/datasets/data, without importing
+#: scikit-learn (planning counts rows at every Snakemake start; the import alone took most of the default config's
+#: plan): a header whose first field is the row count, or one row per line of a gzipped table.
+_SKLEARN_ROW_FILES: dict[str, tuple[str, str]] = {
+    "iris": ("iris.csv", "header"), "wine": ("wine_data.csv", "header"),
+    "breast_cancer": ("breast_cancer.csv", "header"), "digits": ("digits.csv.gz", "lines"),
+    "diabetes": ("diabetes_data_raw.csv.gz", "lines"),
+}
+
+
+def _sklearn_file_rows(name: str) -> int | None:
+    """The row count of bundled dataset ``name`` read from its data file, or None where that file is not found
+    or reads otherwise than expected (then the caller loads the dataset)."""
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")  # locates the package without importing it
+    if name not in _SKLEARN_ROW_FILES or spec is None or not spec.submodule_search_locations:
+        return None
+    filename, kind = _SKLEARN_ROW_FILES[name]
+    path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data" / filename
+    try:
+        if kind == "header":
+            with path.open(encoding="utf-8") as handle:
+                first = handle.readline().split(",")[0].strip()
+            return int(first) if first.isdigit() else None
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return None
+
+
 def _count_sklearn(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    rows = _sklearn_file_rows(opts["name"])
+    if rows is not None:
+        return rows
     features, _ = _load_sklearn_bunch(opts["name"])
     return int(features.shape[0])
 
