@@ -13,7 +13,8 @@ from vertebrae.core.fingerprint import SCHEMAS
 from vertebrae.data.labelled import BenchmarkDataset, LabelledProtocol
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.compression import EmbeddingCompressionConfig, fit_paired_compression
-from vertebrae.scoring.metrics import Metric, metric_from_config
+from vertebrae.scoring.metric_registry import metric_from_config
+from vertebrae.scoring.metrics import Metric
 from vertebrae.scoring.overlap import (
     ContinuousOverlapScoringConfig,
     OverlapIndexScorer,
