@@ -89,3 +89,14 @@ def test_json_round_trip_and_the_metrics_table(result):
     score = next(r for r in result.extractor_results if r.name == "signal").metrics["linear_probe"].score
     assert low <= score <= high
     assert f"{score:.4f} [{low:.4f}, {high:.4f}]" in text
+
+
+def test_a_bad_metric_declaration_is_refused_when_the_benchmark_is_built():
+    x = np.random.default_rng(2).normal(size=(14, 3))
+    labels = ["a"] * 10 + ["b"] * 4
+    dataset = BenchmarkDataset.from_arrays(x, labels, identity=ID)
+    extractor = SklearnExtractor("id", FunctionTransformer())
+    with pytest.raises(ValueError, match=r"FewShotMetric 'few_shot': key 'shots' = \[1, 5\]: classes \['b'\]"):
+        Benchmark(dataset, [extractor], metrics=[FewShotMetric(shots=(1, 5))])
+    with pytest.raises(ValueError, match="'k' = 20 must be below"):
+        Benchmark(dataset, [extractor], metrics=[KNNMetric(folds=2)])

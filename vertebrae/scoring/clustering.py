@@ -19,9 +19,9 @@ import numpy as np
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.labelled_common import (
-    check_name, choice, class_codes, class_names, l2_normalised, parse_split, positive, prepared, split_positions,
+    BuiltinMetric, check_name, choice, class_codes, class_names, l2_normalised, parse_split, positive, prepared, split_positions,
 )
-from vertebrae.scoring.metrics import Metric, MetricResult
+from vertebrae.scoring.metrics import MetricResult
 
 SCORES = ("v_measure", "ari", "nmi")
 
@@ -33,7 +33,7 @@ def cluster_scores(true: np.ndarray, assigned: np.ndarray) -> dict[str, float]:
             "nmi": float(normalized_mutual_info_score(true, assigned))}
 
 
-class ClusteringMetric(Metric):
+class ClusteringMetric(BuiltinMetric):
     """k-means V-measure, ARI and NMI (see the module docstring)."""
 
     TARGET_TYPES = ("classification",)
@@ -51,12 +51,7 @@ class ClusteringMetric(Metric):
         return {"type": "clustering", "name": self.name, "n_init": self.n_init, "repeats": self.repeats,
                 "split": self.split, "primary": self.primary}
 
-    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
-                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
-        from sklearn.cluster import KMeans
-
-        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
-        x = l2_normalised(matrix, keys, where)
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int):
         codes = class_codes(targets, where)
         if self.split is not None:
             train, test = split_positions(self.split, keys, where)
@@ -71,6 +66,15 @@ class ClusteringMetric(Metric):
             raise ValidationError(f"{where}: clustering needs at least 2 classes, got {n_clusters}")
         if n_clusters > train.size:
             raise ValidationError(f"{where}: {n_clusters} clusters exceed the {train.size} rows")
+        return codes, train, test, n_clusters
+
+    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
+                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+        from sklearn.cluster import KMeans
+
+        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
+        x = l2_normalised(matrix, keys, where)
+        codes, train, test, n_clusters = self._plan(targets, keys, where, seed)
         per_seed: dict[str, list[Any]] = {"ids": [], **{name: [] for name in SCORES}}
         for r in range(self.repeats):
             model = KMeans(n_clusters=n_clusters, n_init=self.n_init, random_state=seed + r).fit(x[train])

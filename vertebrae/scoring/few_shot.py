@@ -23,9 +23,9 @@ import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.labelled_common import (
-    check_name, class_codes, class_names, l2_normalised, parse_split, positive, prepared, split_positions,
+    BuiltinMetric, check_name, class_codes, class_names, l2_normalised, parse_split, positive, prepared, split_positions,
 )
-from vertebrae.scoring.metrics import Metric, MetricResult
+from vertebrae.scoring.metrics import MetricResult
 
 
 def _shots(value: Any, owner: str) -> tuple[int, ...]:
@@ -50,7 +50,7 @@ def nearest_mean(x: np.ndarray, rows: np.ndarray, support: np.ndarray, support_c
     return np.flatnonzero(present)[distances.argmin(axis=1)]
 
 
-class FewShotMetric(Metric):
+class FewShotMetric(BuiltinMetric):
     """Nearest-class-mean few-shot accuracy (see the module docstring)."""
 
     TARGET_TYPES = ("classification",)
@@ -93,10 +93,7 @@ class FewShotMetric(Metric):
                 out[e, j] = float((predicted == codes[rows]).mean())
         return out
 
-    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
-                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
-        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
-        x = l2_normalised(matrix, keys, where)
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int):
         codes = class_codes(targets, where)
         n_classes = len(targets.catalog)
         if self.split is not None:
@@ -114,6 +111,14 @@ class FewShotMetric(Metric):
                                   f"have fewer rows than {self.shots[-1]} shots")
         if queries is None and (counts[counts > 0] <= self.shots[-1]).all():
             raise ValidationError(f"{where}: key 'shots': no row is left to query at {self.shots[-1]} shots")
+        return codes, pool, queries
+
+    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
+                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
+        x = l2_normalised(matrix, keys, where)
+        codes, pool, queries = self._plan(targets, keys, where, seed)
+        n_classes = len(targets.catalog)
         acc = self.episode_accuracies(x, codes, pool, queries, n_classes, seed)
         per_shot = {}
         for j, s in enumerate(self.shots):

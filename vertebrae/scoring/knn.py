@@ -23,10 +23,10 @@ import numpy as np
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.labelled_common import (
-    check_name, choice, class_codes, classification_scores, evaluation_splits, l2_normalised, parse_split,
+    BuiltinMetric, check_name, choice, class_codes, classification_scores, evaluation_splits, l2_normalised, parse_split,
     per_sample, positive, positive_float, prepared, sample_paired,
 )
-from vertebrae.scoring.metrics import Metric, MetricResult
+from vertebrae.scoring.metrics import MetricResult
 
 _BLOCK_BYTES = 64 * 2**20
 
@@ -64,7 +64,7 @@ def r2(true: np.ndarray, predicted: np.ndarray) -> float:
     return float(np.mean(1.0 - ss_res / ss_tot))
 
 
-class KNNMetric(Metric):
+class KNNMetric(BuiltinMetric):
     """Cosine kNN accuracy (see the module docstring)."""
 
     TARGET_TYPES = ("classification", "regression")
@@ -84,17 +84,21 @@ class KNNMetric(Metric):
         return {"type": "knn", "name": self.name, "k": self.k, "weighting": self.weighting,
                 "temperature": self.temperature, "folds": self.folds, "split": self.split, "primary": self.primary}
 
-    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
-                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
-        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
-        x = l2_normalised(matrix, keys, where)
-        regression = targets.target_type == "regression"
-        codes = None if regression else class_codes(targets, where)
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int):
+        codes = None if targets.target_type == "regression" else class_codes(targets, where)
         splits = evaluation_splits(codes, keys, split=self.split, folds=self.folds, seed=seed, targets=targets,
                                    where=where)
         smallest = min(len(train) for train, _ in splits)
         if self.k >= smallest:
             raise ValidationError(f"{where}: key 'k' = {self.k} must be below the {smallest} train rows")
+        return codes, splits
+
+    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
+                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
+        regression = targets.target_type == "regression"
+        codes, splits = self._plan(targets, keys, where, seed)
+        x = l2_normalised(matrix, keys, where)
         tests, outputs = [], []
         for train, test in splits:
             indices, weights = neighbour_votes(x[train], x[test], self.k, self.weighting, self.temperature)

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.labels import semantic_key
-from vertebrae.scoring.metrics import _check_name, _check_targets, _n_rows, _row_keys
+from vertebrae.scoring.metrics import Metric, _check_name, _check_targets, _n_rows, _row_keys
 
 SPLIT_VALUES = ("train", "test")
 
@@ -190,10 +190,25 @@ def sample_paired(primary: str) -> dict[str, Any]:
             "strata": "true" if primary == "balanced_accuracy" else None}
 
 
+class BuiltinMetric(Metric):
+    """A built-in labelled metric: ``check`` runs every refusal of ``compute`` from the targets alone (no
+    embedding), so a benchmark can refuse a bad declaration before any extraction or scoring."""
+
+    TARGET_TYPES: tuple[str, ...] = ()
+
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int) -> Any:
+        raise NotImplementedError
+
+    def check(self, targets: Any, *, row_ids: Sequence[str] | None = None, seed: int = 0) -> None:
+        where = f"{type(self).__name__} {self.name!r}"
+        require_target_type(targets, self.TARGET_TYPES, where)
+        self._plan(targets, _row_keys(row_ids, targets.n_rows), where, seed)
+
+
 def check_name(name: Any, owner: str) -> str:
     return _check_name(name, owner)
 
 
-__all__ = ["SPLIT_VALUES", "check_name", "choice", "class_codes", "classification_scores", "dense_rows",
+__all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "choice", "class_codes", "classification_scores", "dense_rows",
            "evaluation_splits", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared",
            "require_target_type", "sample_paired", "split_positions"]

@@ -23,10 +23,10 @@ import numpy as np
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.knn import r2
 from vertebrae.scoring.labelled_common import (
-    check_name, choice, class_codes, class_names, classification_scores, evaluation_splits, parse_split,
+    BuiltinMetric, check_name, choice, class_codes, class_names, classification_scores, evaluation_splits, parse_split,
     per_sample, positive, prepared, sample_paired,
 )
-from vertebrae.scoring.metrics import Metric, MetricResult
+from vertebrae.scoring.metrics import MetricResult
 
 DEFAULT_CS = (1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3)
 
@@ -42,7 +42,7 @@ def _grid(values: Any, owner: str) -> tuple[float, ...]:
     return tuple(out)
 
 
-class LinearProbeMetric(Metric):
+class LinearProbeMetric(BuiltinMetric):
     """Logistic-regression probe accuracy (see the module docstring)."""
 
     TARGET_TYPES = ("classification", "regression")
@@ -78,6 +78,20 @@ class LinearProbeMetric(Metric):
         model.fit(x_train, y_train)
         return model.predict(x_test), float(np.ravel(model.C_)[0])
 
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int):
+        codes = None if targets.target_type == "regression" else class_codes(targets, where)
+        splits = evaluation_splits(codes, keys, split=self.split, folds=self.folds, seed=seed, targets=targets,
+                                   where=where)
+        for train, _ in splits if codes is not None else ():
+            counts = np.bincount(codes[train], minlength=len(targets.catalog))
+            small = np.flatnonzero((counts > 0) & (counts < self.inner_folds))
+            if small.size:
+                raise ValidationError(f"{where}: key 'inner_folds' = {self.inner_folds}: classes "
+                                      f"{class_names(targets, small)} have fewer train rows than inner folds")
+        if codes is None and min(len(train) for train, _ in splits) < self.inner_folds:
+            raise ValidationError(f"{where}: key 'inner_folds' = {self.inner_folds} exceeds the train rows")
+        return codes, splits
+
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
         import warnings as _warnings
@@ -86,17 +100,8 @@ class LinearProbeMetric(Metric):
 
         matrix, keys, where = prepared(self, embeddings, targets, row_ids)
         regression = targets.target_type == "regression"
-        codes = None if regression else class_codes(targets, where)
+        codes, splits = self._plan(targets, keys, where, seed)
         values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1) if regression else codes
-        splits = evaluation_splits(codes, keys, split=self.split, folds=self.folds, seed=seed, targets=targets,
-                                   where=where)
-        if not regression:
-            for train, _ in splits:
-                counts = np.bincount(codes[train], minlength=len(targets.catalog))
-                small = np.flatnonzero((counts > 0) & (counts < self.inner_folds))
-                if small.size:
-                    raise ValidationError(f"{where}: key 'inner_folds' = {self.inner_folds}: classes "
-                                          f"{class_names(targets, small)} have fewer train rows than inner folds")
         tests, outputs, chosen, warned = [], [], [], []
         for train, test in splits:
             with _warnings.catch_warnings(record=True) as caught:
