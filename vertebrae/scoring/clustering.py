@@ -77,7 +77,8 @@ class ClusteringMetric(BuiltinMetric):
         codes, train, test, n_clusters = self._plan(targets, keys, where, seed)
         per_seed: dict[str, list[Any]] = {"ids": [], **{name: [] for name in SCORES}}
         for r in range(self.repeats):
-            model = KMeans(n_clusters=n_clusters, n_init=self.n_init, random_state=seed + r).fit(x[train])
+            model = KMeans(n_clusters=n_clusters, n_init=self.n_init, random_state=seed + r)
+            model.fit(x if self.split is None else x[train])
             assigned = model.labels_ if self.split is None else model.predict(x[test])
             scores = cluster_scores(codes[test], assigned)
             per_seed["ids"].append(str(seed + r))

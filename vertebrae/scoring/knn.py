@@ -39,10 +39,12 @@ def neighbour_votes(train: np.ndarray, test: np.ndarray, k: int, weighting: str,
     weights = np.empty((test.shape[0], k))
     for lo in range(0, test.shape[0], rows):
         sims = test[lo:lo + rows] @ train.T
-        top = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k < train.shape[0] else np.argsort(-sims, axis=1)
+        top = np.argpartition(sims, -k, axis=1)[:, -k:] if k < train.shape[0] else np.argsort(sims, axis=1)
         indices[lo:lo + rows] = top
-        top_sims = np.take_along_axis(sims, top, axis=1)
-        weights[lo:lo + rows] = 1.0 if weighting == "uniform" else np.exp(top_sims / temperature)
+        if weighting == "uniform":
+            weights[lo:lo + rows] = 1.0
+        else:
+            weights[lo:lo + rows] = np.exp(np.take_along_axis(sims, top, axis=1) / temperature)
     return indices, weights
 
 

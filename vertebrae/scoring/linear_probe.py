@@ -106,6 +106,7 @@ class LinearProbeMetric(BuiltinMetric):
         for train, test in splits:
             with _warnings.catch_warnings(record=True) as caught:
                 _warnings.simplefilter("always", ConvergenceWarning)
+                _warnings.simplefilter("ignore", FutureWarning)  # scikit-learn's l1_ratios / legacy-attribute notices
                 predicted, c = self._fit_predict(matrix[train], values[train] if regression else codes[train],
                                                  matrix[test], regression, seed, where)
             warned += [w for w in caught if issubclass(w.category, ConvergenceWarning)]
