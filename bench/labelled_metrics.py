@@ -147,7 +147,7 @@ def main() -> None:
     # warm-up on a small slice (imports, thread pools), untimed
     small = min(args.rows, 20 * args.classes)
     for name, (ours, direct) in cases(x[:small], y[:small], classification_targets(y[:small]), 2, 1).items():
-        if name not in args.skip and name != "linear_probe":
+        if name not in args.skip:
             ours(), direct()
     print(f"{'metric':<14}{'vertebrae_s':>12}{'direct_s':>12}{'ratio':>8}  agree")
     worst = 0.0
