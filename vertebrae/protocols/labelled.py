@@ -31,6 +31,7 @@ from vertebrae.stages.labelled import (
     build_protocol,
     build_report,
     candidate_result,
+    check_metrics,
     compress_block,
     compression_recipe,
     protocol_recipe,
@@ -98,6 +99,7 @@ class Benchmark:
             separatix=separatix_config,
             primary_metric=primary_metric,
         )
+        check_metrics(self.plan, dataset.targets, dataset.row_ids)  # bad metric declarations fail here, not mid-run
         self.compression_configs = list(compression_configs)
         self.embedding_config = embedding_config or EmbeddingConfig()
         self.cache_config = cache_config or CacheConfig()

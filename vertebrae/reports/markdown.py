@@ -159,6 +159,13 @@ def _closing_note(result, target_type: str) -> list[str]:
     return ["", text, ""]
 
 
+def _metric_cell(candidate, metric: str, interval) -> str | None:
+    if metric not in candidate.custom_metrics:
+        return None
+    score = _cell(candidate.custom_metrics[metric].score)
+    return score if interval is None else f"{score} [{_cell(interval[0])}, {_cell(interval[1])}]"
+
+
 def render_markdown(result) -> str:
     """Labelled report: ranking, per-class (per-label) scores, regression diagnostics, custom metrics, Separatix."""
     name = result.metadata.get("benchmark", "benchmark")
@@ -191,8 +198,10 @@ def render_markdown(result) -> str:
                           (r.overlap.continuous or {}).get("n_prototypes")] for r in ranked])
     custom = sorted({m for r in ranked for m in r.custom_metrics})
     if custom:
-        lines += ["", "## Custom metrics", ""]
-        lines += _table(["extractor"] + custom, [[r.name] + [r.custom_metrics[m].score if m in r.custom_metrics else None for m in custom]
+        interval = getattr(result, "metric_interval", lambda *_: None)
+        lines += ["", "## Metrics", "", "Each declared metric's score, with its paired-bootstrap interval where the "
+                  "metric keeps per-unit values (samples, episodes or k-means seeds).", ""]
+        lines += _table(["extractor"] + custom, [[r.name] + [_metric_cell(r, m, interval(r.name, m)) for m in custom]
                                                  for r in ranked])
     lines += separatix_lines(ranked)
     lines += result_comparison_lines(result)

@@ -5,7 +5,9 @@
 - zero-shot: every sample's outcome: ``accuracy`` = mean correctness, ``balanced_accuracy`` = the mean over true
   classes (strata) of each class's correctness, ``macro_f1`` from each sample's true and predicted class;
 - labelled: the OverlapIndex score of every aggregated class (the macro score is their mean); without classes
-  (regression), the stability repeats, paired by seed, when every candidate ran the same repeats.
+  (regression), the stability repeats, paired by seed, when every candidate ran the same repeats; a built-in
+  metric (knn, linear_probe: per-sample correctness, strata = true classes for balanced accuracy; few_shot:
+  per-episode accuracy; clustering: per-seed score) the units its diagnostics declare under ``"paired"``.
 
 A unit source that does not reproduce a candidate's primary score (within 1e-9) is refused, never compared.
 """
@@ -91,12 +93,38 @@ def zero_shot_units(candidates: Sequence[Any]) -> PairedUnits:
     return _checked(units, candidates, [c.primary_score for c in candidates])
 
 
+def metric_units(candidates: Sequence[Any], name: str) -> PairedUnits:
+    """The per-unit values of metric ``name`` that its diagnostics declare under ``"paired"`` (the built-in
+    labelled metrics: per-sample correctness, per-episode accuracy, per-seed clustering score)."""
+    results = [c.metrics.get(name) for c in candidates]
+    missing = [c.name for c, r in zip(candidates, results) if r is None]
+    if missing:
+        raise ComparisonUnavailable(f"candidates {missing} have no metric {name!r}")
+    paired = [r.diagnostics.get("paired") for r in results]
+    if any(p is None for p in paired) or any(p != paired[0] for p in paired):
+        raise ComparisonUnavailable(f"the metric {name!r} has no per-unit values")
+    spec = paired[0]
+    source, column = spec["source"], spec["column"]
+    ids = _shared(candidates, lambda c: c.metrics[name].diagnostics[source]["ids"], f"{spec['unit']}s of {name!r}")
+    values = np.array([r.diagnostics[source][column] for r in results], dtype=np.float64)
+    strata = np.zeros(len(ids), dtype=np.int64)
+    if spec["strata"] is not None:
+        _shared(candidates, lambda c: [str(v) for v in c.metrics[name].diagnostics[source][spec["strata"]]],
+                f"true classes of {name!r}")
+        strata = np.asarray(results[0].diagnostics[source][spec["strata"]], dtype=np.int64)
+    statistic = results[0].diagnostics.get("statistic", name)
+    units = PairedUnits(unit=spec["unit"], statistic=f"{name}: {statistic}", candidates=tuple(c.name for c in candidates),
+                        unit_ids=tuple(ids), values=values[:, :, None], strata=strata, reducer="mean")
+    return _checked(units, candidates, [r.score for r in results])
+
+
 def labelled_units(candidates: Sequence[Any]) -> PairedUnits:
-    """Per aggregated class of the OverlapIndex score; stability repeats (paired by seed) without classes."""
+    """Per aggregated class of the OverlapIndex score; stability repeats (paired by seed) without classes; a
+    built-in metric's own units (``metric_units``) when it is the primary metric."""
     custom = [c.name for c in candidates if c.primary_metric_name != "overlap"]
     if custom:
         metric = next(c.primary_metric_name for c in candidates if c.primary_metric_name != "overlap")
-        raise ComparisonUnavailable(f"the primary metric {metric!r} has no per-unit values")
+        return metric_units(candidates, metric)
     names = tuple(c.name for c in candidates)
     if all(c.overlap.aggregation_classes for c in candidates):
         classes = _shared(candidates, lambda c: c.overlap.aggregation_classes, "classes")
@@ -115,4 +143,4 @@ def labelled_units(candidates: Sequence[Any]) -> PairedUnits:
     raise ComparisonUnavailable("the scores have no per-class values and no stability repeats to pair on")
 
 
-__all__ = ["ComparisonUnavailable", "labelled_units", "retrieval_units", "zero_shot_units"]
+__all__ = ["ComparisonUnavailable", "labelled_units", "metric_units", "retrieval_units", "zero_shot_units"]

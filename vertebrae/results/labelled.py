@@ -10,18 +10,18 @@ never ranked, whichever metric is primary.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.reports.markdown import render_markdown
 from vertebrae.reports.schemas import LABELLED_SCHEMA
 from vertebrae.results.base import RankedReport, compression_method
-from vertebrae.results.comparison import labelled_units
+from vertebrae.results.comparison import ComparisonUnavailable, labelled_units, metric_units
 from vertebrae.scoring.degenerate import invalid_reasons
 from vertebrae.scoring.metrics import MetricResult
 from vertebrae.scoring.overlap import OverlapScoreResult
-from vertebrae.scoring.paired import PairedComparison
+from vertebrae.scoring.paired import ComparisonConfig, PairedComparison, compare_units
 from vertebrae.scoring.separatix import SeparatixResult
 from vertebrae.scoring.stability import StabilityResult
 
@@ -119,6 +119,7 @@ class BenchmarkResult(RankedReport):
     metadata: dict[str, Any] = field(default_factory=dict)
     comparison: PairedComparison | None = None
     comparison_skipped: str | None = None
+    metric_comparisons: dict[str, Any] = field(default_factory=dict)
 
     SCHEMA = LABELLED_SCHEMA
     CANDIDATES_KEY = "extractor_results"
@@ -137,6 +138,44 @@ class BenchmarkResult(RankedReport):
 
     def _summary(self) -> dict[str, Any]:
         return {"ranking_available": self.ranking_available}
+
+    def declared_metrics(self) -> list[str]:
+        """The custom and built-in metric names of the candidates, first-seen order."""
+        return list(dict.fromkeys(m for c in self.extractor_results for m in c.custom_metrics))
+
+    def with_comparison(self, config: ComparisonConfig | None = None) -> BenchmarkResult:
+        """The primary metric's comparison (``RankedReport.with_comparison``) plus, in ``metric_comparisons``, one
+        per declared metric over the same ranked candidates: ``{"comparison": {...}}`` or ``{"skipped": why}``."""
+        config = config or ComparisonConfig()
+        result = super().with_comparison(config)
+        ranked = self.ranked_results()
+        out: dict[str, Any] = {}
+        for name in self.declared_metrics():
+            if not config.enabled:
+                out[name] = {"skipped": "disabled by the configuration (enabled: false)"}
+                continue
+            try:
+                if len(ranked) < 2:
+                    raise ComparisonUnavailable(f"{len(ranked)} ranked candidate(s); a comparison needs at least two")
+                out[name] = {"comparison": compare_units(metric_units(ranked, name), config).to_dict()}
+            except ComparisonUnavailable as exc:
+                out[name] = {"skipped": str(exc)}
+        return replace(result, metric_comparisons=out)
+
+    def metric_interval(self, candidate: str, metric: str) -> tuple[float, float] | None:
+        """The bootstrap interval of ``candidate``'s ``metric`` from ``metric_comparisons``, if computed."""
+        comparison = (self.metric_comparisons.get(metric) or {}).get("comparison") or {}
+        for item in comparison.get("candidates", []):
+            if item["name"] == candidate:
+                return item["ci_low"], item["ci_high"]
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "metric_comparisons": to_json_value(self.metric_comparisons)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchmarkResult:
+        return replace(super().from_dict(data), metric_comparisons=dict(data.get("metric_comparisons") or {}))
 
     def _columns(self, result: ExtractorResult) -> dict[str, Any]:
         weakest = result.weakest_class()

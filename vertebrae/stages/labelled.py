@@ -13,7 +13,9 @@ from vertebrae.core.fingerprint import SCHEMAS
 from vertebrae.data.labelled import BenchmarkDataset, LabelledProtocol
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.compression import EmbeddingCompressionConfig, fit_paired_compression
-from vertebrae.scoring.metrics import Metric, metric_from_config
+from vertebrae.scoring.labelled_common import BuiltinMetric
+from vertebrae.scoring.metric_registry import metric_from_config
+from vertebrae.scoring.metrics import Metric
 from vertebrae.scoring.overlap import (
     ContinuousOverlapScoringConfig,
     OverlapIndexScorer,
@@ -107,6 +109,13 @@ def compress_block(block: EmbeddingBlock, config: EmbeddingCompressionConfig) ->
     return EmbeddingBlock(fitted.compressed_reference, block.row_ids), metadata
 
 
+def check_metrics(plan: ScoringPlan, targets: Any, row_ids: Sequence[str]) -> None:
+    """Every refusal of the built-in metrics that the targets alone decide (folds, shots, k, split, target type)."""
+    for metric in plan.metrics:
+        if isinstance(metric, BuiltinMetric):
+            metric.check(targets, row_ids=row_ids, seed=plan.seed)
+
+
 def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: ScoringPlan, *, endpoint: str = "samples") -> dict[str, Any]:
     """Score one candidate's (possibly compressed) embeddings; returns the score payload.
 
@@ -114,6 +123,7 @@ def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: Sc
     the overlap score.
     """
     check_row_ids(block, protocol.row_ids, endpoint)
+    check_metrics(plan, protocol.targets, block.row_ids)
     overlap = OverlapIndexScorer(plan.scoring).score_targets(block.matrix, protocol.targets, seed=plan.seed, row_ids=block.row_ids)
     metrics = {
         metric.name: metric.compute(block.matrix, protocol.targets, row_ids=block.row_ids, groups=protocol.groups, seed=plan.seed).to_dict()

@@ -39,6 +39,8 @@ def run_compare(plan: str | Path, report_plan: str | Path, protocol: str | Path,
     report = load_report(report_plan, protocol, scores).with_comparison(ComparisonConfig.from_dict(spec["comparison"]))
     payload = {"report": report_fp, "comparison": None if report.comparison is None else report.comparison.to_dict(),
                "skipped": report.comparison_skipped}
+    if getattr(report, "metric_comparisons", None):  # labelled: every declared metric's comparison
+        payload["metric_comparisons"] = report.metric_comparisons
     write_json_artifact(output, "comparison", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
@@ -56,6 +58,8 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
         document = payload["comparison"]
         report = replace(report, comparison=None if document is None else PairedComparison.from_dict(document),
                          comparison_skipped=payload["skipped"])
+        if payload.get("metric_comparisons"):
+            report = replace(report, metric_comparisons=dict(payload["metric_comparisons"]))
         if report.comparison is not None:
             planned = [r.name for r in report.ranked_results()]
             if [c["name"] for c in report.comparison.to_dict()["candidates"]] != planned:

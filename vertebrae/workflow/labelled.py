@@ -17,7 +17,7 @@ from vertebrae.data.declared import (
     declared_identity_key, declared_row_count, declared_targets, load_declared_dataset, load_declared_rows,
 )
 from vertebrae.extractors.registry import build_extractor
-from vertebrae.scoring.metrics import metric_from_config
+from vertebrae.scoring.metric_registry import metric_from_config
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig

@@ -1,0 +1,222 @@
+"""The built-in labelled metrics against direct scikit-learn / NumPy computations written here (same folds,
+seeds and grid), their refusals, and their config round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+from sklearn.linear_model import LogisticRegression, RidgeCV
+from sklearn.metrics import (adjusted_rand_score, balanced_accuracy_score, normalized_mutual_info_score, r2_score,
+                             v_measure_score)
+from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+from sklearn.preprocessing import StandardScaler
+
+from vertebrae import ClusteringMetric, FewShotMetric, KNNMetric, LinearProbeMetric
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.data.targets import classification_targets, multilabel_targets, regression_targets
+from vertebrae.scoring.metric_registry import metric_from_config
+
+SEED = 3
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(4, 6)) * 1.2
+    y = np.repeat(np.arange(4), [40, 30, 30, 20])
+    x = centers[y] + rng.normal(size=(len(y), 6))
+    return x, y
+
+
+def _normalised(x):
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _folds(y, n=5):
+    return list(StratifiedKFold(n, shuffle=True, random_state=SEED).split(np.zeros(len(y)), y))
+
+
+def _knn_oracle(x, y, k, weighting, t=0.07):
+    xn = _normalised(x)
+    predicted = np.empty(len(y), dtype=int)
+    for train, test in _folds(y):
+        for i in test:
+            sims = xn[train] @ xn[i]
+            top = np.argsort(-sims)[:k]
+            votes = np.zeros(4)
+            for j in top:
+                votes[y[train][j]] += 1.0 if weighting == "uniform" else np.exp(sims[j] / t)
+            predicted[i] = int(np.argmax(votes))
+    return predicted
+
+
+@pytest.mark.parametrize("weighting", ["uniform", "temperature"])
+def test_knn_equals_a_direct_numpy_vote_over_the_same_folds(data, weighting):
+    x, y = data
+    result = KNNMetric(k=7, weighting=weighting).compute(x, classification_targets(y), row_ids=None, seed=SEED)
+    predicted = _knn_oracle(x, y, 7, weighting)
+    assert result.diagnostics["per_sample"]["predicted"] == predicted.tolist()
+    assert result.score == pytest.approx(np.mean(predicted == y), abs=1e-12)
+    assert result.diagnostics["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(y, predicted), abs=1e-12)
+    assert result.diagnostics["per_sample"]["correct"] == (predicted == y).astype(int).tolist()
+
+
+def test_knn_uniform_equals_scikit_learn_brute_cosine(data):
+    x, y = data
+    expected = np.empty(len(y), dtype=int)
+    for train, test in _folds(y):
+        model = KNeighborsClassifier(n_neighbors=5, metric="cosine", algorithm="brute").fit(x[train], y[train])
+        expected[test] = model.predict(x[test])
+    result = KNNMetric(k=5).compute(x, classification_targets(y), row_ids=None, seed=SEED)
+    assert result.diagnostics["per_sample"]["predicted"] == expected.tolist()
+
+
+def test_knn_regression_is_the_r2_of_a_cosine_neighbour_mean(data):
+    x, _ = data
+    target = x[:, 0] * 2.0 + np.sin(x[:, 1])
+    expected = np.empty(len(target))
+    for train, test in KFold(5, shuffle=True, random_state=SEED).split(x):
+        model = KNeighborsRegressor(n_neighbors=5, metric="cosine", algorithm="brute").fit(x[train], target[train])
+        expected[test] = model.predict(x[test])
+    order = np.concatenate([test for _, test in KFold(5, shuffle=True, random_state=SEED).split(x)])
+    result = KNNMetric(k=5).compute(x, regression_targets(target), row_ids=None, seed=SEED)
+    assert result.score == pytest.approx(r2_score(target[order], expected[order]), abs=1e-12)
+
+
+def test_linear_probe_equals_a_direct_grid_search_over_the_same_folds(data):
+    x, y = data
+    grid = (1e-2, 1e-1, 1.0)
+    result = LinearProbeMetric(Cs=grid, folds=3, inner_folds=3).compute(x, classification_targets(y), row_ids=None, seed=SEED)
+    predicted = np.empty(len(y), dtype=int)
+    chosen = []
+    for train, test in _folds(y, 3):
+        scaler = StandardScaler().fit(x[train])
+        xtr, xte = scaler.transform(x[train]), scaler.transform(x[test])
+        inner = list(StratifiedKFold(3, shuffle=True, random_state=SEED).split(xtr, y[train]))
+        means = [np.mean([LogisticRegression(C=c, max_iter=1000).fit(xtr[a], y[train][a]).score(xtr[b], y[train][b])
+                          for a, b in inner]) for c in grid]
+        best = grid[int(np.argmax(means))]
+        chosen.append(best)
+        predicted[test] = LogisticRegression(C=best, max_iter=1000).fit(xtr, y[train]).predict(xte)
+    assert result.diagnostics["chosen_C"] == chosen
+    assert result.diagnostics["per_sample"]["predicted"] == predicted.tolist()
+    assert result.score == pytest.approx(np.mean(predicted == y), abs=1e-12)
+    again = LinearProbeMetric(Cs=grid, folds=3, inner_folds=3).compute(x, classification_targets(y), row_ids=None, seed=SEED)
+    assert again.to_dict() == result.to_dict()  # seeded: the same numbers on a second run
+
+
+def test_linear_probe_regression_is_a_ridge_probe(data):
+    x, _ = data
+    target = x @ np.arange(1, 7) + 0.1
+    splits = list(KFold(5, shuffle=True, random_state=SEED).split(x))
+    true, predicted = [], []
+    for train, test in splits:
+        scaler = StandardScaler().fit(x[train])
+        model = RidgeCV(alphas=[1 / c for c in (0.1, 1.0, 10.0)], cv=KFold(3, shuffle=True, random_state=SEED),
+                        scoring="neg_mean_squared_error").fit(scaler.transform(x[train]), target[train])
+        true.append(target[test])
+        predicted.append(model.predict(scaler.transform(x[test])))
+    result = LinearProbeMetric(Cs=(0.1, 1.0, 10.0)).compute(x, regression_targets(target), row_ids=None, seed=SEED)
+    assert result.score == pytest.approx(r2_score(np.concatenate(true), np.concatenate(predicted)), abs=1e-12)
+
+
+def test_few_shot_equals_a_direct_nearest_class_mean_over_the_same_episodes(data):
+    x, y = data
+    metric = FewShotMetric(shots=(1, 5), episodes=6)
+    result = metric.compute(x, classification_targets(y), row_ids=None, seed=SEED)
+    xn = _normalised(x)
+    for j, s in enumerate((1, 5)):
+        accs = []
+        for e in range(6):
+            rng = np.random.default_rng([SEED, e])
+            perms = [rng.permutation(np.flatnonzero(y == c)) for c in range(4)]
+            support = np.concatenate([p[:s] for p in perms])
+            means = np.stack([xn[p[:s]].mean(axis=0) for p in perms])
+            query = np.setdiff1d(np.arange(len(y)), support)
+            dist = np.linalg.norm(xn[query][:, None, :] - means[None], axis=2)
+            accs.append(np.mean(dist.argmin(axis=1) == y[query]))
+        assert result.diagnostics["per_episode"][str(s)] == pytest.approx(accs, abs=1e-12)
+        half = 1.96 * np.std(accs, ddof=1) / np.sqrt(6)
+        assert result.diagnostics["per_shot"][str(s)]["ci_low"] == pytest.approx(np.mean(accs) - half, abs=1e-12)
+    assert result.score == pytest.approx(np.mean(result.diagnostics["per_episode"]["5"]), abs=1e-12)
+
+
+def test_clustering_equals_direct_kmeans_and_sklearn_scores(data):
+    x, y = data
+    result = ClusteringMetric(n_init=2, repeats=2).compute(x, classification_targets(y), row_ids=None, seed=SEED)
+    xn = _normalised(x)
+    for r in range(2):
+        labels = KMeans(n_clusters=4, n_init=2, random_state=SEED + r).fit(xn).labels_
+        assert result.diagnostics["per_seed"]["v_measure"][r] == pytest.approx(v_measure_score(y, labels), abs=1e-12)
+        assert result.diagnostics["per_seed"]["ari"][r] == pytest.approx(adjusted_rand_score(y, labels), abs=1e-12)
+        assert result.diagnostics["per_seed"]["nmi"][r] == pytest.approx(normalized_mutual_info_score(y, labels), abs=1e-12)
+    assert result.score == pytest.approx(np.mean(result.diagnostics["per_seed"]["v_measure"]), abs=1e-12)
+
+
+def test_a_declared_split_is_honoured_by_every_metric(data):
+    x, y = data
+    split = ["train" if i % 3 else "test" for i in range(len(y))]
+    train, test = np.flatnonzero(np.array(split) == "train"), np.flatnonzero(np.array(split) == "test")
+    targets = classification_targets(y)
+    knn = KNNMetric(k=5, split=split).compute(x, targets, row_ids=None, seed=SEED)
+    expected = KNeighborsClassifier(5, metric="cosine", algorithm="brute").fit(x[train], y[train]).predict(x[test])
+    assert knn.diagnostics["per_sample"]["predicted"] == expected.tolist()
+    assert knn.diagnostics["per_sample"]["ids"] == [f"@int:{i}" for i in test]
+    by_id = KNNMetric(k=5, split={"train": train.tolist(), "test": test.tolist()}).compute(x, targets, row_ids=None, seed=SEED)
+    assert by_id.score == knn.score
+    probe = LinearProbeMetric(Cs=(1.0,), split=split).compute(x, targets, row_ids=None, seed=SEED)
+    scaler = StandardScaler().fit(x[train])
+    direct = LogisticRegression(C=1.0, max_iter=1000).fit(scaler.transform(x[train]), y[train])
+    assert probe.diagnostics["per_sample"]["predicted"] == direct.predict(scaler.transform(x[test])).tolist()
+    few = FewShotMetric(shots=(2,), episodes=2, split=split).compute(x, targets, row_ids=None, seed=SEED)
+    rng = np.random.default_rng([SEED, 0])
+    perms = [rng.permutation(train[y[train] == c]) for c in range(4)]
+    means = np.stack([_normalised(x)[p[:2]].mean(axis=0) for p in perms])
+    dist = np.linalg.norm(_normalised(x)[test][:, None] - means[None], axis=2)
+    assert few.diagnostics["per_episode"]["2"][0] == pytest.approx(np.mean(dist.argmin(axis=1) == y[test]))
+    clus = ClusteringMetric(n_init=2, repeats=1, split=split).compute(x, targets, row_ids=None, seed=SEED)
+    model = KMeans(4, n_init=2, random_state=SEED).fit(_normalised(x)[train])
+    assert clus.score == pytest.approx(v_measure_score(y[test], model.predict(_normalised(x)[test])))
+
+
+def test_refusals_name_the_key_and_the_classes(data):
+    x, y = data
+    y_small = y.copy()
+    y_small[:3] = 9  # class 9 has 3 rows
+    targets = classification_targets(y_small)
+    with pytest.raises(ValidationError, match=r"'folds' = 5: classes \['9'\]"):
+        KNNMetric().compute(x, targets, row_ids=None)
+    with pytest.raises(ValidationError, match=r"'shots' = \[1, 5\]: classes \['9'\]"):
+        FewShotMetric(shots=(1, 5)).compute(x, targets, row_ids=None)
+    with pytest.raises(ValidationError, match="'k' = 200 must be below"):
+        KNNMetric(k=200).compute(x, classification_targets(y), row_ids=None)
+    split = ["test" if label == 3 or i % 4 == 0 else "train" for i, label in enumerate(y)]
+    with pytest.raises(ValidationError, match=r"'split': classes \['3'\] have test rows but no train row"):
+        LinearProbeMetric(split=split).compute(x, classification_targets(y), row_ids=None)
+    with pytest.raises(ConfigError, match="'split' holds values other than train/test: \\['val'\\]"):
+        KNNMetric(split=["train", "val"])
+    with pytest.raises(ConfigError, match="'split' may hold only"):
+        KNNMetric(split={"train": [0], "validation": [1]})
+    multilabel = multilabel_targets([["a"], ["a", "b"]] * 60)
+    for metric in (KNNMetric(), LinearProbeMetric(), FewShotMetric(), ClusteringMetric()):
+        with pytest.raises(ValidationError, match="multilabel targets \\(target type 'multilabel'\\)"):
+            metric.compute(x, multilabel, row_ids=None)
+    for metric in (FewShotMetric(), ClusteringMetric()):
+        with pytest.raises(ValidationError, match="target type 'regression'"):
+            metric.compute(x, regression_targets(x[:, 0]), row_ids=None)
+
+
+@pytest.mark.parametrize("metric", [KNNMetric(k=3, weighting="temperature", split=["train", "test"]),
+                                    LinearProbeMetric(Cs=(0.5, 2.0), primary="balanced_accuracy"),
+                                    FewShotMetric(shots=(1, 2), episodes=4), ClusteringMetric(repeats=2, primary="ari")])
+def test_config_round_trip(metric):
+    assert metric_from_config(metric.recipe()).recipe() == metric.recipe()
+
+
+def test_config_refuses_unknown_keys_naming_them():
+    with pytest.raises(ConfigError, match=r"type 'knn' has unknown key\(s\) \['kk'\]"):
+        metric_from_config({"type": "knn", "kk": 3})
+    with pytest.raises(ConfigError, match="'type' must be one of .*'few_shot'"):
+        metric_from_config({"type": "fewshot"})

@@ -1,0 +1,214 @@
+"""What the built-in labelled metrics (``knn``, ``linear_probe``, ``few_shot``, ``clustering``) share.
+
+- **Classes.** Single-label targets become class codes in catalog order (``class_codes``); a metric that is not
+  defined for the target type is refused naming it (``require_target_type``).
+- **Evaluation rows.** Either stratified folds (``StratifiedKFold(folds, shuffle=True, random_state=seed)`` on
+  the class codes: every row is a test row exactly once) or a declared split: ``split`` is a sequence of
+  ``"train"``/``"test"`` aligned with the rows, or a mapping ``{"train": [row ids], "test": [row ids]}`` (rows
+  in neither are left out). ``evaluation_splits`` returns the (train, test) index pairs.
+- **Refusals** (``ValidationError``/``ConfigError`` naming the key): split values other than train/test, an
+  unknown or repeated row id, classes with fewer rows than folds (named), a test class absent from train.
+- **Paired units.** A metric's diagnostics carry ``"paired"``: ``{"unit", "source", "column", "strata"}`` naming
+  which per-unit array of the diagnostics (``diagnostics[source][column]``, ids ``diagnostics[source]["ids"]``)
+  reproduces the score as a mean (``strata``: a column of stratum labels, or None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.labels import semantic_key
+from vertebrae.scoring.metrics import Metric, _check_name, _check_targets, _n_rows, _row_keys
+
+SPLIT_VALUES = ("train", "test")
+
+
+def positive(value: Any, owner: str, key: str, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ConfigError(f"{owner}: key {key!r} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def positive_float(value: Any, owner: str, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or value <= 0:
+        raise ConfigError(f"{owner}: key {key!r} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def choice(value: Any, options: Sequence[str], owner: str, key: str) -> str:
+    if value not in options:
+        raise ConfigError(f"{owner}: key {key!r} must be one of {list(options)}, got {value!r}")
+    return str(value)
+
+
+def parse_split(split: Any, owner: str) -> list[str] | dict[str, list[str]] | None:
+    """The JSON form of a declared split (see the module docstring); ConfigError naming ``split``."""
+    if split is None:
+        return None
+    if isinstance(split, Mapping):
+        unknown = sorted(str(k) for k in split if k not in SPLIT_VALUES)
+        if unknown:
+            raise ConfigError(f"{owner}: key 'split' may hold only {list(SPLIT_VALUES)}, got {unknown}")
+        out = {}
+        for part in SPLIT_VALUES:
+            ids = split.get(part, [])
+            if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
+                raise ConfigError(f"{owner}: key 'split.{part}' must be a list of row ids, got {type(ids).__name__}")
+            out[part] = [i if isinstance(i, str) else semantic_key(i.item() if isinstance(i, np.generic) else i)
+                         for i in (ids.tolist() if isinstance(ids, np.ndarray) else ids)]
+        both = sorted(set(out["train"]) & set(out["test"]))
+        if both:
+            raise ConfigError(f"{owner}: key 'split': row ids {both[:10]} are both train and test")
+        if not out["train"] or not out["test"]:
+            raise ConfigError(f"{owner}: key 'split' needs train and test rows")
+        return out
+    if isinstance(split, (str, bytes)) or not isinstance(split, (Sequence, np.ndarray)):
+        raise ConfigError(f"{owner}: key 'split' must be a list of train/test per row or a mapping "
+                          f"{{train: [row ids], test: [row ids]}}, got {type(split).__name__}")
+    values = split.tolist() if isinstance(split, np.ndarray) else list(split)
+    bad = sorted({str(v) for v in values if v not in SPLIT_VALUES})
+    if bad:
+        raise ConfigError(f"{owner}: key 'split' holds values other than train/test: {bad[:10]}")
+    return [str(v) for v in values]
+
+
+def class_codes(targets: Any, where: str) -> np.ndarray:
+    """Single-label class codes in catalog order."""
+    catalog = targets.catalog
+    return np.fromiter((catalog.index(k) for k in targets.values), dtype=np.int64, count=targets.n_rows)
+
+
+def require_target_type(targets: Any, allowed: Sequence[str], where: str) -> None:
+    if targets.target_type not in allowed:
+        raise ValidationError(f"{where} is not defined for {targets.target_type} targets (target type "
+                              f"{targets.target_type!r}); it accepts {list(allowed)}")
+
+
+def class_names(targets: Any, codes: Sequence[int]) -> list[str]:
+    catalog = targets.catalog
+    return [catalog.display(catalog.keys[int(c)]) for c in codes]
+
+
+def split_positions(split: list[str] | dict[str, list[str]], keys: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray]:
+    """(train rows, test rows) of a declared split, as row indices in ascending order."""
+    n = len(keys)
+    if isinstance(split, list):
+        if len(split) != n:
+            raise ValidationError(f"{where}: key 'split' has {len(split)} values for {n} rows")
+        labels = np.asarray(split, dtype=object)
+        return np.flatnonzero(labels == "train"), np.flatnonzero(labels == "test")
+    index = {key: i for i, key in enumerate(keys)}
+    out = []
+    for part in SPLIT_VALUES:
+        missing = [k for k in split[part] if k not in index]
+        if missing:
+            raise ValidationError(f"{where}: key 'split.{part}' names row ids absent from the dataset: {missing[:10]}")
+        out.append(np.sort(np.fromiter((index[k] for k in split[part]), dtype=np.int64, count=len(split[part]))))
+    return out[0], out[1]
+
+
+def evaluation_splits(codes: np.ndarray | None, keys: Sequence[str], *, split: Any, folds: int, seed: int,
+                      targets: Any, where: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) row indices: the declared split, or stratified folds (plain KFold without classes)."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    if split is not None:
+        train, test = split_positions(split, keys, where)
+        if not train.size or not test.size:
+            raise ValidationError(f"{where}: key 'split' needs train and test rows")
+        if codes is not None:
+            absent = np.setdiff1d(np.unique(codes[test]), np.unique(codes[train]))
+            if absent.size:
+                raise ValidationError(f"{where}: key 'split': classes {class_names(targets, absent)} have test rows "
+                                      "but no train row")
+        return [(train, test)]
+    n = len(keys)
+    if codes is None:
+        if n < folds:
+            raise ValidationError(f"{where}: key 'folds' = {folds} exceeds the {n} rows")
+        return list(KFold(folds, shuffle=True, random_state=seed).split(np.zeros(n)))
+    counts = np.bincount(codes, minlength=len(targets.catalog))
+    small = np.flatnonzero((counts > 0) & (counts < folds))
+    if small.size:
+        raise ValidationError(f"{where}: key 'folds' = {folds}: classes {class_names(targets, small)} have fewer rows "
+                              f"({sorted(set(counts[small].tolist()))}) than folds")
+    return list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros(n), codes))
+
+
+def dense_rows(embeddings: Any, where: str) -> np.ndarray:
+    """The embeddings as a C-contiguous float64 array (sparse input densified); non-finite values refused."""
+    matrix = embeddings.toarray() if sp.issparse(embeddings) else np.asarray(embeddings)
+    matrix = np.ascontiguousarray(matrix, dtype=np.float64)
+    bad = ~np.isfinite(matrix).all(axis=1)
+    if bad.any():
+        raise ValidationError(f"{where}: embedding row {int(np.flatnonzero(bad)[0])} holds non-finite values")
+    return matrix
+
+
+def l2_normalised(matrix: np.ndarray, keys: Sequence[str], where: str) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1)
+    zero = np.flatnonzero(norms == 0)
+    if zero.size:
+        raise ValidationError(f"{where}: zero embedding rows cannot be normalised: row ids "
+                              f"{[keys[i] for i in zero[:10]]}")
+    return matrix / norms[:, None]
+
+
+def prepared(metric: Any, embeddings: Any, targets: Any, row_ids: Any) -> tuple[np.ndarray, tuple[str, ...], str]:
+    """(dense matrix, row keys, where) after the shared boundary checks."""
+    n = _n_rows(embeddings)
+    _check_targets(targets, n)
+    where = f"{type(metric).__name__} {metric.name!r}"
+    require_target_type(targets, metric.TARGET_TYPES, where)
+    return dense_rows(embeddings, where), _row_keys(row_ids, n), where
+
+
+def classification_scores(true: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
+    """Accuracy and balanced accuracy (mean over true classes of per-class recall)."""
+    correct = (true == predicted).astype(np.float64)
+    classes = np.unique(true)
+    recall = [correct[true == c].mean() for c in classes]
+    return {"accuracy": float(correct.mean()), "balanced_accuracy": float(np.mean(recall))}
+
+
+def per_sample(keys: Sequence[str], test: np.ndarray, true: np.ndarray, predicted: np.ndarray) -> dict[str, Any]:
+    """The per-sample diagnostics, rows in ascending row order."""
+    order = np.argsort(test, kind="stable")
+    return {"ids": [keys[i] for i in test[order]], "true": true[order].tolist(), "predicted": predicted[order].tolist(),
+            "correct": (true[order] == predicted[order]).astype(int).tolist()}
+
+
+def sample_paired(primary: str) -> dict[str, Any]:
+    return {"unit": "sample", "source": "per_sample", "column": "correct",
+            "strata": "true" if primary == "balanced_accuracy" else None}
+
+
+class BuiltinMetric(Metric):
+    """A built-in labelled metric: ``check`` runs every refusal of ``compute`` from the targets alone (no
+    embedding), so a benchmark can refuse a bad declaration before any extraction or scoring."""
+
+    TARGET_TYPES: tuple[str, ...] = ()
+
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int) -> Any:
+        raise NotImplementedError
+
+    def check(self, targets: Any, *, row_ids: Sequence[str] | None = None, seed: int = 0) -> None:
+        where = f"{type(self).__name__} {self.name!r}"
+        require_target_type(targets, self.TARGET_TYPES, where)
+        self._plan(targets, _row_keys(row_ids, targets.n_rows), where, seed)
+
+
+def check_name(name: Any, owner: str) -> str:
+    return _check_name(name, owner)
+
+
+__all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "choice", "class_codes", "classification_scores", "dense_rows",
+           "evaluation_splits", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared",
+           "require_target_type", "sample_paired", "split_positions"]

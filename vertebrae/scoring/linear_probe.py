@@ -1,0 +1,130 @@
+"""``LinearProbeMetric``: a linear probe on frozen embeddings (CLIP_benchmark / MTEB-classification style).
+
+Per outer split (stratified ``folds``, default 5, or a declared ``split``; see ``labelled_common``): the train
+rows are standardised (``StandardScaler`` fitted on them, applied to the test rows), then a multinomial logistic
+regression (scikit-learn ``LogisticRegressionCV``, lbfgs, ``max_iter``) picks ``C`` from ``Cs`` (default the 7
+values 1e-3, 1e-2, ..., 1e3) by accuracy over ``inner_folds`` (default 3) stratified inner folds shuffled with the
+run's seed, and is refitted on all train rows with that ``C``. Scores: ``accuracy`` and ``balanced_accuracy`` over
+the predicted rows; ``score`` is ``primary``. Per-sample correctness and the chosen ``C`` per split are kept.
+Seeded and deterministic at a given BLAS thread count.
+
+Regression targets: a ridge probe (``RidgeCV``, ``alpha = 1 / C`` over the same grid, chosen by inner K-fold
+mean squared error) on the standardised rows; the score is R² over the predicted rows (``knn.r2``). Multi-label
+targets are refused naming the target type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.scoring.knn import r2
+from vertebrae.scoring.labelled_common import (
+    BuiltinMetric, check_name, choice, class_codes, class_names, classification_scores, evaluation_splits, parse_split,
+    per_sample, positive, prepared, sample_paired,
+)
+from vertebrae.scoring.metrics import MetricResult
+
+DEFAULT_CS = (1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3)
+
+
+def _grid(values: Any, owner: str) -> tuple[float, ...]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)) or not len(values):
+        raise ConfigError(f"{owner}: key 'Cs' must be a non-empty list of positive numbers, got {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v) or v <= 0:
+            raise ConfigError(f"{owner}: key 'Cs' must hold finite numbers > 0, got {v!r}")
+        out.append(float(v))
+    return tuple(out)
+
+
+class LinearProbeMetric(BuiltinMetric):
+    """Logistic-regression probe accuracy (see the module docstring)."""
+
+    TARGET_TYPES = ("classification", "regression")
+
+    def __init__(self, Cs: Sequence[float] = DEFAULT_CS, folds: int = 5, inner_folds: int = 3, split: Any = None,
+                 primary: str = "accuracy", max_iter: int = 1000, *, name: str = "linear_probe") -> None:
+        owner = "LinearProbeMetric"
+        self.name = check_name(name, owner)
+        self.Cs = _grid(Cs, owner)
+        self.folds = positive(folds, owner, "folds", minimum=2)
+        self.inner_folds = positive(inner_folds, owner, "inner_folds", minimum=2)
+        self.split = parse_split(split, owner)
+        self.primary = choice(primary, ("accuracy", "balanced_accuracy"), owner, "primary")
+        self.max_iter = positive(max_iter, owner, "max_iter")
+
+    def recipe(self) -> dict[str, Any]:
+        return {"type": "linear_probe", "name": self.name, "Cs": list(self.Cs), "folds": self.folds,
+                "inner_folds": self.inner_folds, "split": self.split, "primary": self.primary, "max_iter": self.max_iter}
+
+    def _fit_predict(self, x_train, y_train, x_test, regression: bool, seed: int, where: str):
+        from sklearn.linear_model import LogisticRegressionCV, RidgeCV
+        from sklearn.model_selection import KFold, StratifiedKFold
+        from sklearn.preprocessing import StandardScaler
+
+        scaler = StandardScaler().fit(x_train)
+        x_train, x_test = scaler.transform(x_train), scaler.transform(x_test)
+        if regression:
+            model = RidgeCV(alphas=[1.0 / c for c in self.Cs], cv=KFold(self.inner_folds, shuffle=True, random_state=seed),
+                            scoring="neg_mean_squared_error").fit(x_train, y_train)
+            return model.predict(x_test).reshape(len(x_test), -1), 1.0 / float(model.alpha_)
+        model = LogisticRegressionCV(Cs=list(self.Cs), cv=StratifiedKFold(self.inner_folds, shuffle=True, random_state=seed),
+                                     scoring="accuracy", max_iter=self.max_iter, random_state=seed)
+        model.fit(x_train, y_train)
+        return model.predict(x_test), float(np.ravel(model.C_)[0])
+
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int):
+        codes = None if targets.target_type == "regression" else class_codes(targets, where)
+        splits = evaluation_splits(codes, keys, split=self.split, folds=self.folds, seed=seed, targets=targets,
+                                   where=where)
+        for train, _ in splits if codes is not None else ():
+            counts = np.bincount(codes[train], minlength=len(targets.catalog))
+            small = np.flatnonzero((counts > 0) & (counts < self.inner_folds))
+            if small.size:
+                raise ValidationError(f"{where}: key 'inner_folds' = {self.inner_folds}: classes "
+                                      f"{class_names(targets, small)} have fewer train rows than inner folds")
+        if codes is None and min(len(train) for train, _ in splits) < self.inner_folds:
+            raise ValidationError(f"{where}: key 'inner_folds' = {self.inner_folds} exceeds the train rows")
+        return codes, splits
+
+    def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
+                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+        import warnings as _warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+
+        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
+        regression = targets.target_type == "regression"
+        codes, splits = self._plan(targets, keys, where, seed)
+        values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1) if regression else codes
+        tests, outputs, chosen, warned = [], [], [], []
+        for train, test in splits:
+            with _warnings.catch_warnings(record=True) as caught:
+                _warnings.simplefilter("always", ConvergenceWarning)
+                _warnings.simplefilter("ignore", FutureWarning)  # scikit-learn's l1_ratios / legacy-attribute notices
+                predicted, c = self._fit_predict(matrix[train], values[train] if regression else codes[train],
+                                                 matrix[test], regression, seed, where)
+            warned += [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+            tests.append(test)
+            outputs.append(predicted)
+            chosen.append(c)
+        test = np.concatenate(tests)
+        predicted = np.concatenate(outputs)
+        warnings = [f"{where}: the solver did not converge within max_iter = {self.max_iter} in {len(warned)} fit(s)"] if warned else []
+        metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
+                    "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
+        if regression:
+            score = r2(values[test], predicted)
+            return MetricResult(self.name, score, True, {"r2": score, "chosen_C": chosen}, warnings, metadata)
+        scores = classification_scores(codes[test], predicted)
+        diagnostics = {**scores, "chosen_C": chosen, "per_sample": per_sample(keys, test, codes[test], predicted),
+                       "paired": sample_paired(self.primary), "statistic": self.primary}
+        return MetricResult(self.name, scores[self.primary], True, diagnostics, warnings, metadata)
+
+
+__all__ = ["DEFAULT_CS", "LinearProbeMetric"]
