@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.errors import LabelError, ValidationError
+from vertebrae.core.errors import BudgetError, LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
 from vertebrae.core.records import check_bool, from_record, is_int, one_of, positive_int, record_fields
-from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
+from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids, power_of_two_factor, rescaled
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 
 FORBIDDEN_KMEANS_KWARGS = ("n_clusters", "random_state")
@@ -277,10 +277,48 @@ class OverlapScoreResult:
 
 
 def l2_normalize(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray | sp.csr_matrix:
-    """Row-wise L2 normalisation (zero rows stay zero); CSR stays CSR."""
+    """Row-wise L2 normalisation (zero rows stay zero); CSR stays CSR.
+
+    Each row is first brought to a largest magnitude in [0.5, 1) by a power of two (exact), so the norms neither
+    underflow nor overflow whatever the row's scale, and the result equals plain normalisation bit for bit where
+    that is representable.
+    """
     from sklearn.preprocessing import normalize
 
-    return normalize(matrix, norm="l2", axis=1, copy=True)
+    if sp.issparse(matrix):
+        csr = sp.csr_matrix(matrix, copy=True)
+        peak = np.asarray(abs(csr).max(axis=1).toarray(), dtype=np.float64).ravel()
+        exponents = np.where(peak > 0, np.frexp(peak)[1], 0)
+        csr.data = np.ldexp(np.asarray(csr.data, dtype=np.float64), -np.repeat(exponents, np.diff(csr.indptr))).astype(csr.dtype)
+        return normalize(csr, norm="l2", axis=1, copy=False)
+    dense = np.asarray(matrix)
+    peak = np.abs(dense).max(axis=1) if dense.shape[1] else np.zeros(dense.shape[0])
+    exponents = np.where(peak > 0, np.frexp(np.asarray(peak, dtype=np.float64))[1], 0)
+    scaled = np.ldexp(np.asarray(dense, dtype=np.float64), -exponents[:, None]).astype(dense.dtype, copy=False)
+    return normalize(scaled, norm="l2", axis=1, copy=False)
+
+
+_PAIR_BYTES = 160  # one class pair: overlapindex's pairwise entries and the result's pairwise_scores (Python objects)
+
+
+def working_set_bytes(n_classes: int, n_prototypes: int, dim: int, n_rows: int, chunk: int | None) -> int:
+    """Estimated peak bytes of labelled OverlapIndex scoring: the class-pair tables (classes^2), the prototypes
+    (prototypes x dims, twice), the per-class best scores over prototypes (classes x prototypes) and one chunk of
+    row-to-prototype scores (rows x prototypes)."""
+    rows = n_rows if chunk is None else min(n_rows, chunk)
+    return (n_classes * n_classes * _PAIR_BYTES + 16 * n_prototypes * dim + 8 * n_classes * n_prototypes
+            + 16 * rows * n_prototypes)
+
+
+def admit_classes(config: OverlapScoringConfig, n_classes: int, n_prototypes: int, dim: int, n_rows: int) -> int:
+    """The estimated working set (``working_set_bytes``), refused with a BudgetError naming the classes, the
+    prototypes and ``scoring.max_dense_bytes`` when it exceeds that budget (before anything is fitted)."""
+    need = working_set_bytes(n_classes, n_prototypes, dim, n_rows, config.offline_chunk_size)
+    if need > config.max_dense_bytes:
+        raise BudgetError(f"labelled scoring of {n_classes} classes with {n_prototypes} prototypes in {dim} dimensions "
+                          f"needs about {need:,} bytes, over scoring.max_dense_bytes ({config.max_dense_bytes:,}); "
+                          "merge or drop classes, lower k / max_k, or raise scoring.max_dense_bytes")
+    return need
 
 
 def _check_seed(seed: Any) -> int:
@@ -346,6 +384,9 @@ class OverlapIndexScorer:
         if targets.n_rows != matrix.shape[0]:
             raise ValidationError(f"embeddings have {matrix.shape[0]} rows but the targets have {targets.n_rows}")
         check_finite(matrix, row_ids, what="embeddings")
+        # a power-of-two rescale to a largest magnitude in [0.5, 1): k-means and the collapse grid see the same
+        # values for an embedding and any positive multiple of it (scale-free scores)
+        matrix = rescaled(matrix, power_of_two_factor(matrix))
         scored = l2_normalize(matrix) if config.normalize_embeddings else matrix
         finding = detect_collapse(scored, what="embeddings" + (" (L2-normalised)" if config.normalize_embeddings else ""),
                                   labels=None if targets.target_type == "regression" else targets.values, row_ids=row_ids)
@@ -391,6 +432,7 @@ def _score_categorical(scored, targets, config: OverlapScoringConfig, seed: int,
     if len(present) < 2:
         raise ValidationError(f"class separation needs at least 2 classes, got {[catalog.display(k) for k in present]}")
     k_per_class, messages = resolve_k(config, catalog, counts)
+    admit_classes(config, len(present), sum(k_per_class[key] for key in present), scored.shape[1], scored.shape[0])
     excluded = sorted({_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()})
     if len(excluded) == len(present):
         raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
@@ -456,7 +498,8 @@ def _score_regression(scored, targets, config: ContinuousOverlapScoringConfig, s
         aggregation=config.aggregation,
         random_state=seed,
     )
-    messages = _fit_capturing_warnings(index, scored, targets.values)
+    values = np.asarray(targets.values, dtype=np.float64)
+    messages = _fit_capturing_warnings(index, scored, values * power_of_two_factor(values))  # scale-free targets
     support = index.prototype_support_
     continuous = {
         "loss_ratio": float(index.loss_ratio_),
