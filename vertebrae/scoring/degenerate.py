@@ -131,8 +131,9 @@ def label_codes(labels: Any) -> np.ndarray:
     """Integer class code per row: of a 1-D label array, or of each row of a (dense or CSR) indicator matrix."""
     if sp.issparse(labels) or (hasattr(labels, "ndim") and labels.ndim == 2):
         return row_points(labels)
-    _, codes = np.unique(np.asarray(labels).astype(str), return_inverse=True)
-    return np.asarray(codes).ravel().astype(np.int64)
+    index: dict[str, int] = {}  # not astype(str): NumPy drops trailing NULs ("a\0" and "a" are two classes)
+    return np.asarray([index.setdefault(str(v), len(index)) for v in np.asarray(labels, dtype=object).ravel().tolist()],
+                      dtype=np.int64)
 
 
 def detect_collapse(matrix: Any, *, what: str, labels: Any = None, n_classes: int | None = None,

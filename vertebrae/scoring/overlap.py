@@ -423,6 +423,24 @@ def _fit_capturing_warnings(index: Any, X: Any, Y: Any) -> list[str]:
     return [f"overlapindex: {w.message}" for w in caught]
 
 
+def _check_label_pairs(indicator: Any, catalog: LabelCatalog, present: Sequence[str], excluded: Sequence[str]) -> None:
+    """Refuse multi-label targets in which no aggregated label occurs on a row without some other label (every
+    row carries the same labels, or each label comes only with all the others): no pair can be told apart."""
+    M = sp.csr_matrix(indicator, dtype=np.float64)
+    co = sp.csr_matrix(M.T @ M)
+    own = co.diagonal()
+    columns = {key: i for i, key in enumerate(catalog.keys)}
+    wanted = [columns[key] for key in present if key not in set(excluded)]
+    for a in wanted:
+        row = co.getrow(a)
+        covering = sum(1 for b, n in zip(row.indices, row.data) if b != a and own[b] > 0 and n == own[a])
+        if covering < len(present) - 1:
+            return
+    shown = [catalog.display(key) for key in present]
+    raise ValidationError(f"multilabel targets: every row that carries one of the labels {shown} carries all of them; "
+                          "no label ever occurs without the others, so none can be told apart")
+
+
 def _score_categorical(scored, targets, config: OverlapScoringConfig, seed: int, metadata: dict) -> OverlapScoreResult:
     from overlapindex import OverlapIndex
 
@@ -437,6 +455,8 @@ def _score_categorical(scored, targets, config: OverlapScoringConfig, seed: int,
     if len(excluded) == len(present):
         raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
     multilabel = targets.target_type == "multilabel"
+    if multilabel:
+        _check_label_pairs(targets.values, catalog, present, excluded)
     # overlapindex names multi-label classes by indicator column; map them back to catalog keys
     to_backend = {key: i for i, key in enumerate(catalog.keys)} if multilabel else {key: key for key in catalog.keys}
     from_backend = {str(v): k for k, v in to_backend.items()}
