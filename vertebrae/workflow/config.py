@@ -56,6 +56,7 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
         yield from base.VALIDATORS["properties"](validator, properties, instance, schema)
 
     validator_cls = jsonschema.validators.extend(base, {"properties": fill_defaults})
+    check_top_level(config, "the config")
     config = copy.deepcopy(dict(config))
     errors = sorted(validator_cls(config_schema()).iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
@@ -117,12 +118,22 @@ def _unique_key_loader() -> type:
     return UniqueKeyLoader
 
 
+def check_top_level(config: Any, what: str) -> None:
+    """ConfigError unless ``config`` is a mapping (a YAML file whose top level is a list or a scalar is not a config)."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"{what}: the top level must be a mapping of config keys (seed:, benchmarks:, ...), got a "
+                          f"{'list' if isinstance(config, list) else type(config).__name__}")
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """The config in a YAML (or JSON) file; ConfigError naming the file for unreadable text or a duplicate key."""
+    """The config in a YAML (or JSON) file; ConfigError naming the file for unreadable text, a duplicate key or a
+    top level that is not a mapping."""
     import yaml
 
     try:
-        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_unique_key_loader()) or {}
+        loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_unique_key_loader())
+        check_top_level({} if loaded is None else loaded, f"config file {path}")
+        return loaded or {}
     except _DuplicateKey as dup:
         raise ConfigError(f"config file {path}, line {dup.line}: key {dup.key!r} is given twice in one mapping (first "
                           f"at line {dup.first}); YAML would keep only the last one, so duplicate keys are refused"

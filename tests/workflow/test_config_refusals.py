@@ -1,0 +1,42 @@
+"""Config shapes `vertebrae validate` used to crash on (issue 32): one clear line naming the file or key, and the
+same refusal from `vertebrae run` (through Snakemake) as from `validate`."""
+
+from __future__ import annotations
+
+import subprocess
+
+from workflow_support import BIN, unactivated_env
+
+INT_NAME = """\
+benchmarks:
+  tiny:
+    dataset:
+      source: {type: sklearn, name: iris}
+      identity: {kind: declared, name: iris, revision: "1"}
+    extractors:
+      123: {type: precomputed}
+"""
+
+
+def _vertebrae(tmp_path, *args):
+    return subprocess.run([str(BIN / "vertebrae"), *args], cwd=tmp_path, env=unactivated_env(), capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_validate_refuses_a_top_level_list_naming_the_file(tmp_path):
+    (tmp_path / "list.yaml").write_text("- a\n- b\n", encoding="utf-8")
+    proc = _vertebrae(tmp_path, "validate", "list.yaml")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == ("vertebrae: error: config file list.yaml: the top level must be a mapping of config "
+                                   "keys (seed:, benchmarks:, ...), got a list")
+
+
+def test_an_integer_extractor_name_is_refused_alike_by_validate_and_run(tmp_path):
+    (tmp_path / "int.yaml").write_text(INT_NAME, encoding="utf-8")
+    message = ('benchmarks.tiny.extractors.123: extractor name 123 is not text (YAML reads it unquoted as a number); '
+               'quote it: "123":')
+    proc = _vertebrae(tmp_path, "validate", "int.yaml")
+    assert proc.returncode == 2 and proc.stderr.strip() == f"vertebrae: error: {message}"
+    proc = _vertebrae(tmp_path, "run", "int.yaml", "-n")  # used to plan a candidate named 123
+    assert proc.returncode != 0 and message in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
