@@ -50,3 +50,11 @@ def test_a_label_ending_in_nul_is_its_own_class(label):
         result = OverlapIndexScorer(OverlapScoringConfig(k=2)).score(X, [label] * 20 + ["x"] * 20)
     assert sorted(result.class_counts.values()) == [20, 20]
     assert set(result.labels.values()) >= {"x"} and len(result.per_class_scores) == 2
+
+
+def test_a_regression_whose_rows_are_each_a_prototype_is_refused():
+    # issue 32: 2 rows scored 0.0 without a word
+    rng = np.random.default_rng(4)
+    embeddings = rng.normal(size=(2, 3))
+    with pytest.raises(ValidationError, match=r"regression scoring of 2 rows found 2 prototypes.*scoring\.k \(8\)"):
+        OverlapIndexScorer().score(embeddings, embeddings[:, 0], target_type="regression")

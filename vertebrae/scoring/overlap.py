@@ -27,6 +27,16 @@ from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids, power
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 
 FORBIDDEN_KMEANS_KWARGS = ("n_clusters", "random_state")
+#: MiniBatchKMeans's own keyword arguments (scikit-learn), less the forbidden ones: anything else would fail the job
+KMEANS_KWARGS = ("batch_size", "compute_labels", "init", "init_size", "max_iter", "max_no_improvement", "n_init",
+                 "reassignment_ratio", "tol", "verbose")
+
+
+def _check_kmeans_keys(kwargs: Mapping[str, Any], owner: str) -> None:
+    unknown = sorted(str(key) for key in kwargs if key not in KMEANS_KWARGS and key not in FORBIDDEN_KMEANS_KWARGS)
+    if unknown:
+        raise ValidationError(f"{owner}.kmeans_kwargs: unknown key(s) {unknown}; MiniBatchKMeans takes "
+                              f"{list(KMEANS_KWARGS)}")
 
 
 def _label_list(value: Any) -> tuple[Any, ...]:
@@ -92,6 +102,7 @@ class OverlapScoringConfig:
         check_bool(self.normalize_embeddings, "OverlapScoringConfig", "normalize_embeddings", error=ValidationError)
         if not isinstance(self.kmeans_kwargs, Mapping):
             raise ValidationError("OverlapScoringConfig.kmeans_kwargs must be a mapping")
+        _check_kmeans_keys(self.kmeans_kwargs, "OverlapScoringConfig")
         for name in FORBIDDEN_KMEANS_KWARGS:
             if name in self.kmeans_kwargs:
                 hint = "pass seed= to the scorer" if name == "random_state" else "use k"
@@ -217,6 +228,7 @@ class ContinuousOverlapScoringConfig:
         check_bool(self.normalize_embeddings, name, "normalize_embeddings", error=ValidationError)
         if not isinstance(self.kmeans_kwargs, Mapping) or set(self.kmeans_kwargs) & set(FORBIDDEN_KMEANS_KWARGS):
             raise ValidationError(f"{name}.kmeans_kwargs must be a mapping without {FORBIDDEN_KMEANS_KWARGS}")
+        _check_kmeans_keys(self.kmeans_kwargs, name)
         object.__setattr__(self, "kmeans_kwargs", dict(to_json_value(dict(self.kmeans_kwargs), f"{name}.kmeans_kwargs")))
 
     def to_dict(self) -> dict[str, Any]:
@@ -521,6 +533,11 @@ def _score_regression(scored, targets, config: ContinuousOverlapScoringConfig, s
     values = np.asarray(targets.values, dtype=np.float64)
     messages = _fit_capturing_warnings(index, scored, values * power_of_two_factor(values))  # scale-free targets
     support = index.prototype_support_
+    if len(support) >= targets.n_rows:  # e.g. 2 rows: each its own prototype, and the score a meaningless 0.0
+        raise ValidationError(f"regression scoring of {targets.n_rows} rows found {len(support)} prototypes: every row "
+                              "is a prototype of its own, so the score would describe single rows, not regions (with 2 rows it is 0.0 "
+                              "whatever the embedding); add rows "
+                              f"or lower scoring.k ({config.k})")
     continuous = {
         "loss_ratio": float(index.loss_ratio_),
         "actual_loss": float(index.actual_loss_),
