@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from workflow_support import BIN, unactivated_env
 
 INT_NAME = """\
@@ -40,3 +42,32 @@ def test_an_integer_extractor_name_is_refused_alike_by_validate_and_run(tmp_path
     proc = _vertebrae(tmp_path, "run", "int.yaml", "-n")  # used to plan a candidate named 123
     assert proc.returncode != 0 and message in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+TINY = {"benchmarks": {"tiny": {"dataset": {"source": {"type": "sklearn", "name": "iris"},
+                                            "identity": {"kind": "declared", "name": "iris", "revision": "1"}},
+                                "extractors": {"raw": {"type": "precomputed"}}}}}
+
+
+def _with(bench=None, **top):
+    return {**TINY, **top, "benchmarks": {"tiny": {**TINY["benchmarks"]["tiny"], **(bench or {})}}}
+
+
+@pytest.mark.parametrize("config,message", [
+    (_with(seed=10 ** 26), r"config\.seed must be an integer seed from 0 to 4294967295"),
+    (_with({"comparison": {"resamples": 10 ** 12}}), r"ComparisonConfig\.resamples must be an integer from 100 to 1,000,000"),
+    (_with({"stability": {"enabled": True, "repeats": 10 ** 9}}), r"StabilityConfig\.repeats must be an integer from 2 to 10,000"),
+    (_with({"scoring": {"kmeans_kwargs": {"bogus": 1}}}), r"benchmarks\.tiny.*kmeans_kwargs: unknown key\(s\) \['bogus'\]"),
+    (_with({"compression": [{"method": "pca", "n_components": 2}, {"method": "pca", "n_components": 2}]}),
+     r"benchmarks\.tiny\.compression\[1\]: the same compression as benchmarks\.tiny\.compression\[0\]"),
+    ({"benchmarks": {"x" * 300: TINY["benchmarks"]["tiny"]}}, r"benchmark name of 300 characters is too long"),
+    ({"benchmarks": {"b": TINY["benchmarks"]["tiny"], "B": TINY["benchmarks"]["tiny"]}},
+     r"config key benchmarks\.B: benchmarks\.b differs from it only in case"),
+])
+def test_plan_refuses_what_a_job_would_fail_on(config, message):
+    # issue 32: each of these passed `vertebrae validate` and failed a job (or the whole run) later
+    from vertebrae.core.errors import ConfigError
+    from vertebrae.workflow import plan
+
+    with pytest.raises(ConfigError, match=message):
+        plan(config)

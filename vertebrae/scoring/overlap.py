@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import BudgetError, LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
-from vertebrae.core.records import check_bool, from_record, is_int, one_of, positive_int, record_fields
+from vertebrae.core.records import check_bool, from_record, is_int, one_of, positive_int, record_fields, seed_int
 from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids, power_of_two_factor, rescaled
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 
@@ -334,9 +334,7 @@ def admit_classes(config: OverlapScoringConfig, n_classes: int, n_prototypes: in
 
 
 def _check_seed(seed: Any) -> int:
-    if not is_int(seed) or seed < 0:
-        raise ValidationError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
+    return seed_int(seed, "OverlapIndexScorer", "seed", error=ValidationError)
 
 
 class OverlapIndexScorer:
