@@ -54,12 +54,17 @@ def _with(bench=None, **top):
 
 
 @pytest.mark.parametrize("config,message", [
-    (_with(seed=10 ** 26), r"config\.seed must be an integer seed from 0 to 4294967295"),
+    (_with(seed=10 ** 26), r"config\.seed must be a non-negative integer, at most 4294967295"),
     (_with({"comparison": {"resamples": 10 ** 12}}), r"ComparisonConfig\.resamples must be an integer from 100 to 1,000,000"),
     (_with({"stability": {"enabled": True, "repeats": 10 ** 9}}), r"StabilityConfig\.repeats must be an integer from 2 to 10,000"),
     (_with({"scoring": {"kmeans_kwargs": {"bogus": 1}}}), r"benchmarks\.tiny.*kmeans_kwargs: unknown key\(s\) \['bogus'\]"),
     (_with({"compression": [{"method": "pca", "n_components": 2}, {"method": "pca", "n_components": 2}]}),
      r"benchmarks\.tiny\.compression\[1\]: the same compression as benchmarks\.tiny\.compression\[0\]"),
+    (_with({"scoring": {"k": {0: 3, 1: 3, 2: 3, "zebra": 3}}}),
+     r"benchmarks\.tiny\.scoring: OverlapScoringConfig\.k names class 'zebra', which is not in the dataset"),
+    (_with({"scoring": {"exclude_classes": ["zebra"]}}),
+     r"benchmarks\.tiny\.scoring: exclude_classes names class 'zebra', which is not in the dataset"),
+    (_with({"scoring": {"exclude_classes": [0, 1, 2]}}), r"exclude_classes excludes every class"),
     ({"benchmarks": {"x" * 300: TINY["benchmarks"]["tiny"]}}, r"benchmark name of 300 characters is too long"),
     ({"benchmarks": {"b": TINY["benchmarks"]["tiny"], "B": TINY["benchmarks"]["tiny"]}},
      r"config key benchmarks\.B: benchmarks\.b differs from it only in case"),

@@ -108,7 +108,7 @@ MAX_SEED = 2 ** 32 - 1
 def seed_int(value: Any, owner: str, name: str, *, error: type[Exception] = ConfigError) -> int:
     """``int(value)`` for a seed: an integer in 0 .. MAX_SEED (a larger one fails deep in a job)."""
     if not is_int(value) or not 0 <= value <= MAX_SEED:
-        raise error(f"{owner}.{name} must be an integer seed from 0 to {MAX_SEED} (2**32 - 1), got {value!r}")
+        raise error(f"{owner}.{name} must be a non-negative integer, at most {MAX_SEED} (2**32 - 1), got {value!r}")
     return int(value)
 
 

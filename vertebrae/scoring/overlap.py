@@ -155,6 +155,20 @@ def _resolve_label(catalog: LabelCatalog, label: Any, what: str) -> str:
         raise ValidationError(f"{what} names class {label!r}, which is not in the dataset (classes: {known})") from None
 
 
+def check_config_classes(config: OverlapScoringConfig, catalog: LabelCatalog) -> None:
+    """Refuse a ``k`` mapping or ``exclude_classes`` that names a class ``catalog`` lacks, a ``k`` mapping that
+    misses one of its classes, and ``exclude_classes`` that leave nothing to aggregate (at plan time, before any job;
+    scoring refuses the same)."""
+    if isinstance(config.k, Mapping):
+        named = {_resolve_label(catalog, label, "OverlapScoringConfig.k") for label in config.k}
+        missing = [catalog.display(key) for key in catalog.keys if key not in named]
+        if missing:
+            raise ValidationError(f"OverlapScoringConfig.k mapping lacks classes: {missing}")
+    excluded = {_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()}
+    if excluded and len(excluded) >= len(catalog.keys):
+        raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
+
+
 def resolve_k(config: OverlapScoringConfig, catalog: LabelCatalog, counts: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
     """Per-class k and the warnings of every reduction (see module docstring)."""
     if isinstance(config.k, Mapping):
