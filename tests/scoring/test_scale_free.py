@@ -48,6 +48,18 @@ def _retrieval(scale):  # the whole score document: metrics, per-query ranks and
 
 
 @functools.cache
+def _retrieval_benchmark(scale):  # through the stages: collapse detection on the normalised rows included
+    from vertebrae import DatasetIdentity, RetrievalDataset
+    from vertebrae.extractors import PrecomputedExtractor
+    from vertebrae.protocols.retrieval import RetrievalBenchmark
+
+    records = [(i, i, 1.0) for i in range(20)]
+    dataset = RetrievalDataset.from_embeddings(Q * scale, G * scale, records, identity=DatasetIdentity.declared("s", "1"))
+    (candidate,) = RetrievalBenchmark(dataset, [PrecomputedExtractor("raw")]).run().candidate_results
+    return candidate.score.to_dict(), candidate.aggregate_valid
+
+
+@functools.cache
 def _zero_shot(scale):  # the whole result document: metrics, per-sample predictions and ranks
     return ZeroShotScorer().score(X * scale, (CENTERS + 0.1) * scale, Y, class_labels=[0, 1, 2],
                                   prompt_labels=[0, 1, 2]).to_dict()
@@ -72,6 +84,7 @@ def test_every_protocol_scores_a_multiple_of_an_embedding_as_the_embedding(scale
         assert "degeneracy" not in _labelled(scale, False)  # collapse detection sees the rescaled values
         assert _close(_regression(scale, scale), _regression(1.0, 1.0))  # multiples of embedding and target
         assert _close(_retrieval(scale), _retrieval(1.0))
+        assert _close(_retrieval_benchmark(scale), _retrieval_benchmark(1.0))
         assert _close(_zero_shot(scale), _zero_shot(1.0))
 
 
