@@ -466,3 +466,27 @@ def test_golden_protocol_recipe():
 def test_unresolved_content_identity_cannot_name_an_artifact():
     with pytest.raises(IdentityError):
         embedding_recipe(DatasetIdentity.from_content().key(), "samples", PrecomputedExtractor())
+
+
+def test_recipe_data_holding_itself_is_refused_naming_its_path():
+    # issue 32: a self-referencing recipe recursed until Python's RecursionError
+    from vertebrae.core.errors import ValidationError
+    from vertebrae.core.fingerprint import canonical_json
+
+    params = {"alpha": 1}
+    params["again"] = params
+    with pytest.raises(ValidationError, match=r"\$\.params\.again contains itself"):
+        canonical_json({"params": params})
+    looped: list = [1.5]
+    looped.append(looped)
+    with pytest.raises(ValidationError, match=r"\$\[1\] contains itself"):
+        canonical_json(looped)
+    deep: list = []
+    inner = deep
+    for _ in range(5000):
+        inner.append([])
+        inner = inner[0]
+    with pytest.raises(ValidationError, match="nested more than 200 levels"):
+        canonical_json(deep)
+    shared = [1]
+    assert canonical_json({"a": shared, "b": shared}) == '{"a":[1],"b":[1]}'  # shared, not cyclic: fine

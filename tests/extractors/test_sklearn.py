@@ -68,6 +68,13 @@ def test_from_steps_builds_declared_pipeline():
     np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-10)
 
 
+
+def test_a_step_skops_cannot_save_is_refused_when_declared():
+    # issue 32: a Birch step passed validate; the fit job then failed saving it ("Objects of type Birch are not
+    # supported yet")
+    with pytest.raises(ConfigError, match=r"sklearn\.cluster\._birch\.Birch cannot be saved once fitted"):
+        SklearnExtractor.from_steps("c", [{"estimator": "sklearn.cluster.Birch"}], where=WHERE)
+
 def test_from_steps_colon_path_is_accepted():
     extractor = SklearnExtractor.from_steps("c", [{"estimator": "sklearn.preprocessing:StandardScaler"}])
     assert type(extractor.estimator.steps[0][1]) is StandardScaler

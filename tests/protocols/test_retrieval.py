@@ -111,3 +111,17 @@ def test_a_constant_embedding_cannot_rank_above_a_real_one():
     text = render_retrieval_markdown(result)
     assert "Not ranked: **constant**: Gallery embeddings (L2-normalised): all 30 rows are one point" in text
     assert "- **constant**: degenerate-embedding: Gallery embeddings" in text
+
+
+def text_features(rows):
+    return np.array([[len(text), text.count("a") + 1.0] for text in rows])
+
+
+def test_python_lists_of_texts_are_endpoints():
+    # issue 32: from_arrays took lists of texts, the run failed with "'list' object has no attribute 'shape'"
+    dataset = RetrievalDataset.from_arrays(["aa", "b"], ["aa", "b", "cc"], [(0, 0, 1.0), (1, 1, 1.0)], identity=ID,
+                                           query_modality="text", gallery_modality="text")
+    extractor = CallableRetrievalExtractor("features", text_features, text_features, cache_identity="features-1")
+    (candidate,) = RetrievalBenchmark(dataset, [extractor]).run().candidate_results
+    assert candidate.score.to_dict() == RetrievalScorer(RetrievalConfig()).score(
+        text_features(["aa", "b"]), text_features(["aa", "b", "cc"]), {0: {0: 1.0}, 1: {1: 1.0}}).to_dict()

@@ -72,6 +72,35 @@ def check_finite(matrix: np.ndarray | sp.csr_matrix, row_ids: Sequence[str], *, 
         raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}{more}")
 
 
+def power_of_two_factor(*matrices: Any) -> float:
+    """The power of two that brings the largest absolute value of ``matrices`` into [0.5, 1) (1.0 when all are zero).
+
+    Multiplying by it is exact for normal values, so a matrix and any power-of-two multiple of it rescale to the same
+    bits, and any positive multiple to the same values up to rounding (scale-free scoring, issue 32).
+    """
+    largest = 0.0
+    for matrix in matrices:
+        values = matrix.data if sp.issparse(matrix) else np.asarray(matrix)
+        if values.size:
+            largest = max(largest, float(np.max(np.abs(values))))
+    if largest == 0.0 or not np.isfinite(largest):
+        return 1.0
+    return float(np.ldexp(1.0, -int(np.frexp(largest)[1])))
+
+
+def rescaled(matrix: np.ndarray | sp.csr_matrix, factor: float) -> np.ndarray | sp.csr_matrix:
+    """``matrix`` times ``factor`` (computed in float64, stored in the matrix's float dtype; the matrix itself when
+    the factor is 1); CSR stays CSR."""
+    if factor == 1.0:
+        return matrix
+    dtype = matrix.dtype if matrix.dtype.kind == "f" else np.float64
+    if sp.issparse(matrix):
+        out = sp.csr_matrix(matrix, copy=True)
+        out.data = (np.asarray(out.data, dtype=np.float64) * factor).astype(dtype)
+        return out
+    return (np.asarray(matrix, dtype=np.float64) * factor).astype(dtype, copy=False)
+
+
 def encode_row_ids(row_ids: Sequence[Any] | None, n_rows: int, *, what: str) -> tuple[str, ...]:
     """Row ids as semantic keys (row order when None); duplicates and unsupported ids are refused."""
     if row_ids is None:

@@ -69,11 +69,22 @@ def to_json_value(obj: Any, path: str = "$") -> Any:
     """
     try:
         return _plain(obj)  # the common case, without the paths only an error message needs
-    except _NotPlain:
-        return _to_json_value(obj, path)
+    except (_NotPlain, RecursionError):  # RecursionError: data holding itself, or nested past Python's limit
+        return _to_json_value(obj, path, ())
 
 
-def _to_json_value(obj: Any, path: str) -> Any:
+_MAX_DEPTH = 200  # nesting levels of recipe data (configs, params); deeper is refused, not a RecursionError
+
+
+def _to_json_value(obj: Any, path: str, within: tuple[int, ...] = ()) -> Any:
+    if isinstance(obj, (Mapping, list, tuple, np.ndarray)):
+        if id(obj) in within:
+            raise ValidationError(f"the value at {path} contains itself (a reference cycle) and cannot be written as "
+                                  "canonical JSON")
+        if len(within) >= _MAX_DEPTH:
+            raise ValidationError(f"the value at {path} is nested more than {_MAX_DEPTH} levels deep and cannot be "
+                                  "written as canonical JSON")
+        within = (*within, id(obj))
     if obj is None or isinstance(obj, bool):
         return obj
     if isinstance(obj, str):
@@ -90,7 +101,7 @@ def _to_json_value(obj: Any, path: str) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind not in "biufU":
             raise ValidationError(f"array of dtype {obj.dtype} at {path} cannot be written as canonical JSON")
-        return _to_json_value(obj.tolist(), path)
+        return _to_json_value(obj.tolist(), path, within)
     if isinstance(obj, Mapping):
         out = {}
         for key, value in obj.items():
@@ -98,10 +109,10 @@ def _to_json_value(obj: Any, path: str) -> Any:
                 key = str(key)
             if not isinstance(key, str):
                 raise ValidationError(f"non-string key {key!r} at {path} cannot be written as canonical JSON")
-            out[key] = _to_json_value(value, f"{path}.{key}")
+            out[key] = _to_json_value(value, f"{path}.{key}", within)
         return out
     if isinstance(obj, (list, tuple)):
-        return [_to_json_value(value, f"{path}[{i}]") for i, value in enumerate(obj)]
+        return [_to_json_value(value, f"{path}[{i}]", within) for i, value in enumerate(obj)]
     raise ValidationError(f"object of type {type(obj).__name__} at {path} cannot be written as canonical JSON")
 
 

@@ -101,6 +101,25 @@ def non_negative_int(value: Any, owner: str, name: str, *, error: type[Exception
     return int(value)
 
 
+#: Seeds reach scikit-learn's random_state and NumPy's legacy seeding, which take 0 .. 2**32 - 1
+MAX_SEED = 2 ** 32 - 1
+
+
+def seed_int(value: Any, owner: str, name: str, *, error: type[Exception] = ConfigError) -> int:
+    """``int(value)`` for a seed: an integer in 0 .. MAX_SEED (a larger one fails deep in a job)."""
+    if not is_int(value) or not 0 <= value <= MAX_SEED:
+        raise error(f"{owner}.{name} must be a non-negative integer, at most {MAX_SEED} (2**32 - 1), got {value!r}")
+    return int(value)
+
+
+def bounded_int(value: Any, owner: str, name: str, low: int, high: int, why: str, *,
+                error: type[Exception] = ConfigError) -> int:
+    """``int(value)`` for an integer in ``low .. high``; ``why`` says what the upper bound protects."""
+    if not is_int(value) or not low <= value <= high:
+        raise error(f"{owner}.{name} must be an integer from {low:,} to {high:,} ({why}), got {value!r}")
+    return int(value)
+
+
 def probability(value: Any, owner: str, name: str, *, error: type[Exception] = ConfigError) -> float:
     """``float(value)`` for a finite number in [0, 1]."""
     if not is_real(value):

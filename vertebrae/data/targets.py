@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,8 +61,7 @@ class Targets:
     def counts(self) -> dict[str, int]:
         """Rows per class (classification) or occurrences per label (multilabel); empty for regression."""
         if self.target_type == "classification":
-            keys, counts = np.unique(self.values.astype(str), return_counts=True)
-            found = dict(zip(keys.tolist(), counts.tolist()))
+            found = Counter(str(key) for key in self.values.tolist())  # not astype(str): NumPy drops trailing NULs
             return {key: int(found.get(key, 0)) for key in self.catalog.keys}
         if self.target_type == "multilabel":
             occurrences = np.asarray(self.values.sum(axis=0)).ravel()

@@ -52,6 +52,11 @@ BUILDERS = {"precomputed": _precomputed, "sklearn": _sklearn, "callable": _calla
 
 def build_extractor(name: str, decl: Mapping[str, Any], *, where: str) -> Extractor:
     """The extractor a config declares under ``where`` (e.g. ``benchmarks.digits.extractors.pca``)."""
+    if not isinstance(name, str):  # YAML reads `123:` as a number; a name is text in file names and reports
+        raise ConfigError(f"{where}: extractor name {name!r} is not text (YAML reads it unquoted as a "
+                          f"{'number' if isinstance(name, (int, float)) and not isinstance(name, bool) else type(name).__name__}); quote it: \"{name}\":")
+    if not isinstance(decl, Mapping):
+        raise ConfigError(f"{where}: an extractor is a mapping of settings with a type, got {type(decl).__name__}")
     kind = decl.get("type")
     if kind not in BUILDERS:
         raise ConfigError(f"{where}.type: unknown extractor type {kind!r}; known types: {sorted(BUILDERS)}")

@@ -84,6 +84,14 @@ def _admits(patterns: Sequence[str], name: str) -> bool:
     return any(name == p or (p.endswith(".") and name.startswith(p)) for p in patterns)
 
 
+def _skops_unsupported() -> tuple[type, ...]:
+    """The estimator classes skops refuses to save (its ``UNSUPPORTED_TYPES``; none when skops does not list them)."""
+    import sys
+
+    _skops_io()
+    return tuple(getattr(sys.modules.get("skops.io._sklearn"), "UNSUPPORTED_TYPES", ()))
+
+
 def _step_class(path: str, trusted_modules: Sequence[str], where: str) -> type:
     """The class a step names: a scikit-learn estimator, or a class of a trusted module; checked before import."""
     from sklearn.base import BaseEstimator
@@ -98,6 +106,9 @@ def _step_class(path: str, trusted_modules: Sequence[str], where: str) -> type:
         raise ConfigError(f"{where}: {path!r} resolves to {_class_path(cls)}, outside the trusted modules")
     if not hasattr(cls, "transform"):
         raise ConfigError(f"{where}: {_class_path(cls)} has no transform method")
+    if issubclass(cls, _skops_unsupported()):  # e.g. Birch: its fit would succeed and its save fail
+        raise ConfigError(f"{where}: {_class_path(cls)} cannot be saved once fitted (skops does not support it), so "
+                          "it cannot be a step; pick another estimator")
     return cls
 
 

@@ -82,10 +82,30 @@ def _quantise(values: np.ndarray, grid: float) -> np.ndarray:
     return np.rint(np.asarray(values, dtype=np.float64) / grid).astype(np.int64).view(np.uint64)
 
 
+def _row_exponents(peaks: np.ndarray) -> np.ndarray:
+    """Binary exponent of each row's largest magnitude (0 for a zero row): scaling by 2**-e is exact."""
+    return np.where(peaks > 0, np.frexp(np.asarray(peaks, dtype=np.float64))[1], 0)
+
+
 def _unit_rows(block: np.ndarray) -> np.ndarray:
+    """L2-normalised float64 rows (zero rows stay zero), scaled first so norms neither underflow nor overflow."""
     block = np.asarray(block, dtype=np.float64)
+    peaks = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(block.shape[0])
+    block = np.ldexp(block, -_row_exponents(peaks)[:, None])
     norms = np.sqrt(np.einsum("ij,ij->i", block, block))
     return block / np.where(norms > 0, norms, 1.0)[:, None]
+
+
+def unit_csr_data(csr: sp.csr_matrix) -> np.ndarray:
+    """The stored values of CSR rows L2-normalised (float64), scaled first like ``_unit_rows``."""
+    data = np.asarray(csr.data, dtype=np.float64)
+    n = csr.shape[0]
+    row_of_entry = np.repeat(np.arange(n), np.diff(csr.indptr))
+    peaks = np.zeros(n)
+    np.maximum.at(peaks, row_of_entry, np.abs(data))
+    data = np.ldexp(data, -_row_exponents(peaks)[row_of_entry])
+    norms = np.sqrt(np.bincount(row_of_entry, weights=data * data, minlength=n))[row_of_entry]
+    return data / np.where(norms > 0, norms, 1.0)
 
 
 def row_points(matrix: Any, *, normalize: bool = False) -> np.ndarray:
@@ -98,11 +118,7 @@ def row_points(matrix: Any, *, normalize: bool = False) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if sp.issparse(matrix):
         csr = sp.csr_matrix(matrix)
-        data = np.asarray(csr.data, dtype=np.float64)
-        if normalize:
-            row_of_entry = np.repeat(np.arange(n), np.diff(csr.indptr))
-            norms = np.sqrt(np.bincount(row_of_entry, weights=data * data, minlength=n))[row_of_entry]
-            data = data / np.where(norms > 0, norms, 1.0)
+        data = unit_csr_data(csr) if normalize else np.asarray(csr.data, dtype=np.float64)
         scale = float(np.abs(data).max()) if data.size else 0.0
     else:
         dense = np.asarray(matrix)
@@ -131,8 +147,9 @@ def label_codes(labels: Any) -> np.ndarray:
     """Integer class code per row: of a 1-D label array, or of each row of a (dense or CSR) indicator matrix."""
     if sp.issparse(labels) or (hasattr(labels, "ndim") and labels.ndim == 2):
         return row_points(labels)
-    _, codes = np.unique(np.asarray(labels).astype(str), return_inverse=True)
-    return np.asarray(codes).ravel().astype(np.int64)
+    index: dict[str, int] = {}  # not astype(str): NumPy drops trailing NULs ("a\0" and "a" are two classes)
+    return np.asarray([index.setdefault(str(v), len(index)) for v in np.asarray(labels, dtype=object).ravel().tolist()],
+                      dtype=np.int64)
 
 
 def detect_collapse(matrix: Any, *, what: str, labels: Any = None, n_classes: int | None = None,

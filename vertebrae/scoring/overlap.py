@@ -19,14 +19,24 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.errors import LabelError, ValidationError
+from vertebrae.core.errors import BudgetError, LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
-from vertebrae.core.records import check_bool, from_record, is_int, one_of, positive_int, record_fields
-from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids
+from vertebrae.core.records import check_bool, from_record, is_int, one_of, positive_int, record_fields, seed_int
+from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids, power_of_two_factor, rescaled
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 
 FORBIDDEN_KMEANS_KWARGS = ("n_clusters", "random_state")
+#: MiniBatchKMeans's own keyword arguments (scikit-learn), less the forbidden ones: anything else would fail the job
+KMEANS_KWARGS = ("batch_size", "compute_labels", "init", "init_size", "max_iter", "max_no_improvement", "n_init",
+                 "reassignment_ratio", "tol", "verbose")
+
+
+def _check_kmeans_keys(kwargs: Mapping[str, Any], owner: str) -> None:
+    unknown = sorted(str(key) for key in kwargs if key not in KMEANS_KWARGS and key not in FORBIDDEN_KMEANS_KWARGS)
+    if unknown:
+        raise ValidationError(f"{owner}.kmeans_kwargs: unknown key(s) {unknown}; MiniBatchKMeans takes "
+                              f"{list(KMEANS_KWARGS)}")
 
 
 def _label_list(value: Any) -> tuple[Any, ...]:
@@ -92,6 +102,7 @@ class OverlapScoringConfig:
         check_bool(self.normalize_embeddings, "OverlapScoringConfig", "normalize_embeddings", error=ValidationError)
         if not isinstance(self.kmeans_kwargs, Mapping):
             raise ValidationError("OverlapScoringConfig.kmeans_kwargs must be a mapping")
+        _check_kmeans_keys(self.kmeans_kwargs, "OverlapScoringConfig")
         for name in FORBIDDEN_KMEANS_KWARGS:
             if name in self.kmeans_kwargs:
                 hint = "pass seed= to the scorer" if name == "random_state" else "use k"
@@ -142,6 +153,20 @@ def _resolve_label(catalog: LabelCatalog, label: Any, what: str) -> str:
     except ValueError:
         known = ", ".join(catalog.display(k) for k in catalog.keys[:10])
         raise ValidationError(f"{what} names class {label!r}, which is not in the dataset (classes: {known})") from None
+
+
+def check_config_classes(config: OverlapScoringConfig, catalog: LabelCatalog) -> None:
+    """Refuse a ``k`` mapping or ``exclude_classes`` that names a class ``catalog`` lacks, a ``k`` mapping that
+    misses one of its classes, and ``exclude_classes`` that leave nothing to aggregate (at plan time, before any job;
+    scoring refuses the same)."""
+    if isinstance(config.k, Mapping):
+        named = {_resolve_label(catalog, label, "OverlapScoringConfig.k") for label in config.k}
+        missing = [catalog.display(key) for key in catalog.keys if key not in named]
+        if missing:
+            raise ValidationError(f"OverlapScoringConfig.k mapping lacks classes: {missing}")
+    excluded = {_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()}
+    if excluded and len(excluded) >= len(catalog.keys):
+        raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
 
 
 def resolve_k(config: OverlapScoringConfig, catalog: LabelCatalog, counts: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
@@ -217,6 +242,7 @@ class ContinuousOverlapScoringConfig:
         check_bool(self.normalize_embeddings, name, "normalize_embeddings", error=ValidationError)
         if not isinstance(self.kmeans_kwargs, Mapping) or set(self.kmeans_kwargs) & set(FORBIDDEN_KMEANS_KWARGS):
             raise ValidationError(f"{name}.kmeans_kwargs must be a mapping without {FORBIDDEN_KMEANS_KWARGS}")
+        _check_kmeans_keys(self.kmeans_kwargs, name)
         object.__setattr__(self, "kmeans_kwargs", dict(to_json_value(dict(self.kmeans_kwargs), f"{name}.kmeans_kwargs")))
 
     def to_dict(self) -> dict[str, Any]:
@@ -277,16 +303,52 @@ class OverlapScoreResult:
 
 
 def l2_normalize(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray | sp.csr_matrix:
-    """Row-wise L2 normalisation (zero rows stay zero); CSR stays CSR."""
+    """Row-wise L2 normalisation (zero rows stay zero); CSR stays CSR.
+
+    Each row is first brought to a largest magnitude in [0.5, 1) by a power of two (exact), so the norms neither
+    underflow nor overflow whatever the row's scale, and the result equals plain normalisation bit for bit where
+    that is representable.
+    """
     from sklearn.preprocessing import normalize
 
-    return normalize(matrix, norm="l2", axis=1, copy=True)
+    if sp.issparse(matrix):
+        csr = sp.csr_matrix(matrix, copy=True)
+        peak = np.asarray(abs(csr).max(axis=1).toarray(), dtype=np.float64).ravel()
+        exponents = np.where(peak > 0, np.frexp(peak)[1], 0)
+        csr.data = np.ldexp(np.asarray(csr.data, dtype=np.float64), -np.repeat(exponents, np.diff(csr.indptr))).astype(csr.dtype)
+        return normalize(csr, norm="l2", axis=1, copy=False)
+    dense = np.asarray(matrix)
+    peak = np.abs(dense).max(axis=1) if dense.shape[1] else np.zeros(dense.shape[0])
+    exponents = np.where(peak > 0, np.frexp(np.asarray(peak, dtype=np.float64))[1], 0)
+    scaled = np.ldexp(np.asarray(dense, dtype=np.float64), -exponents[:, None]).astype(dense.dtype, copy=False)
+    return normalize(scaled, norm="l2", axis=1, copy=False)
+
+
+_PAIR_BYTES = 160  # one class pair: overlapindex's pairwise entries and the result's pairwise_scores (Python objects)
+
+
+def working_set_bytes(n_classes: int, n_prototypes: int, dim: int, n_rows: int, chunk: int | None) -> int:
+    """Estimated peak bytes of labelled OverlapIndex scoring: the class-pair tables (classes^2), the prototypes
+    (prototypes x dims, twice), the per-class best scores over prototypes (classes x prototypes) and one chunk of
+    row-to-prototype scores (rows x prototypes)."""
+    rows = n_rows if chunk is None else min(n_rows, chunk)
+    return (n_classes * n_classes * _PAIR_BYTES + 16 * n_prototypes * dim + 8 * n_classes * n_prototypes
+            + 16 * rows * n_prototypes)
+
+
+def admit_classes(config: OverlapScoringConfig, n_classes: int, n_prototypes: int, dim: int, n_rows: int) -> int:
+    """The estimated working set (``working_set_bytes``), refused with a BudgetError naming the classes, the
+    prototypes and ``scoring.max_dense_bytes`` when it exceeds that budget (before anything is fitted)."""
+    need = working_set_bytes(n_classes, n_prototypes, dim, n_rows, config.offline_chunk_size)
+    if need > config.max_dense_bytes:
+        raise BudgetError(f"labelled scoring of {n_classes} classes with {n_prototypes} prototypes in {dim} dimensions "
+                          f"needs about {need:,} bytes, over scoring.max_dense_bytes ({config.max_dense_bytes:,}); "
+                          "merge or drop classes, lower k / max_k, or raise scoring.max_dense_bytes")
+    return need
 
 
 def _check_seed(seed: Any) -> int:
-    if not is_int(seed) or seed < 0:
-        raise ValidationError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
+    return seed_int(seed, "OverlapIndexScorer", "seed", error=ValidationError)
 
 
 class OverlapIndexScorer:
@@ -346,6 +408,9 @@ class OverlapIndexScorer:
         if targets.n_rows != matrix.shape[0]:
             raise ValidationError(f"embeddings have {matrix.shape[0]} rows but the targets have {targets.n_rows}")
         check_finite(matrix, row_ids, what="embeddings")
+        # a power-of-two rescale to a largest magnitude in [0.5, 1): k-means and the collapse grid see the same
+        # values for an embedding and any positive multiple of it (scale-free scores)
+        matrix = rescaled(matrix, power_of_two_factor(matrix))
         scored = l2_normalize(matrix) if config.normalize_embeddings else matrix
         finding = detect_collapse(scored, what="embeddings" + (" (L2-normalised)" if config.normalize_embeddings else ""),
                                   labels=None if targets.target_type == "regression" else targets.values, row_ids=row_ids)
@@ -382,6 +447,24 @@ def _fit_capturing_warnings(index: Any, X: Any, Y: Any) -> list[str]:
     return [f"overlapindex: {w.message}" for w in caught]
 
 
+def _check_label_pairs(indicator: Any, catalog: LabelCatalog, present: Sequence[str], excluded: Sequence[str]) -> None:
+    """Refuse multi-label targets in which no aggregated label occurs on a row without some other label (every
+    row carries the same labels, or each label comes only with all the others): no pair can be told apart."""
+    M = sp.csr_matrix(indicator, dtype=np.float64)
+    co = sp.csr_matrix(M.T @ M)
+    own = co.diagonal()
+    columns = {key: i for i, key in enumerate(catalog.keys)}
+    wanted = [columns[key] for key in present if key not in set(excluded)]
+    for a in wanted:
+        row = co.getrow(a)
+        covering = sum(1 for b, n in zip(row.indices, row.data) if b != a and own[b] > 0 and n == own[a])
+        if covering < len(present) - 1:
+            return
+    shown = [catalog.display(key) for key in present]
+    raise ValidationError(f"multilabel targets: every row that carries one of the labels {shown} carries all of them; "
+                          "no label ever occurs without the others, so none can be told apart")
+
+
 def _score_categorical(scored, targets, config: OverlapScoringConfig, seed: int, metadata: dict) -> OverlapScoreResult:
     from overlapindex import OverlapIndex
 
@@ -391,10 +474,13 @@ def _score_categorical(scored, targets, config: OverlapScoringConfig, seed: int,
     if len(present) < 2:
         raise ValidationError(f"class separation needs at least 2 classes, got {[catalog.display(k) for k in present]}")
     k_per_class, messages = resolve_k(config, catalog, counts)
+    admit_classes(config, len(present), sum(k_per_class[key] for key in present), scored.shape[1], scored.shape[0])
     excluded = sorted({_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()})
     if len(excluded) == len(present):
         raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
     multilabel = targets.target_type == "multilabel"
+    if multilabel:
+        _check_label_pairs(targets.values, catalog, present, excluded)
     # overlapindex names multi-label classes by indicator column; map them back to catalog keys
     to_backend = {key: i for i, key in enumerate(catalog.keys)} if multilabel else {key: key for key in catalog.keys}
     from_backend = {str(v): k for k, v in to_backend.items()}
@@ -456,8 +542,14 @@ def _score_regression(scored, targets, config: ContinuousOverlapScoringConfig, s
         aggregation=config.aggregation,
         random_state=seed,
     )
-    messages = _fit_capturing_warnings(index, scored, targets.values)
+    values = np.asarray(targets.values, dtype=np.float64)
+    messages = _fit_capturing_warnings(index, scored, values * power_of_two_factor(values))  # scale-free targets
     support = index.prototype_support_
+    if len(support) >= targets.n_rows:  # e.g. 2 rows: each its own prototype, and the score a meaningless 0.0
+        raise ValidationError(f"regression scoring of {targets.n_rows} rows found {len(support)} prototypes: every row "
+                              "is a prototype of its own, so the score would describe single rows, not regions (with 2 rows it is 0.0 "
+                              "whatever the embedding); add rows "
+                              f"or lower scoring.k ({config.k})")
     continuous = {
         "loss_ratio": float(index.loss_ratio_),
         "actual_loss": float(index.actual_loss_),

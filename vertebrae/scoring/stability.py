@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
-from vertebrae.core.records import from_record, is_int, is_real, non_negative_int, record_fields
+from vertebrae.core.records import bounded_int, from_record, is_int, is_real, non_negative_int, record_fields, seed_int
 from vertebrae.core.arrays import as_matrix, encode_row_ids
 from vertebrae.scoring.degenerate import CODE as COLLAPSE_CODE
 from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapIndexScorer, OverlapScoringConfig
@@ -52,6 +52,7 @@ SAMPLING_STREAM_TAG = 0x5A3
 MIN_CATEGORICAL_OCCURRENCES = 2
 MIN_REGRESSION_ROWS = 3
 MAX_SUBSAMPLE_DRAWS = 100
+MAX_REPEATS = 10_000
 """Multi-label and regression draws per repeat before the minimums are declared unmet."""
 
 _REMEDY = "use a larger subsample_fraction or mode='prototype'"
@@ -88,7 +89,8 @@ class StabilityConfig:
             raise ConfigError(f"{name}.mode must be one of {STABILITY_MODES}, got {self.mode!r}")
         if not is_int(self.repeats) or self.repeats < 2:
             raise ConfigError(f"{name}.repeats must be an integer >= 2, got {self.repeats!r}")
-        object.__setattr__(self, "repeats", int(self.repeats))
+        object.__setattr__(self, "repeats", bounded_int(self.repeats, name, "repeats", 2, MAX_REPEATS,
+                                                        "each repeat is a full scoring fit"))
         if not is_real(self.interval_level) or not 0.0 < float(self.interval_level) < 1.0:
             raise ConfigError(f"{name}.interval_level must be a number strictly between 0 and 1, got {self.interval_level!r}")
         object.__setattr__(self, "interval_level", float(self.interval_level))
@@ -308,8 +310,7 @@ def run_stability_analysis(
         raise ValidationError("StabilityConfig.enabled is False; skip the stability analysis instead of running it")
     if not isinstance(targets, Targets):
         raise ValidationError(f"targets must be vertebrae.data.targets.Targets, got {type(targets).__name__}")
-    if not is_int(seed) or seed < 0:
-        raise ValidationError(f"seed must be a non-negative integer, got {seed!r}")
+    seed_int(seed, "run_stability_analysis", "seed", error=ValidationError)
     scorer = OverlapIndexScorer(scoring_config)
     scorer.config_for(targets.target_type)  # refuse a config of the wrong kind before any work
     matrix = as_matrix(embeddings, what="embeddings")

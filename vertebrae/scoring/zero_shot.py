@@ -43,7 +43,7 @@ from vertebrae.core.errors import ArtifactError, BudgetError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import describe_key, semantic_key, semantic_keys
 from vertebrae.core.records import cutoffs, from_record, non_negative_int, one_of, positive_int
-from vertebrae.core.arrays import check_finite, encode_row_ids, paired_matrices
+from vertebrae.core.arrays import check_finite, encode_row_ids, paired_matrices, power_of_two_factor, rescaled
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 
 __all__ = ["ZeroShotConfig", "ZeroShotResult", "ZeroShotScorer", "admit", "build_prototypes", "score_encoded"]
@@ -148,6 +148,11 @@ def build_prototypes(prompts: np.ndarray, prompt_class: np.ndarray, n_classes: i
         raise ValidationError(f"class {class_names[bad[0]]!r}: its normalised prompt embeddings average to a zero "
                               "prototype; change its prompts")
     return prototypes / p_norms[:, None], unit
+
+
+def _scale_free(matrix: Any) -> Any:
+    factor = power_of_two_factor(matrix)
+    return matrix if 2.0 ** -100 <= factor <= 2.0 ** 100 else rescaled(matrix, factor)
 
 
 def _check_cosine_rows(samples: Any, sample_ids: Sequence[str]) -> None:
@@ -278,7 +283,11 @@ def score_encoded(samples: Any, prompts: Any, sample_labels: Sequence[str], *, c
     admit(config, ns, n_prompts, d, n_classes)
     check_finite(S, sample_ids, what="Sample embeddings")
     check_finite(P, [semantic_key(i) for i in range(n_prompts)], what="Prompt embeddings")
+    # prompts (always: prototypes are unit rows) and cosine samples are scale-free: far from 1 in magnitude, they
+    # are brought there by a power of two (exact), so norms neither underflow nor overflow
+    P = _scale_free(P)
     if config.similarity == "cosine":
+        S = _scale_free(S)
         _check_cosine_rows(S, sample_ids)
     dense_prompts = _rows64(P, 0, n_prompts)
     prototypes, unit = build_prototypes(dense_prompts, prompt_class, n_classes, prompt_texts=texts, class_names=names)

@@ -75,6 +75,11 @@ def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor, bra
     return recipe
 
 
+def row_count(inputs: Any) -> int:
+    """Rows of an endpoint's inputs: an array's first axis, or a sequence's length (a list of texts or paths)."""
+    return int(inputs.shape[0]) if hasattr(inputs, "shape") else len(inputs)
+
+
 def embed_rows(
     extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str, branch: str | None = None,
     memory: MemoryConfig | None = None, accumulator: EmbeddingAccumulator | None = None, offset: int = 0,
@@ -85,7 +90,7 @@ def embed_rows(
     extractor.check_branch(branch)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}")
-    n_rows = inputs.shape[0]
+    n_rows = row_count(inputs)
     if len(row_ids) != n_rows:
         raise ValidationError(f"endpoint {endpoint!r}: {len(row_ids)} row ids for {n_rows} rows")
     external = accumulator is not None
@@ -156,15 +161,15 @@ def embed_endpoint(
     if getattr(extractor, "reads_rows", False):  # a file must cover exactly the endpoint's rows
         extractor.check_rows(row_ids, branch=branch, endpoint=endpoint)
     if memory is not None:
-        accumulator = EmbeddingAccumulator(inputs.shape[0], memory, endpoint=endpoint)
-        for a, b in shard_bounds(inputs.shape[0], shards, batch_size=batch_size):
+        accumulator = EmbeddingAccumulator(row_count(inputs), memory, endpoint=endpoint)
+        for a, b in shard_bounds(row_count(inputs), shards, batch_size=batch_size):
             embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch,
                        accumulator=accumulator, offset=a)
         return EmbeddingBlock(accumulator.result(), tuple(row_ids))
     blocks = [
         embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch,
                    offset=a)
-        for a, b in shard_bounds(inputs.shape[0], shards, batch_size=batch_size)
+        for a, b in shard_bounds(row_count(inputs), shards, batch_size=batch_size)
     ]
     return merge_blocks(blocks, row_ids, endpoint=endpoint)
 

@@ -33,7 +33,7 @@ from vertebrae.scoring.retrieval import (PositivePairs, RetrievalConfig, Retriev
                                          eligible_relevance, exclusion_matrix, finalize, merge_partials,
                                          positive_scores, prepare_endpoint, relevance_matrix)
 from vertebrae.scoring.retrieval.device import block_product, resolve_device
-from vertebrae.scoring.retrieval.inputs import _IndexKeys, _row_id_keys
+from vertebrae.scoring.retrieval.inputs import _IndexKeys, _row_id_keys, check_representable
 from vertebrae.scoring.retrieval.kernel import _Workspace, score_query_block
 from vertebrae.scoring.retrieval.scorer import blas_threads, map_blocks
 
@@ -323,10 +323,7 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
     Qp = prepare_endpoint(Q, sim, what=what[0], row_ids=list(query_ids), workers=threads)
     Gp = prepare_endpoint(G, sim, what=what[1], row_ids=gallery_id(np.arange(ga, gb)), workers=threads)
     Pp = prepare_endpoint(P, sim, what=what[1], row_ids=gallery_id(positive_rows), workers=threads)
-    q_max, g_max = float(np.sqrt(Qp.sq.max())), float(np.sqrt(max(Gp.sq.max(), Pp.sq.max())))
-    if not (q_max + g_max) ** 2 < 1e300:
-        raise ValidationError(f"{sim} similarity would overflow float64 (largest row norms: {what[0]} {q_max:.3g}, "
-                              f"{what[1]} {g_max:.3g}); rescale the embeddings")
+    check_representable(sim, [Qp], [Gp, Pp], what)
     local = sp.csr_matrix((block.data, np.searchsorted(positive_rows, block.indices), block.indptr),
                           shape=(qb - qa, positive_rows.size))
     found = positive_scores(Qp, Pp, local, config=config, workers=threads)

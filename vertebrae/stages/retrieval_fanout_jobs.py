@@ -28,7 +28,7 @@ from vertebrae.core.errors import ArtifactError, CorruptArtifactError, Validatio
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.labels import describe_key
 from vertebrae.data.retrieval_protocol import RetrievalProtocol
-from vertebrae.scoring.degenerate import GRID, _quantise, _unit_rows, detect_collapse, warn_collapse
+from vertebrae.scoring.degenerate import GRID, _quantise, _unit_rows, detect_collapse, unit_csr_data, warn_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
 from vertebrae.stages.plan import load_plan
 from vertebrae.stages.retrieval_fanout import (MERGE_STAGE, PARTIAL_STAGE, FanoutPartial, compute_partial,
@@ -74,9 +74,7 @@ def collapse_summary(matrix: Any, normalize: bool) -> np.ndarray:
         data = np.asarray(csr.data, dtype=np.float64)
         any_nonzero = bool(np.any(data))
         if normalize:
-            row_of_entry = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
-            norms = np.sqrt(np.bincount(row_of_entry, weights=data * data, minlength=csr.shape[0]))[row_of_entry]
-            data = data / np.where(norms > 0, norms, 1.0)
+            data = unit_csr_data(csr)
         values = sp.csr_matrix((data, csr.indices, csr.indptr), shape=csr.shape)
         low, high = values.min(axis=0).toarray().ravel(), values.max(axis=0).toarray().ravel()
         largest = float(np.abs(data).max()) if data.size else 0.0

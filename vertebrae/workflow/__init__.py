@@ -15,8 +15,7 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.workflow.config import (
-    SECTIONS,
-    check_benchmark_name,
+    check_benchmark_names,
     check_config_files,
     load_config_file,
     validate_config,
@@ -38,9 +37,7 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
     """
     check_config_files(config_files)
     config = validate_config(config)
-    for section in SECTIONS:
-        for name in config.get(section, {}):
-            check_benchmark_name(section, name)
+    check_benchmark_names(config)
     base_dir = Path(base_dir)
     result = WorkflowPlan(threads=dict(config["threads"]))
     for name, bench in config.get("benchmarks", {}).items():

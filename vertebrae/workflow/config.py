@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.config import EmbeddingConfig
 from vertebrae.core.errors import ConfigError
+from vertebrae.core.records import seed_int
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 T = TypeVar("T")
@@ -56,6 +57,7 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
         yield from base.VALIDATORS["properties"](validator, properties, instance, schema)
 
     validator_cls = jsonschema.validators.extend(base, {"properties": fill_defaults})
+    check_top_level(config, "the config")
     config = copy.deepcopy(dict(config))
     errors = sorted(validator_cls(config_schema()).iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
@@ -68,6 +70,7 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
             unknown = sorted(set(error.instance) - set(known))
             raise ConfigError(f"config key {where}: unknown key(s) {unknown}; allowed keys: {known}")
         raise ConfigError(f"config key {where}: {error.message}")
+    seed_int(config.get("seed", 0), "config", "seed")  # the schema bounds it below; jobs' RNGs above
     return config
 
 
@@ -79,13 +82,44 @@ def _name_problem(section: str, name: Any) -> str:
             f"results/reports/NAME/): use letters, digits, '_', '-' and '.', starting with a letter, digit or '_'")
 
 
+#: Longest benchmark name: it names a folder whose files add their own names (file systems stop at 255 bytes)
+MAX_NAME_LENGTH = 100
+
+
 def check_benchmark_name(section: str, name: Any) -> None:
-    """ConfigError naming ``section`` and ``name`` unless ``name`` matches the schema's benchmark-name pattern."""
+    """ConfigError naming ``section`` and ``name`` unless ``name`` matches the schema's benchmark-name pattern and
+    is at most MAX_NAME_LENGTH characters long."""
     import re
 
     pattern = config_schema()["properties"][section]["propertyNames"]["pattern"]
     if not isinstance(name, str) or re.fullmatch(pattern, name) is None:
         raise ConfigError(_name_problem(section, name))
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(f"config key {section}.{name[:40]}...: a benchmark name of {len(name)} characters is too "
+                          f"long for a folder name (at most {MAX_NAME_LENGTH})")
+
+
+def check_benchmark_names(config: Mapping[str, Any]) -> None:
+    """Every benchmark name (``check_benchmark_name``), and no two that differ only in case: their report folders
+    would be one folder on a case-insensitive file system (macOS, Windows)."""
+    seen: dict[str, str] = {}
+    for section in SECTIONS:
+        for name in config.get(section, {}):
+            check_benchmark_name(section, name)
+            other = seen.setdefault(name.casefold(), f"{section}.{name}")
+            if other != f"{section}.{name}" and other.split(".", 1)[1] != name:
+                raise ConfigError(f"config key {section}.{name}: {other} differs from it only in case; their report "
+                                  "folders collide on case-insensitive file systems, so rename one")
+
+
+def compressions_from_decl(decls: Iterable[Mapping[str, Any]], *, where: str) -> list[EmbeddingCompressionConfig]:
+    """The ``compression`` list of a labelled benchmark; an entry given twice is refused naming both indices."""
+    configs = [compression_from_decl(d, where=f"{where}[{i}]") for i, d in enumerate(decls)]
+    for i, item in enumerate(configs):
+        if item in configs[:i]:
+            raise ConfigError(f"{where}[{i}]: the same compression as {where}[{configs.index(item)}]; each entry "
+                              "is one candidate variant, so list it once")
+    return configs
 
 
 class _DuplicateKey(Exception):
@@ -117,12 +151,22 @@ def _unique_key_loader() -> type:
     return UniqueKeyLoader
 
 
+def check_top_level(config: Any, what: str) -> None:
+    """ConfigError unless ``config`` is a mapping (a YAML file whose top level is a list or a scalar is not a config)."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"{what}: the top level must be a mapping of config keys (seed:, benchmarks:, ...), got a "
+                          f"{'list' if isinstance(config, list) else type(config).__name__}")
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """The config in a YAML (or JSON) file; ConfigError naming the file for unreadable text or a duplicate key."""
+    """The config in a YAML (or JSON) file; ConfigError naming the file for unreadable text, a duplicate key or a
+    top level that is not a mapping."""
     import yaml
 
     try:
-        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_unique_key_loader()) or {}
+        loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_unique_key_loader())
+        check_top_level({} if loaded is None else loaded, f"config file {path}")
+        return loaded or {}
     except _DuplicateKey as dup:
         raise ConfigError(f"config file {path}, line {dup.line}: key {dup.key!r} is given twice in one mapping (first "
                           f"at line {dup.first}); YAML would keep only the last one, so duplicate keys are refused"
@@ -165,6 +209,7 @@ def embedding_config(bench: Mapping[str, Any], config: Mapping[str, Any]) -> Emb
     return EmbeddingConfig(batch_size=config["embedding"]["batch_size"], shards=shard_count(bench, config))
 
 
-__all__ = ["SCHEMA_PATH", "SECTIONS", "check_benchmark_name", "check_config_files", "compression_from_decl",
+__all__ = ["SCHEMA_PATH", "SECTIONS", "check_benchmark_name", "check_benchmark_names", "check_config_files",
+           "compression_from_decl", "compressions_from_decl",
            "config_from_decl", "config_schema", "embedding_config", "load_config_file", "paired_compression",
            "shard_count", "validate_config"]

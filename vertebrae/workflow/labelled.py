@@ -18,14 +18,14 @@ from vertebrae.data.declared import (
 )
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.scoring.metric_registry import metric_from_config
-from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig
+from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig, check_config_classes
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
-    compression_from_decl, config_from_decl, embedding_config, shard_count, validate_config,
+    compressions_from_decl, config_from_decl, embedding_config, shard_count, validate_config,
 )
 from vertebrae.workflow.dag import WorkflowPlan, ref
 from vertebrae.workflow.paths import artifact_path
@@ -57,6 +57,18 @@ def scoring_plan_from_decl(bench: Mapping[str, Any], seed: int, *, where: str) -
         raise ConfigError(f"{where}: {exc}") from None
 
 
+def _check_named_classes(scoring: Any, dataset: Mapping[str, Any], base_dir: Path, where: str) -> None:
+    """A ``k`` mapping or ``exclude_classes`` naming classes is checked against the dataset's classes at plan time
+    (the dataset is read for it only then), so validate refuses what the score job would."""
+    if not isinstance(scoring, OverlapScoringConfig) or not (isinstance(scoring.k, Mapping) or scoring.exclude_classes):
+        return
+    loaded = load_declared_dataset(dataset, base_dir=base_dir, where=f"{where}.dataset")
+    try:
+        check_config_classes(scoring, loaded.targets.catalog)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.scoring: {exc}") from None
+
+
 def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config: Mapping[str, Any],
                   base_dir: Path) -> None:
     """Add every job spec of labelled benchmark ``name`` to ``result``."""
@@ -67,7 +79,8 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     batch_size = config["embedding"]["batch_size"]
     bounds = shard_bounds(n_rows, shard_count(bench, config), batch_size=batch_size)
     scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
-    compressions = [compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])]
+    _check_named_classes(scoring_plan.scoring, dataset, base_dir, where)
+    compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
     p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
     protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
@@ -136,7 +149,7 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
         benchmarks[name] = Benchmark(
             dataset, extractors, metrics=scoring_plan.metrics, primary_metric=scoring_plan.primary_metric,
             scoring_config=scoring_plan.scoring,
-            compression_configs=[compression_from_decl(d, where=f"{where}.compression[{i}]") for i, d in enumerate(bench["compression"])],
+            compression_configs=compressions_from_decl(bench["compression"], where=f"{where}.compression"),
             stability_config=scoring_plan.stability, separatix_config=scoring_plan.separatix,
             embedding_config=embedding, seed=config["seed"], name=name,
             comparison_config=comparison_config(config, "benchmarks", name),

@@ -9,11 +9,12 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import to_json_value
-from vertebrae.core.records import check_bool, from_record, is_real, non_negative_int, one_of, positive_int
+from vertebrae.core.records import bounded_int, check_bool, from_record, is_real, one_of, positive_int, seed_int
 
 INTERVALS = ("percentile", "bca")
 ADJUSTMENTS = ("holm", "bonferroni", "none")
 MIN_RESAMPLES = 100
+MAX_RESAMPLES = 1_000_000
 
 
 def _open_unit(value: Any, name: str) -> float:
@@ -49,12 +50,14 @@ class ComparisonConfig:
         resamples = positive_int(self.resamples, "ComparisonConfig", "resamples")
         if resamples < MIN_RESAMPLES:
             raise ConfigError(f"ComparisonConfig.resamples must be at least {MIN_RESAMPLES}, got {resamples!r}")
+        bounded_int(resamples, "ComparisonConfig", "resamples", MIN_RESAMPLES, MAX_RESAMPLES,
+                    "each resample draws an index per unit, held in memory")
         object.__setattr__(self, "resamples", resamples)
         object.__setattr__(self, "confidence_level", _open_unit(self.confidence_level, "confidence_level"))
         one_of(self.interval, INTERVALS, "ComparisonConfig", "interval")
         one_of(self.adjustment, ADJUSTMENTS, "ComparisonConfig", "adjustment")
         object.__setattr__(self, "alpha", _open_unit(self.alpha, "alpha"))
-        object.__setattr__(self, "seed", non_negative_int(self.seed, "ComparisonConfig", "seed"))
+        object.__setattr__(self, "seed", seed_int(self.seed, "ComparisonConfig", "seed"))
         check_bool(self.enabled, "ComparisonConfig", "enabled")
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.arrays import as_matrix, check_finite
+from vertebrae.core.arrays import as_matrix, check_finite, power_of_two_factor, rescaled
 from vertebrae.core.errors import ConfigError, LabelError, ValidationError
 from vertebrae.core.labels import describe_key
 from vertebrae.scoring.retrieval.arithmetic import _ROW_CHUNK, _chunked, _row_norms, _row_sq, _sparse_row_norms
@@ -172,6 +172,36 @@ def eligible_relevance(relevance: sp.csr_matrix, exclusions: sp.csr_matrix | Non
     return eligible
 
 
+_SAFE_FACTOR = 2.0 ** -100  # cosine rows whose largest magnitude is within 2^+-100 are used unscaled
+_UNDERFLOW = 1e-250  # dot / squared_l2: a largest-norm product below this loses ranks to underflow
+
+
+def _largest_norm(endpoints: Sequence[Endpoint]) -> float:
+    """The largest row norm of the endpoints' rows."""
+    largest = max(float(np.sqrt(e.sq.max())) if len(e) else 0.0 for e in endpoints)
+    if largest == 0.0:  # squares underflow: the overflow-safe norms
+        return max((float(_row_norms(e.values.astype(np.float64)).max()) if len(e) else 0.0) for e in endpoints)
+    return largest
+
+
+def check_representable(similarity: str, queries: Sequence[Endpoint], gallery: Sequence[Endpoint],
+                        what: tuple[str, str]) -> None:
+    """Refuse dot / squared_l2 scoring whose similarities would overflow or underflow float64, naming both
+    endpoints (``what``) and their largest row norms; cosine rows are rescaled instead (``prepare_endpoint``)."""
+    if similarity == "cosine":
+        return
+    q_max, g_max = _largest_norm(queries), _largest_norm(gallery)
+    if not (q_max + g_max) ** 2 < 1e300:
+        trouble = "overflow"
+    elif q_max > 0.0 and g_max > 0.0 and q_max * g_max < _UNDERFLOW:
+        trouble = "underflow"
+    else:
+        return
+    raise ValidationError(f"{similarity} similarity would {trouble} float64 (largest row norms: {what[0]} "
+                          f"{q_max:.3g}, {what[1]} {g_max:.3g}); rescale the embeddings or use cosine similarity, "
+                          "which does not depend on their scale")
+
+
 _SCAN_DTYPES = ("float32", "float64")
 _FLOAT32_SAFE_NORM = 1e18  # rows up to this norm keep every float32 scan product, sum and |g|^2 finite
 
@@ -240,6 +270,12 @@ def prepare_endpoint(matrix: Any, similarity: str, *, what: str, row_ids: Sequen
         raise ConfigError(f"scan must be one of {_SCAN_DTYPES}, got {scan!r}")
     values = as_matrix(matrix, what=what)
     keys = _row_id_keys(row_ids, values.shape[0], what)
+    if similarity == "cosine":
+        # cosine is scale-free: rows far from 1 in magnitude are brought there by a power of two (exact), so
+        # their norms and products neither underflow nor overflow; ordinary rows are used as given
+        factor = power_of_two_factor(values)
+        if not _SAFE_FACTOR <= factor <= 1.0 / _SAFE_FACTOR:
+            values = rescaled(values, factor)
     if sp.issparse(values):
         check_finite(values, keys, what=what)
         values = _canonical_csr(values, values.dtype if values.dtype in (np.float32, np.float64) else np.float64)

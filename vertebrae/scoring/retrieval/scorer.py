@@ -24,6 +24,7 @@ from vertebrae.scoring.retrieval.config import RetrievalConfig
 from vertebrae.scoring.retrieval.device import block_product, resolve_device
 from vertebrae.scoring.retrieval.finalize import finalize
 from vertebrae.scoring.retrieval.inputs import (
+    check_representable,
     _row_id_keys,
     eligible_relevance,
     exclusion_matrix,
@@ -128,10 +129,7 @@ class RetrievalScorer:
         Qp = prepare_endpoint(Q, config.similarity, what="Query embeddings", row_ids=qkeys, scan=scan, workers=workers)
         Gp = prepare_endpoint(G, config.similarity, what="Gallery embeddings", row_ids=gkeys, scan=scan,
                               workers=workers)
-        q_max, g_max = float(np.sqrt(Qp.sq.max())), float(np.sqrt(Gp.sq.max()))
-        if not (q_max + g_max) ** 2 < 1e300:
-            raise ValidationError(f"{config.similarity} similarity would overflow float64 (largest row norms: Query "
-                                  f"embeddings {q_max:.3g}, Gallery embeddings {g_max:.3g}); rescale the embeddings")
+        check_representable(config.similarity, [Qp], [Gp], ("Query embeddings", "Gallery embeddings"))
         meta = {"n_dimensions": int(d), "query_sparse": bool(sp.issparse(Q)), "gallery_sparse": bool(sp.issparse(G))}
         product = block_product(self.device, (Qp.scan, Gp.scan))  # None: NumPy
         forward = _score_direction(Qp, Gp, forward_relevance, excluded, config, qkeys, gkeys, "forward", meta,

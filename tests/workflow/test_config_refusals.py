@@ -1,0 +1,78 @@
+"""Config shapes `vertebrae validate` used to crash on (issue 32): one clear line naming the file or key, and the
+same refusal from `vertebrae run` (through Snakemake) as from `validate`."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from workflow_support import BIN, unactivated_env
+
+INT_NAME = """\
+benchmarks:
+  tiny:
+    dataset:
+      source: {type: sklearn, name: iris}
+      identity: {kind: declared, name: iris, revision: "1"}
+    extractors:
+      123: {type: precomputed}
+"""
+
+
+def _vertebrae(tmp_path, *args):
+    return subprocess.run([str(BIN / "vertebrae"), *args], cwd=tmp_path, env=unactivated_env(), capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_validate_refuses_a_top_level_list_naming_the_file(tmp_path):
+    (tmp_path / "list.yaml").write_text("- a\n- b\n", encoding="utf-8")
+    proc = _vertebrae(tmp_path, "validate", "list.yaml")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == ("vertebrae: error: config file list.yaml: the top level must be a mapping of config "
+                                   "keys (seed:, benchmarks:, ...), got a list")
+
+
+def test_an_integer_extractor_name_is_refused_alike_by_validate_and_run(tmp_path):
+    (tmp_path / "int.yaml").write_text(INT_NAME, encoding="utf-8")
+    message = ('benchmarks.tiny.extractors.123: extractor name 123 is not text (YAML reads it unquoted as a number); '
+               'quote it: "123":')
+    proc = _vertebrae(tmp_path, "validate", "int.yaml")
+    assert proc.returncode == 2 and proc.stderr.strip() == f"vertebrae: error: {message}"
+    proc = _vertebrae(tmp_path, "run", "int.yaml", "-n")  # used to plan a candidate named 123
+    assert proc.returncode != 0 and message in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+TINY = {"benchmarks": {"tiny": {"dataset": {"source": {"type": "sklearn", "name": "iris"},
+                                            "identity": {"kind": "declared", "name": "iris", "revision": "1"}},
+                                "extractors": {"raw": {"type": "precomputed"}}}}}
+
+
+def _with(bench=None, **top):
+    return {**TINY, **top, "benchmarks": {"tiny": {**TINY["benchmarks"]["tiny"], **(bench or {})}}}
+
+
+@pytest.mark.parametrize("config,message", [
+    (_with(seed=10 ** 26), r"config\.seed must be a non-negative integer, at most 4294967295"),
+    (_with({"comparison": {"resamples": 10 ** 12}}), r"ComparisonConfig\.resamples must be an integer from 100 to 1,000,000"),
+    (_with({"stability": {"enabled": True, "repeats": 10 ** 9}}), r"StabilityConfig\.repeats must be an integer from 2 to 10,000"),
+    (_with({"scoring": {"kmeans_kwargs": {"bogus": 1}}}), r"benchmarks\.tiny.*kmeans_kwargs: unknown key\(s\) \['bogus'\]"),
+    (_with({"compression": [{"method": "pca", "n_components": 2}, {"method": "pca", "n_components": 2}]}),
+     r"benchmarks\.tiny\.compression\[1\]: the same compression as benchmarks\.tiny\.compression\[0\]"),
+    (_with({"scoring": {"k": {0: 3, 1: 3, 2: 3, "zebra": 3}}}),
+     r"benchmarks\.tiny\.scoring: OverlapScoringConfig\.k names class 'zebra', which is not in the dataset"),
+    (_with({"scoring": {"exclude_classes": ["zebra"]}}),
+     r"benchmarks\.tiny\.scoring: exclude_classes names class 'zebra', which is not in the dataset"),
+    (_with({"scoring": {"exclude_classes": [0, 1, 2]}}), r"exclude_classes excludes every class"),
+    ({"benchmarks": {"x" * 300: TINY["benchmarks"]["tiny"]}}, r"benchmark name of 300 characters is too long"),
+    ({"benchmarks": {"b": TINY["benchmarks"]["tiny"], "B": TINY["benchmarks"]["tiny"]}},
+     r"config key benchmarks\.B: benchmarks\.b differs from it only in case"),
+])
+def test_plan_refuses_what_a_job_would_fail_on(config, message):
+    # issue 32: each of these passed `vertebrae validate` and failed a job (or the whole run) later
+    from vertebrae.core.errors import ConfigError
+    from vertebrae.workflow import plan
+
+    with pytest.raises(ConfigError, match=message):
+        plan(config)
