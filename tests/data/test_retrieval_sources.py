@@ -64,9 +64,10 @@ def test_manifest_pair_data_errors_name_the_row_or_record(tmp_path):
         load_retrieval_source(decl, base_dir=tmp_path, where="src")
     (tmp_path / "pics" / "b.png").write_bytes(b"x")
     (tmp_path / "qrels.tsv").write_text("c1\timg-z\t1\nc2\timg-c\t1\n")  # a gallery id no manifest row has
-    data = load_retrieval_source(decl, base_dir=tmp_path, where="src")
-    with pytest.raises(ValidationError, match="img-z"):
-        data.to_dataset(DatasetIdentity.declared("pairs", "1"))
+    # refused when the source loads (validate time), naming the file, how many and the line
+    with pytest.raises(ValidationError, match=r"qrels\.tsv: 1 record\(s\) name 1 gallery id\(s\) absent from the gallery "
+                                              r"of src: 'img-z' \(line 1\)"):
+        load_retrieval_source(decl, base_dir=tmp_path, where="src")
 
 
 @pytest.mark.parametrize("grade", ["label", "label_and_mean"])

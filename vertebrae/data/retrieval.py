@@ -354,6 +354,32 @@ class RetrievalDataset(QueryGallerySizes):
                              (query_modality, gallery_modality), metadata, matrix=False)
 
     @classmethod
+    def from_beir(
+        cls,
+        path: Any,
+        split: str = "test",
+        *,
+        identity: DatasetIdentity | None = None,
+        exclude_same_id: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RetrievalDataset:
+        """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``; ``.jsonl.gz`` too), read as
+        ``source: {type: beir}`` reads it (``vertebrae.data.beir``): corpus texts (title + " " + text) as the text
+        gallery, the queries with a relevance record in ``split`` as text queries. ``identity`` defaults to the
+        files' identity (the SHA-256 of the three files and the split), the one the workflow gives the same folder."""
+        from vertebrae.core.file_digests import FileDigests
+        from vertebrae.data.beir import beir_files, beir_files_recipe, load_beir
+
+        files = beir_files(path, split, where="from_beir")
+        data = load_beir(path, split, where="from_beir")
+        if identity is None:
+            identity = DatasetIdentity.from_files(beir_files_recipe(files, FileDigests(None)))
+        return cls.from_arrays(RawInputs.texts(data.query_texts, data.query_ids),
+                               RawInputs.texts(data.corpus_texts, data.corpus_ids), list(data.records),
+                               query_ids=list(data.query_ids), gallery_ids=list(data.corpus_ids), identity=identity,
+                               exclude_same_id=exclude_same_id, metadata=metadata)
+
+    @classmethod
     def _assemble(cls, queries, gallery, q_keys, g_keys, relevance, exclusions, exclude_same_id, identity,
                   modalities: tuple[str, str], metadata, *, matrix: bool) -> RetrievalDataset:
         """The protocol over the parsed ids, the identity resolved against the content, then the dataset."""

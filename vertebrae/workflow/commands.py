@@ -38,6 +38,7 @@ from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.workflow import plan
 from vertebrae.workflow.config import load_config_file
 from vertebrae.workflow.paths import report_paths
+from vertebrae.workflow.retrieval import check_retrieval_sources
 
 # the repository checkout vertebrae is installed from (pip install -e .): vertebrae/workflow/commands.py -> repo
 SNAKEFILE = Path(__file__).resolve().parents[2] / "Snakefile"
@@ -110,7 +111,9 @@ def validate(config: str | Path) -> int:
     """``vertebrae validate``: 0 when CONFIG plans and Snakemake's dry run succeeds; a plan error is raised (the CLI
     prints it as one line, exit status 2); a failed dry run prints Snakemake's message and returns 2."""
     path = _config_file(config)
-    planned = plan(load_config_file(path))  # relative paths in the config resolve against the current directory
+    config = load_config_file(path)
+    planned = plan(config)  # relative paths in the config resolve against the current directory
+    check_retrieval_sources(config)  # relevance files parsed and checked against the rows, before any job
     lines = describe(planned)
     if not lines:
         raise ConfigError(f"config file {config}: no benchmark under any of {', '.join(SECTION_KINDS)}")

@@ -143,6 +143,19 @@ def _add_score(result: WorkflowPlan, spec: dict[str, Any], scoring: Mapping[str,
     return merge_fp
 
 
+def check_retrieval_sources(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> None:
+    """What ``vertebrae validate`` reads beyond the plan: every retrieval benchmark's source loaded and its protocol
+    built (relevance records and their ids, every query with a positive), so a broken relevance file is refused
+    naming its file and line before any job runs."""
+    from vertebrae.core.identity import DatasetIdentity
+    from vertebrae.data.retrieval_sources import load_retrieval_source
+
+    for name, bench in validate_config(config).get("retrieval", {}).items():
+        where = f"retrieval.{name}.dataset"
+        data = load_retrieval_source(bench["dataset"]["source"], base_dir=Path(base_dir), where=f"{where}.source")
+        data.to_dataset(DatasetIdentity.declared("validate", "0"), exclude_same_id=bench["dataset"]["exclude_same_id"])
+
+
 def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
     """In-process ``RetrievalBenchmark`` objects for every retrieval benchmark of ``config``."""
     from vertebrae.data.retrieval_sources import load_retrieval_source
@@ -167,4 +180,4 @@ def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
     return benchmarks
 
 
-__all__ = ["SIDES", "plan_retrieval", "retrieval_benchmarks_from_config", "retrieval_config_from_decl"]
+__all__ = ["SIDES", "check_retrieval_sources", "plan_retrieval", "retrieval_benchmarks_from_config", "retrieval_config_from_decl"]

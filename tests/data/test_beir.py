@@ -1,0 +1,106 @@
+"""BEIR folders (``source: {type: beir}`` and ``RetrievalDataset.from_beir``): texts joined as BEIR joins them,
+queries of the split only, and refusals naming the file and line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.beir_fixtures import CORPUS, QUERIES, jsonl, write_beir
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.identity import DatasetIdentity
+from vertebrae.data.beir import beir_files, read_beir
+from vertebrae.data.retrieval import RetrievalDataset
+from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_identity, retrieval_row_counts
+
+
+def test_beir_folder_reads_texts_queries_of_the_split_and_records(tmp_path):
+    folder = write_beir(tmp_path / "scifi")
+    data = read_beir(beir_files(folder))
+    # title + " " + text, stripped; an empty title leaves the text stripped; no title: the text stripped
+    assert data.corpus_texts == ("Cats Cats purr and sleep.", "Dogs bark at night.", "Fish swim in water.",
+                                 "Birds Birds fly south in winter.", "Cats again Kittens play with yarn.")
+    assert data.corpus_ids == ("d1", "d2", "d3", "d4", "d5")
+    assert data.query_ids == ("q1", "q2", "q3")  # q4 has records in train only
+    assert data.query_texts == ("what do cats do", "which animal barks", "where do birds go")
+    assert data.records == (("q1", "d1", 2.0), ("q1", "d5", 1.0), ("q2", "d2", 1.0), ("q3", "d4", 1.0),
+                            ("q3", "d3", 0.0))
+    train = read_beir(beir_files(folder, "train"))
+    assert train.query_ids == ("q4",) and train.records == (("q4", "d3", 1.0),)
+
+
+def test_gzipped_jsonl_reads_the_same(tmp_path):
+    plain = read_beir(beir_files(write_beir(tmp_path / "a")))
+    zipped = read_beir(beir_files(write_beir(tmp_path / "b", gz=True)))
+    assert zipped.files.corpus.name == "corpus.jsonl.gz"
+    assert (zipped.corpus_texts, zipped.query_texts, zipped.records) == (plain.corpus_texts, plain.query_texts,
+                                                                         plain.records)
+
+
+def test_from_beir_equals_the_config_source_and_the_hand_built_dataset(tmp_path):
+    folder = write_beir(tmp_path / "b")
+    dataset = RetrievalDataset.from_beir(folder)
+    decl = {"type": "beir", "path": "b"}
+    identity = retrieval_identity({"source": decl}, base_dir=tmp_path, where="r")
+    assert dataset.identity_key() == identity.key()  # the same identity as the workflow's
+    config = load_retrieval_source(decl, base_dir=tmp_path, where="r").to_dataset(identity)
+    assert (config.query_modality, config.gallery_modality) == ("text", "text")
+    for built in (dataset, config):
+        assert built.query_ids == ("q1", "q2", "q3") and built.gallery_ids == ("d1", "d2", "d3", "d4", "d5")
+        assert built.relevance.toarray().tolist() == [[2, 0, 0, 0, 1], [0, 1, 0, 0, 0], [0, 0, 0, 1, 0]]
+        assert list(built.gallery)[3] == "Birds Birds fly south in winter."
+    assert retrieval_row_counts(decl, base_dir=tmp_path, where="r") == (3, 5)
+    other = RetrievalDataset.from_beir(folder, "train", identity=DatasetIdentity.declared("b", "1"))
+    assert other.query_ids == ("q4",) and other.identity_key() != dataset.identity_key()
+
+
+def test_a_qrels_edit_changes_the_files_identity(tmp_path):
+    folder = write_beir(tmp_path / "b")
+    before = RetrievalDataset.from_beir(folder).identity_key()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert RetrievalDataset.from_beir(folder).identity_key() != before
+
+
+def _refused(tmp_path, error, pattern, split="test", **files):
+    folder = write_beir(tmp_path / "bad", **files)
+    with pytest.raises(error, match=pattern):
+        load_retrieval_source({"type": "beir", "path": "bad", "split": split}, base_dir=tmp_path, where="src")
+
+
+def test_a_missing_split_names_the_file_and_the_splits_there(tmp_path):
+    _refused(tmp_path, ConfigError, r"src\.split: no relevance file .*qrels/dev\.tsv for split 'dev'; splits there: "
+                                     r"test, train", split="dev")
+
+
+def test_missing_files_and_bad_keys_are_refused(tmp_path):
+    folder = write_beir(tmp_path / "b")
+    (folder / "queries.jsonl").unlink()
+    with pytest.raises(ConfigError, match=r"src: the BEIR folder .* has no queries\.jsonl"):
+        load_retrieval_source({"type": "beir", "path": "b"}, base_dir=tmp_path, where="src")
+    with pytest.raises(ConfigError, match=r"src\.relevance_path: unknown key for a 'beir' source; allowed keys: type, "
+                                          r"path, split"):
+        load_retrieval_source({"type": "beir", "path": "b", "relevance_path": "x"}, base_dir=tmp_path, where="src")
+    with pytest.raises(ConfigError, match=r"src\.path: not a folder"):
+        load_retrieval_source({"type": "beir", "path": "nowhere"}, base_dir=tmp_path, where="src")
+
+
+def test_qrels_ids_absent_from_the_corpus_say_how_many_and_show_lines(tmp_path):
+    qrels = "query-id\tcorpus-id\tscore\n" + "".join(f"q1\tgone{i}\t1\n" for i in range(7)) + "q2\td2\t1\n"
+    _refused(tmp_path, ValidationError, r"test\.tsv: 7 record\(s\) name 7 gallery id\(s\) absent from .*corpus\.jsonl: "
+                                        r"'gone0' \(line 2\), 'gone1' \(line 3\), .*\.\.\. \(2 more\)", test_qrels=qrels)
+    _refused(tmp_path, ValidationError, r"test\.tsv: 1 record\(s\) name 1 query id\(s\) absent from .*queries\.jsonl: "
+                                        r"'q9' \(line 3\)", test_qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq9\td1\t1\n")
+
+
+def test_duplicate_ids_and_bad_lines_name_file_and_line(tmp_path):
+    _refused(tmp_path, ValidationError, r"corpus\.jsonl: line 4: duplicate _id 'd1' \(first at line 1\)",
+             corpus=jsonl(CORPUS[:3]) + json.dumps(CORPUS[0]) + "\n")
+    _refused(tmp_path, ValidationError, r"corpus\.jsonl: line 2: not JSON",
+             corpus=jsonl(CORPUS[:1]) + '{"_id": "d2", "text": oops}\n' + jsonl(CORPUS[2:]))
+    _refused(tmp_path, ValidationError, r"queries\.jsonl: line 2: '_id' must be a non-empty string",
+             queries=jsonl(QUERIES[:1]) + '{"text": "no id"}\n')
+    _refused(tmp_path, ValidationError, r"corpus\.jsonl: line 1: 'text' must be a string",
+             corpus='{"_id": "d1", "text": 3}\n')
+    _refused(tmp_path, ValidationError, r"test\.tsv: line 3: grade 'x' is not a number",
+             test_qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\tx\n")
