@@ -185,13 +185,38 @@ def _beir(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourc
                                list(data.corpus_ids), list(data.records))
 
 
+#: The keys each retrieval source type takes besides ``type``.
+RETRIEVAL_SOURCE_KEYS: dict[str, tuple[str, ...]] = {
+    "label_split": ("source", "query_every", "grade"),
+    "npz_pair": ("path", "queries_key", "gallery_key", "query_ids_key", "gallery_ids_key", "relevance_path"),
+    "manifest_pair": ("queries", "gallery", "relevance_path"),
+    "beir": ("path", "split"),
+}
+
+
+def check_source_keys(decl: Any, where: str) -> str:
+    """The retrieval source's type, after refusing an unknown type or a key of another type (which it would ignore),
+    naming the key, the type and the types it belongs to."""
+    if not isinstance(decl, Mapping):
+        raise ConfigError(f"{where}: a retrieval source declaration must be a mapping, got {type(decl).__name__}")
+    kind = decl.get("type")
+    if kind not in RETRIEVAL_SOURCE_KEYS:
+        raise ConfigError(f"{where}.type: unknown retrieval source {kind!r}; known: {sorted(RETRIEVAL_SOURCE_KEYS)}")
+    allowed = RETRIEVAL_SOURCE_KEYS[kind]
+    for key in decl:
+        if key != "type" and key not in allowed:
+            owners = [t for t, keys in RETRIEVAL_SOURCE_KEYS.items() if key in keys]
+            belongs = f"a key of retrieval source type(s) {', '.join(owners)}" if owners else "an unknown key"
+            raise ConfigError(f"{where}.{key}: {belongs}, not of type {kind!r}, which would ignore it; type {kind!r} "
+                              f"takes {', '.join(allowed)}")
+    return kind
+
+
 LOADERS = {"beir": _beir, "label_split": _label_split, "manifest_pair": _manifest_pair, "npz_pair": _npz_pair}
 
 
 def load_retrieval_source(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> RetrievalSourceData:
-    kind = decl.get("type")
-    if kind not in LOADERS:
-        raise ConfigError(f"{where}.type: unknown retrieval source {kind!r}; known: {sorted(LOADERS)}")
+    kind = check_source_keys(decl, where)
     return LOADERS[kind](decl, base_dir, where)
 
 
@@ -202,7 +227,7 @@ _NPZ_KEYS = (("queries_key", "queries"), ("gallery_key", "gallery"), ("query_ids
 def retrieval_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: str,
                            digests: FileDigests) -> dict[str, Any]:
     """The ``files`` identity recipe of a retrieval source: its options and the SHA-256 of every file it reads."""
-    kind = decl.get("type")
+    kind = check_source_keys(decl, where)
     if kind == "label_split":
         return {"type": kind, "query_every": _split(decl, where), "grade": decl.get("grade", "label"),
                 "source": source_files_recipe(decl["source"], base_dir=base_dir, where=f"{where}.source", digests=digests)}
@@ -247,6 +272,7 @@ def retrieval_identity_key(dataset: Mapping[str, Any], *, base_dir: Path, where:
 
 def retrieval_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[int, int]:
     """(queries, gallery) row counts, cheaply where the format allows."""
+    check_source_keys(decl, where)
     if decl.get("type") == "label_split":
         every = _split(decl, where)
         n = source_row_count(decl["source"], base_dir=base_dir, where=f"{where}.source")
