@@ -21,6 +21,7 @@ from vertebrae.workflow.config import (
     config_from_decl, embedding_config, paired_compression, shard_count, validate_config,
 )
 from vertebrae.workflow.dag import WorkflowPlan, ref
+from vertebrae.workflow.labelled import check_own_rows
 from vertebrae.workflow.paths import artifact_path
 
 SIDES = ("query", "gallery")
@@ -69,6 +70,9 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"
         extractor = build_extractor(ext_name, decl, where=ext_where)
+        if dataset["source"].get("type") == "label_split":
+            check_own_rows(dataset["source"]["source"], extractor, base_dir=base_dir, where=f"{where}.dataset.source",
+                           ext_where=ext_where)
         job = {**common, "extractor": {"name": ext_name, "decl": decl, "where": ext_where}}
         fit_ref = None
         if extractor.learns:
