@@ -104,3 +104,60 @@ def test_duplicate_ids_and_bad_lines_name_file_and_line(tmp_path):
              corpus='{"_id": "d1", "text": 3}\n')
     _refused(tmp_path, ValidationError, r"test\.tsv: line 3: grade 'x' is not a number",
              test_qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\tx\n")
+
+
+def test_endpoint_keys_follow_each_sides_rows_not_the_relevance(tmp_path):
+    """Issue 27: an embedding is named by the rows it embeds. A grade edit keeps both endpoint keys, a corpus edit
+    moves the gallery's only, a qrels edit that drops a query moves the queries' only."""
+    folder = write_beir(tmp_path / "b")
+    before = RetrievalDataset.from_beir(folder)
+    keys = {side: before.endpoint_key(side) for side in ("query", "gallery")}
+    assert keys["query"] != keys["gallery"] and all(k.startswith("endpoint:v1:") for k in keys.values())
+    qrels = folder / "qrels" / "test.tsv"
+    qrels.write_text(qrels.read_text().replace("q1\td1\t2", "q1\td1\t1"))
+    graded = RetrievalDataset.from_beir(folder)
+    assert graded.identity_key() != before.identity_key()  # the protocol (and scores) follow the relevance
+    assert {side: graded.endpoint_key(side) for side in keys} == keys  # the embeddings do not
+    qrels.write_text(qrels.read_text().replace("q2\td2\t1\n", ""))  # q2 is no longer a query
+    fewer = RetrievalDataset.from_beir(folder)
+    assert fewer.endpoint_key("query") != keys["query"] and fewer.endpoint_key("gallery") == keys["gallery"]
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text(corpus.read_text().replace("Fish swim", "Fish glide"))
+    edited = RetrievalDataset.from_beir(folder)
+    assert edited.endpoint_key("gallery") != keys["gallery"] and edited.endpoint_key("query") == fewer.endpoint_key("query")
+    from dataclasses import replace
+
+    square = RetrievalDataset.from_embeddings([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]], [(0, 0), (1, 1)],
+                                              identity=DatasetIdentity.declared("s", "1"))
+    square = replace(square, endpoint_keys={"query": "kq", "gallery": "kg"})
+    reverse = square.transposed()  # bidirectional scoring: the sides swap their keys
+    assert (reverse.endpoint_key("query"), reverse.endpoint_key("gallery")) == ("kg", "kq")
+
+
+def test_content_identity_endpoint_keys_ignore_the_relevance():
+    import numpy as np
+
+    q, g = np.eye(2, 3), np.eye(3)
+    one = RetrievalDataset.from_embeddings(q, g, [(0, 0, 1), (1, 1, 1)], identity=DatasetIdentity.from_content())
+    two = RetrievalDataset.from_embeddings(q, g, [(0, 0, 2), (1, 2, 1)], identity=DatasetIdentity.from_content())
+    assert one.identity_key() != two.identity_key()
+    assert [one.endpoint_key(s) for s in ("query", "gallery")] == [two.endpoint_key(s) for s in ("query", "gallery")]
+    three = RetrievalDataset.from_embeddings(q, 2 * g, [(0, 0, 1), (1, 1, 1)], identity=DatasetIdentity.from_content())
+    assert three.endpoint_key("query") == one.endpoint_key("query") and three.endpoint_key("gallery") != \
+        one.endpoint_key("gallery")
+
+
+def test_endpoint_key_golden_value():
+    """The endpoint key is a public contract (it names retrieval embeddings). Introduced by issue 27 with schema
+    vertebrae.retrieval-endpoint/v1: retrieval embedding fingerprints moved then (they were keyed by the whole
+    dataset identity, relevance included); a run from before re-embeds each retrieval endpoint once."""
+    import hashlib
+
+    from vertebrae.data.retrieval import endpoint_key
+
+    text = '{"endpoint":{"dataset":"declared:x@1","side":"query"},"schema":"vertebrae.retrieval-endpoint/v1"}'
+    assert endpoint_key({"dataset": "declared:x@1", "side": "query"}) == \
+        "endpoint:v1:" + hashlib.sha256(text.encode()).hexdigest()
+    declared = RetrievalDataset.from_embeddings([[1.0, 0.0]], [[1.0, 0.0]], [(0, 0)],
+                                                identity=DatasetIdentity.declared("x", "1"))
+    assert declared.endpoint_key("query") == endpoint_key({"dataset": declared.identity_key(), "side": "query"})

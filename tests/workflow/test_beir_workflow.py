@@ -124,3 +124,42 @@ def test_validate_refuses_a_broken_qrels_file_before_any_job(tmp_path):
     assert proc.returncode == 2 and "1 record(s) name 1 gallery id(s) absent from" in proc.stderr
     assert "'doc99' (line 2)" in proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def _planned(workdir: Path) -> dict[str, int]:
+    from workflow_support import job_counts, snakemake
+
+    return job_counts(snakemake(workdir, "--configfile", "beir.yaml", "-n", "--quiet", "rules").stdout)
+
+
+EMBEDDING_RULES = {"embed_retrieval_shard", "merge_retrieval_embeddings", "fit_extractor"}
+
+
+def test_a_relevance_edit_rescores_and_a_corpus_edit_reembeds_the_gallery_only(done, tmp_path):
+    """Issue 27: an embedding is named by the rows it embeds, not by the relevance or the other endpoint."""
+    import shutil
+
+    work = tmp_path / "copy"
+    shutil.copytree(done, work, symlinks=True)
+    assert _planned(work) == {}
+    qrels = work / "data/beir/qrels/test.tsv"
+    lines = qrels.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[1] = lines[1].replace("\t2\n", "\t1\n")  # one grade of q0 edited: the split's queries are the same
+    qrels.write_text("".join(lines), encoding="utf-8")
+    after_qrels = _planned(work)
+    assert not EMBEDDING_RULES & set(after_qrels), after_qrels  # no embed, no merge: nothing re-embedded
+    assert after_qrels["write_retrieval_relevance"] == 1 and after_qrels["score_retrieval"] == 1, after_qrels
+    assert after_qrels["report"] == 1 and after_qrels["compare"] == 1, after_qrels  # as_beir's only
+
+    shutil.rmtree(work)
+    shutil.copytree(done, work, symlinks=True)
+    corpus = work / "data/beir/corpus.jsonl"
+    corpus.write_text(corpus.read_text(encoding="utf-8").replace('"text 3"', '"text three"'), encoding="utf-8")
+    after_corpus = _planned(work)
+    # the gallery side only: its one shard and its merge; the queries' embedding stays (the relevance protocol,
+    # keyed by the whole dataset's identity, is written again: same ids and grades)
+    assert after_corpus.get("embed_retrieval_shard") == 1 and after_corpus.get("merge_retrieval_embeddings") == 1, \
+        after_corpus
+    assert after_corpus["score_retrieval"] == 1, after_corpus
+    digests = json.loads((work / ".vertebrae/digests.json").read_text(encoding="utf-8"))
+    assert {"corpus.jsonl", "queries.jsonl", "test.tsv"} <= {Path(p).name for p in digests["files"]}

@@ -174,6 +174,16 @@ def beir_files_recipe(files: BeirFiles, digests: Any) -> dict[str, Any]:
             "queries": {"sha256": digests.digest(files.queries)}, "relevance": {"sha256": digests.digest(files.qrels)}}
 
 
+def beir_endpoint_recipes(files: BeirFiles, data: BeirData, digests: Any) -> dict[str, dict[str, Any]]:
+    """What each endpoint's rows are made of: the corpus file (gallery); the queries file and which of its queries
+    the split keeps (queries). Not the grades: a relevance edit that keeps the split's queries re-embeds nothing."""
+    from vertebrae.core.fingerprint import canonical_json, sha256_hex
+
+    return {"gallery": {"type": "beir", "corpus": {"sha256": digests.digest(files.corpus)}},
+            "query": {"type": "beir", "queries": {"sha256": digests.digest(files.queries)},
+                      "ids": sha256_hex(canonical_json(list(data.query_ids)))}}
+
+
 _CACHE: dict[tuple, BeirData] = {}
 
 
@@ -188,4 +198,4 @@ def load_beir(path: str | Path, split: str = "test", *, base_dir: str | Path = "
     return _CACHE[key]
 
 
-__all__ = ["BEIR_KEYS", "BeirData", "BeirFiles", "beir_files", "beir_files_recipe", "load_beir", "parse_beir_decl", "read_beir", "read_jsonl"]
+__all__ = ["BEIR_KEYS", "BeirData", "BeirFiles", "beir_endpoint_recipes", "beir_files", "beir_files_recipe", "load_beir", "parse_beir_decl", "read_beir", "read_jsonl"]

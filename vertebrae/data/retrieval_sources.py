@@ -41,7 +41,7 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.identity import DatasetIdentity
 from vertebrae.core.inputs import RawInputs
-from vertebrae.data.beir import beir_files, beir_files_recipe, load_beir, parse_beir_decl
+from vertebrae.data.beir import beir_endpoint_recipes, beir_files, beir_files_recipe, load_beir, parse_beir_decl
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
 from vertebrae.data.qrels import check_qrels_ids, read_qrels, typed_qrels
@@ -246,6 +246,52 @@ def retrieval_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: st
         options = {key: decl[side].get(key) for key in _MANIFEST_KEYS}
         sides[side] = manifest_recipe(spec, options, digests)
     return {"type": kind, **sides, "relevance": relevance}
+
+
+def retrieval_endpoint_recipes(decl: Mapping[str, Any], *, base_dir: Path, where: str,
+                               digests: FileDigests) -> dict[str, dict[str, Any]]:
+    """What each endpoint's rows are read from (query / gallery), without the relevance: a label split's source file
+    and split, a pair's .npz and that side's keys, that side's manifest (and images), a BEIR folder's corpus, or its
+    queries file and the split's query ids."""
+    kind = check_source_keys(decl, where)
+    if kind == "label_split":
+        source = source_files_recipe(decl["source"], base_dir=base_dir, where=f"{where}.source", digests=digests)
+        return {side: {"type": kind, "query_every": _split(decl, where), "source": source} for side in ("query", "gallery")}
+    if kind == "beir":
+        path, split = parse_beir_decl(decl, where)
+        files = beir_files(path, split, base_dir=base_dir, where=where)
+        return beir_endpoint_recipes(files, load_beir(path, split, base_dir=base_dir, where=where), digests)
+    if kind == "npz_pair":
+        digest = {"sha256": digests.digest(_resolve(base_dir, decl.get("path"), f"{where}.path"))}
+        keys = {key: decl.get(key, default) for key, default in _NPZ_KEYS}
+        return {side: {"type": kind, "path": digest, "rows": keys[f"{name}_key"], "ids": keys[f"{side}_ids_key"]}
+                for side, name in (("query", "queries"), ("gallery", "gallery"))}
+    recipes = {}
+    for side, name in (("query", "queries"), ("gallery", "gallery")):
+        spec = _manifest_spec(decl.get(name), base_dir, f"{where}.{name}")
+        recipes[side] = {"type": kind, "manifest": manifest_recipe(spec, {key: decl[name].get(key) for key in _MANIFEST_KEYS},
+                                                                   digests)}
+    return recipes
+
+
+def retrieval_endpoint_keys(dataset: Mapping[str, Any], *, base_dir: Path, where: str) -> dict[str, str]:
+    """The key of each endpoint's rows (``RetrievalDataset.endpoint_key``), which names its embeddings: from the
+    side's files without a declared identity (a relevance edit then re-embeds nothing, a corpus edit only the
+    gallery), from the loaded rows for a ``content`` identity, else from the declared identity and the side."""
+    from vertebrae.data.retrieval import endpoint_key
+
+    if dataset.get("identity") is None:
+        digests = FileDigests.under(base_dir)
+        recipes = retrieval_endpoint_recipes(dataset["source"], base_dir=Path(base_dir), where=f"{where}.source",
+                                             digests=digests)
+        digests.save()
+        return {side: endpoint_key({"files": recipe, "side": side}) for side, recipe in recipes.items()}
+    identity = retrieval_identity(dataset, base_dir=base_dir, where=where)
+    if identity.resolved:
+        return {side: endpoint_key({"dataset": identity.key(), "side": side}) for side in ("query", "gallery")}
+    data = load_retrieval_source(dataset["source"], base_dir=Path(base_dir), where=f"{where}.source")
+    built = data.to_dataset(identity, exclude_same_id=dataset.get("exclude_same_id", False))
+    return {side: built.endpoint_key(side) for side in ("query", "gallery")}
 
 
 def retrieval_identity(dataset: Mapping[str, Any], *, base_dir: Path, where: str) -> DatasetIdentity:
