@@ -76,3 +76,18 @@ def test_candidates_with_their_own_rows_plan_and_others_are_refused_by_name(tmp_
                                                   r"dataset's inputs, but benchmarks\.tbl\.dataset\.source is a "
                                                   r"labels-only table"):
                 build(_config(decl, extractors))
+
+
+def test_a_label_split_of_a_labels_only_table_needs_own_rows_and_grades_by_label(tmp_path, monkeypatch):
+    from vertebrae.data.retrieval_sources import load_retrieval_source
+
+    monkeypatch.chdir(tmp_path)
+    decl = _write(tmp_path, "csv")
+    split = {"type": "label_split", "source": decl, "grade": "label_and_mean"}
+    with pytest.raises(ConfigError, match=r"r\.grade: label_and_mean needs feature rows; CSV file .*labels\.csv has no "
+                                          r"feature columns"):
+        load_retrieval_source(split, base_dir=tmp_path, where="r")
+    config = {"retrieval": {"s": {"dataset": {"source": {**split, "grade": "label"}},
+                                  "extractors": {"raw": {"type": "precomputed"}}}}}
+    with pytest.raises(ConfigError, match=r"retrieval\.s\.extractors\.raw: candidate 'raw' needs the dataset's inputs"):
+        plan(config, base_dir=tmp_path)

@@ -96,6 +96,8 @@ def _label_split(decl: Mapping[str, Any], base_dir: Path, where: str) -> Retriev
     q_rows, g_rows = np.flatnonzero(is_query), np.flatnonzero(~is_query)
     labels = np.asarray([repr(v) for v in data.labels], dtype=object)
     by_mean = decl.get("grade", "label") == "label_and_mean"
+    if by_mean and data.labels_only is not None:
+        raise ConfigError(f"{where}.grade: label_and_mean needs feature rows; {data.labels_only}")
     if by_mean and isinstance(features, RawInputs):
         raise ConfigError(f"{where}.grade: label_and_mean needs numeric rows; a manifest of {features.kind} rows takes grade 'label'")
     if by_mean:
