@@ -64,9 +64,10 @@ def test_manifest_pair_data_errors_name_the_row_or_record(tmp_path):
         load_retrieval_source(decl, base_dir=tmp_path, where="src")
     (tmp_path / "pics" / "b.png").write_bytes(b"x")
     (tmp_path / "qrels.tsv").write_text("c1\timg-z\t1\nc2\timg-c\t1\n")  # a gallery id no manifest row has
-    data = load_retrieval_source(decl, base_dir=tmp_path, where="src")
-    with pytest.raises(ValidationError, match="img-z"):
-        data.to_dataset(DatasetIdentity.declared("pairs", "1"))
+    # refused when the source loads (validate time), naming the file, how many and the line
+    with pytest.raises(ValidationError, match=r"qrels\.tsv: 1 record\(s\) name 1 gallery id\(s\) absent from the gallery "
+                                              r"of src: 'img-z' \(line 1\)"):
+        load_retrieval_source(decl, base_dir=tmp_path, where="src")
 
 
 @pytest.mark.parametrize("grade", ["label", "label_and_mean"])
@@ -103,3 +104,19 @@ def test_label_split_refuses_groups_it_would_ignore(tmp_path):
                                               "labels_key": "labels", "groups_key": "groups"}}
     with pytest.raises(ConfigError, match=r"r\.source\.groups_key: retrieval does not use independence groups"):
         load_retrieval_source(decl, base_dir=tmp_path, where="r")
+
+
+def test_a_key_of_another_source_type_is_refused_naming_its_types(tmp_path):
+    decl = _pair(tmp_path)
+    with pytest.raises(ConfigError, match=r"src\.split: a key of retrieval source type\(s\) beir, not of type "
+                                          r"'manifest_pair', which would ignore it; type 'manifest_pair' takes queries"):
+        load_retrieval_source({**decl, "split": "dev"}, base_dir=tmp_path, where="src")
+    with pytest.raises(ConfigError, match=r"src\.query_every: a key of retrieval source type\(s\) label_split, not of "
+                                          r"type 'npz_pair'"):
+        retrieval_row_counts({"type": "npz_pair", "path": "p.npz", "relevance_path": "q.tsv", "query_every": 3},
+                             base_dir=tmp_path, where="src")
+    from vertebrae.data.sources import source_row_count
+
+    with pytest.raises(ConfigError, match=r"s\.path: unknown key for a 'sklearn' source \(a key of source type\(s\) npz, "
+                                          r"npy, sparse_npz, hdf5, csv, manifest, which a 'sklearn' source would ignore\)"):
+        source_row_count({"type": "sklearn", "name": "iris", "path": "x.npz"}, base_dir=tmp_path, where="s")

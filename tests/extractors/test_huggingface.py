@@ -162,5 +162,5 @@ def test_declaration_errors_name_the_key(tmp_path):
         build_extractor("e", {"type": "hf_text", "model": str(tmp_path), "pooling": "max"}, where="b.e")
     with pytest.raises(ConfigError, match=r"b\.e\.model_path_from: cannot import"):
         build_extractor("e", {"type": "hf_text", "model_path_from": "no_such_module:fn"}, where="b.e")
-    with pytest.raises(ConfigError, match=r"b\.e\.random_state: applies to type sklearn only"):
+    with pytest.raises(ConfigError, match=r"b\.e\.random_state: a key of extractor type\(s\) sklearn, not of type 'hf_text'"):
         build_extractor("e", {"type": "hf_text", "model": str(tmp_path), "random_state": 3}, where="b.e")

@@ -159,7 +159,7 @@ def wrap(extractors: dict) -> dict:
         "seed": 0,
         "embedding": {"shards": 2, "batch_size": 64},
         "benchmarks": {"models": {
-            "dataset": {"source": {"type": "npz", "path": "data/rows.npz", "ids_key": "ids"}},
+            "dataset": {"source": {"type": "csv", "path": "data/labels.csv", "id_column": "id"}},  # id,label only
             "extractors": labelled,
             "scoring": {"k": 4},
         }},
@@ -177,7 +177,9 @@ def write_model_files(work: Path, extractors: dict) -> None:
     ids = np.array([f"row-{i:03d}" for i in range(N_ROWS)])
     labels = np.arange(N_ROWS) % 3
     (work / "data").mkdir()
-    np.savez(work / "data/rows.npz", embeddings=np.zeros((N_ROWS, 1), np.float32), labels=labels, ids=ids)
+    # a labels-only table (issue 27): no feature columns, every candidate brings its own rows
+    (work / "data/labels.csv").write_text("id,label\n" + "".join(f"{i},{y}\n" for i, y in zip(ids, labels)),
+                                          encoding="utf-8")
 
     def embeddings(dim: int) -> np.ndarray:
         return (3.0 * rng.normal(size=(3, dim))[labels] + rng.normal(size=(N_ROWS, dim))).astype(np.float32)
@@ -213,7 +215,7 @@ def write_model_files(work: Path, extractors: dict) -> None:
         handle[gallery["dataset"]] = (topics[g_topic] + 0.3 * rng.normal(size=(N_GALLERY, 7)))[::-1]
         handle[gallery["ids"]] = g_ids[::-1].astype("S")
     age(*(path for path in work.rglob("*") if path.is_file() and path.suffix in {".npz", ".h5", ".npy", ".txt",
-                                                                                  ".parquet", ".tsv"}))
+                                                                                  ".parquet", ".tsv", ".csv"}))
 
 
 def stand_in_for_a_finished_run(work: Path) -> None:

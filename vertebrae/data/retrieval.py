@@ -130,6 +130,17 @@ def retrieval_content_digest(
     return digest.hexdigest()
 
 
+#: Schema of an endpoint key (``endpoint_key``): what names a retrieval endpoint's embeddings (issue 27: before, the
+#: whole dataset identity, relevance included, did, so a qrels edit re-embedded both sides).
+ENDPOINT_SCHEMA = "vertebrae.retrieval-endpoint/v1"
+
+
+def endpoint_key(recipe: Mapping[str, Any]) -> str:
+    """The key of one retrieval endpoint's rows from its recipe (the files or content of that side, and the side)."""
+    return "endpoint:v1:" + hashlib.sha256(canonical_json({"schema": ENDPOINT_SCHEMA, "endpoint": dict(recipe)})
+                                            .encode()).hexdigest()
+
+
 def _resolve_identity(identity: DatasetIdentity, digest_of) -> DatasetIdentity:
     if identity.kind != "content":
         return identity
@@ -243,6 +254,7 @@ class RetrievalDataset(QueryGallerySizes):
     gallery_modality: str = "embedding"
     exclude_same_id: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    endpoint_keys: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         identity = require_identity(self.identity, what="retrieval dataset")
@@ -272,6 +284,11 @@ class RetrievalDataset(QueryGallerySizes):
                 f"query embeddings have {self.queries.shape[1]} dimensions but gallery embeddings "
                 f"{self.gallery.shape[1]}"
             )
+        if self.endpoint_keys is not None:
+            keys = dict(self.endpoint_keys)
+            if set(keys) != {"query", "gallery"} or not all(isinstance(v, str) and v for v in keys.values()):
+                raise ValidationError(f"endpoint_keys must map 'query' and 'gallery' to keys, got {keys!r}")
+            object.__setattr__(self, "endpoint_keys", keys)
         object.__setattr__(self, "_protocol", protocol)
         object.__setattr__(self, "relevance", RelevanceGrades(protocol.relevance))
         object.__setattr__(self, "metadata", dict(self.metadata))
@@ -354,6 +371,39 @@ class RetrievalDataset(QueryGallerySizes):
                              (query_modality, gallery_modality), metadata, matrix=False)
 
     @classmethod
+    def from_beir(
+        cls,
+        path: Any,
+        split: str = "test",
+        *,
+        identity: DatasetIdentity | None = None,
+        exclude_same_id: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RetrievalDataset:
+        """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``; ``.jsonl.gz`` too), read as
+        ``source: {type: beir}`` reads it (``vertebrae.data.beir``): corpus texts (title + " " + text) as the text
+        gallery, the queries with a relevance record in ``split`` as text queries. ``identity`` defaults to the
+        files' identity (the SHA-256 of the three files and the split), the one the workflow gives the same folder."""
+        from dataclasses import replace
+
+        from vertebrae.core.file_digests import FileDigests
+        from vertebrae.data.beir import beir_endpoint_recipes, beir_files, beir_files_recipe, load_beir
+
+        files = beir_files(path, split, where="from_beir")
+        data = load_beir(path, split, where="from_beir")
+        keys = None
+        if identity is None:
+            digests = FileDigests(None)
+            identity = DatasetIdentity.from_files(beir_files_recipe(files, digests))
+            keys = {side: endpoint_key({"files": recipe, "side": side})
+                    for side, recipe in beir_endpoint_recipes(files, data, digests).items()}
+        dataset = cls.from_arrays(RawInputs.texts(data.query_texts, data.query_ids),
+                               RawInputs.texts(data.corpus_texts, data.corpus_ids), list(data.records),
+                               query_ids=list(data.query_ids), gallery_ids=list(data.corpus_ids), identity=identity,
+                               exclude_same_id=exclude_same_id, metadata=metadata)
+        return dataset if keys is None else replace(dataset, endpoint_keys=keys)
+
+    @classmethod
     def _assemble(cls, queries, gallery, q_keys, g_keys, relevance, exclusions, exclude_same_id, identity,
                   modalities: tuple[str, str], metadata, *, matrix: bool) -> RetrievalDataset:
         """The protocol over the parsed ids, the identity resolved against the content, then the dataset."""
@@ -370,6 +420,28 @@ class RetrievalDataset(QueryGallerySizes):
 
     def identity_key(self) -> str:
         return self.identity.key()
+
+    def endpoint_key(self, side: str) -> str:
+        """The identity of one endpoint's rows (``side``: query or gallery), which names its embeddings: given
+        (``endpoint_keys``: the workflow's, from the files of that side), else for a ``content`` identity the digest
+        of the side's ids and rows, else the dataset's identity with the side. Never relevance or exclusions, so a
+        relevance edit re-scores and never re-embeds (with a content or files identity)."""
+        if side not in ("query", "gallery"):
+            raise ValidationError(f"side must be 'query' or 'gallery', got {side!r}")
+        if self.endpoint_keys is not None:
+            return self.endpoint_keys[side]
+        cached = self.__dict__.setdefault("_endpoint_keys", {})
+        if side not in cached:
+            if self.identity.kind == "content":
+                rows, ids, modality = ((self.queries, self.query_ids, self.query_modality) if side == "query" else
+                                       (self.gallery, self.gallery_ids, self.gallery_modality))
+                digest = hashlib.sha256(f"{ENDPOINT_SCHEMA}|content|{modality}|".encode())
+                _update_rows(digest, rows, ids, side)
+                digest.update(canonical_json(list(ids)).encode())
+                cached[side] = endpoint_key({"content": digest.hexdigest(), "side": side})
+            else:
+                cached[side] = endpoint_key({"dataset": self.identity_key(), "side": side})
+        return cached[side]
 
     def relevance_records(self) -> list[tuple[str, str, float]]:
         """``(query_key, gallery_key, grade)`` for every grade > 0, in query then gallery row order."""
@@ -395,9 +467,11 @@ class RetrievalDataset(QueryGallerySizes):
         """The reverse direction for bidirectional scoring: gallery rows become queries, relevance and
         exclusions are transposed; every gallery item must then have an eligible positive. Same identity."""
         reverse = self.protocol.transposed()
+        keys = None if self.endpoint_keys is None else {"query": self.endpoint_keys["gallery"],
+                                                         "gallery": self.endpoint_keys["query"]}
         return RetrievalDataset(
             self.gallery, self.queries, reverse.query_ids, reverse.gallery_ids, reverse.relevance, reverse.exclusions,
-            self.identity, self.gallery_modality, self.query_modality, self.exclude_same_id, dict(self.metadata),
+            self.identity, self.gallery_modality, self.query_modality, self.exclude_same_id, dict(self.metadata), keys,
         )
 
     def summary(self) -> dict[str, Any]:

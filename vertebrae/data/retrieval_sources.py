@@ -13,18 +13,23 @@ Three declarations:
   inputs of each side from its own manifest (``path``, ``text_column`` or ``image_column``, ``id_column``,
   optional ``format``; see ``manifest.py``, without a label column), e.g. text queries against an image gallery,
   and the same relevance records as ``npz_pair``.
+- ``{"type": "beir", "path": folder, "split": "test"}``: a BEIR folder (``corpus.jsonl``, ``queries.jsonl``,
+  ``qrels/<split>.tsv``; see ``beir.py``): corpus texts as the gallery, the split's queries as the queries.
+
+Relevance files are read by ``qrels.py`` (an optional header line, strict grades, UTF-8, lines named in errors);
+every record's ids are checked against the sides when the source loads, and a side of integer ids (an ``.npz``)
+reads the file's ids as integers.
 
 Ids are kept as given (ints for row positions of a label split, strings from files).
 
 Identity (:func:`retrieval_identity`): a declared ``identity`` when the dataset gives one, else the ``files``
 identity of everything the source reads: the labelled source of a label split (with ``query_every`` and
-``grade``), the ``.npz`` of a pair (with its keys), each side's manifest (and its images), and the relevance
-file; editing any of them (deleting a qrels line, say) changes the key and every fingerprint below it.
+``grade``), the ``.npz`` of a pair (with its keys), each side's manifest (and its images), a BEIR folder's three files
+(with the split), and the relevance file; editing any of them (deleting a qrels line, say) changes the key and every fingerprint below it.
 """
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +41,10 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.identity import DatasetIdentity
 from vertebrae.core.inputs import RawInputs
+from vertebrae.data.beir import beir_endpoint_recipes, beir_files, beir_files_recipe, load_beir, parse_beir_decl
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
+from vertebrae.data.qrels import check_qrels_ids, read_qrels, typed_qrels
 from vertebrae.data.source_decl import GROUPS_KEYS
 from vertebrae.data.source_files import manifest_recipe, source_files_recipe
 from vertebrae.data.sources import load_source, source_row_count
@@ -89,6 +96,8 @@ def _label_split(decl: Mapping[str, Any], base_dir: Path, where: str) -> Retriev
     q_rows, g_rows = np.flatnonzero(is_query), np.flatnonzero(~is_query)
     labels = np.asarray([repr(v) for v in data.labels], dtype=object)
     by_mean = decl.get("grade", "label") == "label_and_mean"
+    if by_mean and data.labels_only is not None:
+        raise ConfigError(f"{where}.grade: label_and_mean needs feature rows; {data.labels_only}")
     if by_mean and isinstance(features, RawInputs):
         raise ConfigError(f"{where}.grade: label_and_mean needs numeric rows; a manifest of {features.kind} rows takes grade 'label'")
     if by_mean:
@@ -118,19 +127,13 @@ def _resolve(base_dir: Path, value: Any, where: str) -> Path:
     return path
 
 
-def _records(path: Path) -> list[tuple[str, str, float]]:
-    records = []
-    with path.open(newline="", encoding="utf-8") as handle:
-        for line_no, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
-            if not row or row[0].startswith("#"):
-                continue
-            if len(row) not in (2, 3):
-                raise ValidationError(f"{path}: line {line_no}: expected 'query_id<TAB>gallery_id[<TAB>grade]', got {row!r}")
-            try:
-                grade = float(row[2]) if len(row) == 3 else 1.0
-            except ValueError:
-                raise ValidationError(f"{path}: line {line_no}: grade {row[2]!r} is not a number") from None
-            records.append((row[0], row[1], grade))
+def _records(path: Path, query_ids: list, gallery_ids: list, where: str) -> list[tuple[Any, Any, float]]:
+    """The relevance file's records (``vertebrae.data.qrels``), ids typed like the sides' (integer ids of an .npz
+    read as integers), every id checked against its side, naming the file and lines."""
+    qrels = read_qrels(path)
+    records = typed_qrels(qrels, query_ids, gallery_ids)
+    check_qrels_ids(qrels, set(query_ids), side="query", where=f"the queries of {where}", records=records)
+    check_qrels_ids(qrels, set(gallery_ids), side="gallery", where=f"the gallery of {where}", records=records)
     return records
 
 
@@ -143,9 +146,10 @@ def _npz_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalS
             if name not in archive.files:
                 raise ConfigError(f"{where}.{key}: {path} has no array {name!r}; it has {sorted(archive.files)}")
             arrays[default] = archive[name]
-    records = _records(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"))
-    return RetrievalSourceData(arrays["queries"], arrays["gallery"], arrays["query_ids"].tolist(),
-                               arrays["gallery_ids"].tolist(), records)
+    query_ids, gallery_ids = arrays["query_ids"].tolist(), arrays["gallery_ids"].tolist()
+    records = _records(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"), query_ids, gallery_ids,
+                       where)
+    return RetrievalSourceData(arrays["queries"], arrays["gallery"], query_ids, gallery_ids, records)
 
 
 _MANIFEST_KEYS = ("path", "text_column", "image_column", "id_column", "format")
@@ -170,18 +174,51 @@ def _manifest_spec(decl: Any, base_dir: Path, where: str) -> ManifestSpec:
 
 def _manifest_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
     sides = [read_manifest(_manifest_spec(decl.get(side), base_dir, f"{where}.{side}")) for side in ("queries", "gallery")]
-    records = _records(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"))
     (queries, query_ids), (gallery, gallery_ids) = ((rows.inputs, rows.row_ids) for rows in sides)
+    records = _records(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"), list(query_ids),
+                       list(gallery_ids), where)
     return RetrievalSourceData(queries, gallery, list(query_ids), list(gallery_ids), records)
 
 
-LOADERS = {"label_split": _label_split, "manifest_pair": _manifest_pair, "npz_pair": _npz_pair}
+def _beir(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
+    data = load_beir(*parse_beir_decl(decl, where), base_dir=base_dir, where=where)
+    return RetrievalSourceData(RawInputs.texts(data.query_texts, data.query_ids),
+                               RawInputs.texts(data.corpus_texts, data.corpus_ids), list(data.query_ids),
+                               list(data.corpus_ids), list(data.records))
+
+
+#: The keys each retrieval source type takes besides ``type``.
+RETRIEVAL_SOURCE_KEYS: dict[str, tuple[str, ...]] = {
+    "label_split": ("source", "query_every", "grade"),
+    "npz_pair": ("path", "queries_key", "gallery_key", "query_ids_key", "gallery_ids_key", "relevance_path"),
+    "manifest_pair": ("queries", "gallery", "relevance_path"),
+    "beir": ("path", "split"),
+}
+
+
+def check_source_keys(decl: Any, where: str) -> str:
+    """The retrieval source's type, after refusing an unknown type or a key of another type (which it would ignore),
+    naming the key, the type and the types it belongs to."""
+    if not isinstance(decl, Mapping):
+        raise ConfigError(f"{where}: a retrieval source declaration must be a mapping, got {type(decl).__name__}")
+    kind = decl.get("type")
+    if kind not in RETRIEVAL_SOURCE_KEYS:
+        raise ConfigError(f"{where}.type: unknown retrieval source {kind!r}; known: {sorted(RETRIEVAL_SOURCE_KEYS)}")
+    allowed = RETRIEVAL_SOURCE_KEYS[kind]
+    for key in decl:
+        if key != "type" and key not in allowed:
+            owners = [t for t, keys in RETRIEVAL_SOURCE_KEYS.items() if key in keys]
+            belongs = f"a key of retrieval source type(s) {', '.join(owners)}" if owners else "an unknown key"
+            raise ConfigError(f"{where}.{key}: {belongs}, not of type {kind!r}, which would ignore it; type {kind!r} "
+                              f"takes {', '.join(allowed)}")
+    return kind
+
+
+LOADERS = {"beir": _beir, "label_split": _label_split, "manifest_pair": _manifest_pair, "npz_pair": _npz_pair}
 
 
 def load_retrieval_source(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> RetrievalSourceData:
-    kind = decl.get("type")
-    if kind not in LOADERS:
-        raise ConfigError(f"{where}.type: unknown retrieval source {kind!r}; known: {sorted(LOADERS)}")
+    kind = check_source_keys(decl, where)
     return LOADERS[kind](decl, base_dir, where)
 
 
@@ -192,12 +229,14 @@ _NPZ_KEYS = (("queries_key", "queries"), ("gallery_key", "gallery"), ("query_ids
 def retrieval_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: str,
                            digests: FileDigests) -> dict[str, Any]:
     """The ``files`` identity recipe of a retrieval source: its options and the SHA-256 of every file it reads."""
-    kind = decl.get("type")
+    kind = check_source_keys(decl, where)
     if kind == "label_split":
         return {"type": kind, "query_every": _split(decl, where), "grade": decl.get("grade", "label"),
                 "source": source_files_recipe(decl["source"], base_dir=base_dir, where=f"{where}.source", digests=digests)}
     if kind not in LOADERS:
         raise ConfigError(f"{where}.type: unknown retrieval source {kind!r}; known: {sorted(LOADERS)}")
+    if kind == "beir":
+        return beir_files_recipe(beir_files(*parse_beir_decl(decl, where), base_dir=base_dir, where=where), digests)
     relevance = {"sha256": digests.digest(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"))}
     if kind == "npz_pair":
         keys = {key: decl.get(key, default) for key, default in _NPZ_KEYS}
@@ -209,6 +248,52 @@ def retrieval_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: st
         options = {key: decl[side].get(key) for key in _MANIFEST_KEYS}
         sides[side] = manifest_recipe(spec, options, digests)
     return {"type": kind, **sides, "relevance": relevance}
+
+
+def retrieval_endpoint_recipes(decl: Mapping[str, Any], *, base_dir: Path, where: str,
+                               digests: FileDigests) -> dict[str, dict[str, Any]]:
+    """What each endpoint's rows are read from (query / gallery), without the relevance: a label split's source file
+    and split, a pair's .npz and that side's keys, that side's manifest (and images), a BEIR folder's corpus, or its
+    queries file and the split's query ids."""
+    kind = check_source_keys(decl, where)
+    if kind == "label_split":
+        source = source_files_recipe(decl["source"], base_dir=base_dir, where=f"{where}.source", digests=digests)
+        return {side: {"type": kind, "query_every": _split(decl, where), "source": source} for side in ("query", "gallery")}
+    if kind == "beir":
+        path, split = parse_beir_decl(decl, where)
+        files = beir_files(path, split, base_dir=base_dir, where=where)
+        return beir_endpoint_recipes(files, load_beir(path, split, base_dir=base_dir, where=where), digests)
+    if kind == "npz_pair":
+        digest = {"sha256": digests.digest(_resolve(base_dir, decl.get("path"), f"{where}.path"))}
+        keys = {key: decl.get(key, default) for key, default in _NPZ_KEYS}
+        return {side: {"type": kind, "path": digest, "rows": keys[f"{name}_key"], "ids": keys[f"{side}_ids_key"]}
+                for side, name in (("query", "queries"), ("gallery", "gallery"))}
+    recipes = {}
+    for side, name in (("query", "queries"), ("gallery", "gallery")):
+        spec = _manifest_spec(decl.get(name), base_dir, f"{where}.{name}")
+        recipes[side] = {"type": kind, "manifest": manifest_recipe(spec, {key: decl[name].get(key) for key in _MANIFEST_KEYS},
+                                                                   digests)}
+    return recipes
+
+
+def retrieval_endpoint_keys(dataset: Mapping[str, Any], *, base_dir: Path, where: str) -> dict[str, str]:
+    """The key of each endpoint's rows (``RetrievalDataset.endpoint_key``), which names its embeddings: from the
+    side's files without a declared identity (a relevance edit then re-embeds nothing, a corpus edit only the
+    gallery), from the loaded rows for a ``content`` identity, else from the declared identity and the side."""
+    from vertebrae.data.retrieval import endpoint_key
+
+    if dataset.get("identity") is None:
+        digests = FileDigests.under(base_dir)
+        recipes = retrieval_endpoint_recipes(dataset["source"], base_dir=Path(base_dir), where=f"{where}.source",
+                                             digests=digests)
+        digests.save()
+        return {side: endpoint_key({"files": recipe, "side": side}) for side, recipe in recipes.items()}
+    identity = retrieval_identity(dataset, base_dir=base_dir, where=where)
+    if identity.resolved:
+        return {side: endpoint_key({"dataset": identity.key(), "side": side}) for side in ("query", "gallery")}
+    data = load_retrieval_source(dataset["source"], base_dir=Path(base_dir), where=f"{where}.source")
+    built = data.to_dataset(identity, exclude_same_id=dataset.get("exclude_same_id", False))
+    return {side: built.endpoint_key(side) for side in ("query", "gallery")}
 
 
 def retrieval_identity(dataset: Mapping[str, Any], *, base_dir: Path, where: str) -> DatasetIdentity:
@@ -235,6 +320,7 @@ def retrieval_identity_key(dataset: Mapping[str, Any], *, base_dir: Path, where:
 
 def retrieval_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[int, int]:
     """(queries, gallery) row counts, cheaply where the format allows."""
+    check_source_keys(decl, where)
     if decl.get("type") == "label_split":
         every = _split(decl, where)
         n = source_row_count(decl["source"], base_dir=base_dir, where=f"{where}.source")

@@ -25,6 +25,7 @@ from vertebrae.data.source_checks import (
     _check_features_meta,
     _check_length,
     _npy_header,
+    labels_only_rows,
     _npy_mmap,
     _read_npy_header,
     _values_from_array,
@@ -126,12 +127,25 @@ def _npz_member_header(archive: Any, name: str, path: Path) -> tuple[tuple[int, 
 
 
 def _npz_checked_names(archive: Any, opts: Mapping[str, Any], path: Path, where: str):
-    fkey = _npz_require(archive, opts, "features_key", path, where)
+    """``(features key, labels key, ids key, rows)``; the features key is None for a labels-only archive (no
+    member of that name: the labels then give the row count, see ``npz_labels_only``)."""
     lkey = _npz_require(archive, opts, "labels_key", path, where)
     ikey = _npz_require(archive, opts, "ids_key", path, where)
+    if npz_labels_only(archive, opts, path) is not None:
+        shape, _ = _npz_member_header(archive, lkey, path)  # type: ignore[arg-type]
+        return None, lkey, ikey, int(shape[0]) if shape else 0
+    fkey = _npz_require(archive, opts, "features_key", path, where)
     shape, dtype = _npz_member_header(archive, fkey, path)  # type: ignore[arg-type]
     _check_features_meta(shape, dtype, f"{path}[{fkey!r}]")
     return fkey, lkey, ikey, int(shape[0])
+
+
+def npz_labels_only(archive: Any, opts: Mapping[str, Any], path: Path) -> str | None:
+    """Why the archive is a labels-only table (no member of the default ``features_key``, embeddings), or None; a
+    features key declared otherwise must be there (a typo is refused naming it)."""
+    if opts["features_key"] != "embeddings" or opts["features_key"] in archive.files:
+        return None
+    return f"{path} has no features member {opts['features_key']!r} (members: {_listing(archive.files)})"
 
 
 def _count_npz(opts: dict[str, Any], base_dir: Path, where: str) -> int:
@@ -172,7 +186,7 @@ def _load_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
     assert path is not None
     with _open_npz(path) as archive:
         fkey, lkey, ikey, n = _npz_checked_names(archive, opts, path, where)
-        fwhat = f"{path}[{fkey!r}]"
+        fwhat = f"{path}[{fkey or lkey!r}]"
         labels_arr = _npz_array(archive, lkey, path)
         lwhat = f"{path}[{lkey!r}]"
         _check_aux_meta(labels_arr.shape, labels_arr.dtype, _LABEL_KINDS, "labels", lwhat)
@@ -185,7 +199,8 @@ def _load_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
             _check_length(ids_arr.shape[0], n, "ids", iwhat, fwhat)
         groups = _npz_groups(archive, opts, path, where, n, fwhat)
         start, stop = _check_rows(rows, n, where)
-        features = _npz_array(archive, fkey, path)
+        labels_only = npz_labels_only(archive, opts, path)
+        features = labels_only_rows(n) if fkey is None else _npz_array(archive, fkey, path)
     if (start, stop) != (0, n):
         features = features[start:stop].copy()
     labels = _values_from_array(labels_arr[start:stop], _LABEL_KINDS, "labels", lwhat, start)
@@ -193,9 +208,9 @@ def _load_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
     if ids_arr is not None:
         row_ids = _values_from_array(ids_arr[start:stop], _ID_KINDS, "ids", iwhat, start)
     if groups is None:
-        return SourceData(features=features, labels=labels, row_ids=row_ids)
+        return SourceData(features=features, labels=labels, row_ids=row_ids, labels_only=labels_only)
     group_values = _values_from_array(groups[0][start:stop], _GROUP_KINDS, "groups", groups[1], start)
-    return SourceData(features, labels, row_ids, group_values, opts["groups_key"])
+    return SourceData(features, labels, row_ids, group_values, opts["groups_key"], labels_only)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -354,12 +369,28 @@ def _h5_aux_meta(ds: Any, kinds: str, role: str, what: str) -> None:
 
 
 def _h5_checked(handle: Any, opts: Mapping[str, Any], path: Path, where: str):
-    fds = _h5_require(handle, opts, "features_dataset", path, where)
+    """``(features, labels, ids, what, rows)``; features None for a labels-only file (``h5_labels_only``)."""
     lds = _h5_require(handle, opts, "labels_dataset", path, where)
     ids = _h5_require(handle, opts, "ids_dataset", path, where)
+    if h5_labels_only(handle, opts, path) is not None:
+        return None, lds, ids, f"{path}[{lds.name!r}]", int(lds.shape[0]) if lds.shape else 0
+    fds = _h5_require(handle, opts, "features_dataset", path, where)
     fwhat = f"{path}[{fds.name!r}]"
     _check_features_meta(fds.shape, fds.dtype, fwhat)
     return fds, lds, ids, fwhat, int(fds.shape[0])
+
+
+def h5_labels_only(handle: Any, opts: Mapping[str, Any], path: Path) -> str | None:
+    """Why the HDF5 file is a labels-only table (no dataset of the default ``features_dataset``, embeddings), or
+    None; a features dataset declared otherwise must be there."""
+    if opts["features_dataset"] != "embeddings":
+        return None
+    try:
+        handle[opts["features_dataset"]]
+        return None
+    except (KeyError, ValueError):
+        return (f"{path} has no features dataset {opts['features_dataset']!r} (datasets: "
+                f"{_listing(_h5_datasets(handle))})")
 
 
 def _h5_groups(handle: Any, opts: Mapping[str, Any], path: Path, where: str, n: int, fwhat: str):
@@ -402,7 +433,8 @@ def _load_hdf5(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> S
             _check_length(ids.shape[0], n, "ids", iwhat, fwhat)
         groups = _h5_groups(handle, opts, path, where, n, fwhat)
         start, stop = _check_rows(rows, n, where)
-        features = np.asarray(fds[start:stop])  # h5py reads only the selected rows
+        labels_only = None if fds is not None else h5_labels_only(handle, opts, path)
+        features = labels_only_rows(stop - start) if fds is None else np.asarray(fds[start:stop])  # only those rows
         labels = _values_from_array(np.asarray(lds[start:stop]), _LABEL_KINDS, "labels", lwhat, start)
         row_ids = None
         if ids is not None:
@@ -410,4 +442,5 @@ def _load_hdf5(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> S
         group_values = None
         if groups is not None:
             group_values = _values_from_array(np.asarray(groups[0][start:stop]), _GROUP_KINDS, "groups", groups[1], start)
-    return SourceData(features, labels, row_ids, group_values, None if groups is None else opts["groups_dataset"])
+    return SourceData(features, labels, row_ids, group_values, None if groups is None else opts["groups_dataset"],
+                      labels_only)

@@ -31,10 +31,17 @@ class SourceData:
     row_ids: list | None = None
     groups: list | None = None
     groups_name: str | None = None
+    labels_only: str | None = None  # why a table has no feature rows (``features`` is then a zero placeholder)
 
     @property
     def n_rows(self) -> int:
         return int(self.features.shape[0])
+
+
+def labels_only_rows(n: int) -> np.ndarray:
+    """The placeholder rows of a labels-only table: one zero column per row, never embedded (every candidate of such
+    a dataset reads its own rows from a file, which the planner checks)."""
+    return np.zeros((n, 1), dtype=np.float32)
 
 
 def _check_features_meta(shape: tuple[int, ...], dtype: np.dtype, what: str) -> None:

@@ -92,8 +92,10 @@ def _parse_decl(decl: Any, where: str) -> tuple[str, dict[str, Any]]:
     spec = _SPECS[kind]
     for key in decl:
         if key != "type" and key not in spec:
+            owners = [t for t, keys in _SPECS.items() if key in keys]
+            belongs = f" (a key of source type(s) {', '.join(owners)}, which a {kind!r} source would ignore)" if owners else ""
             raise ConfigError(
-                f"{_key(where, str(key))}: unknown key for a {kind!r} source; allowed keys: "
+                f"{_key(where, str(key))}: unknown key for a {kind!r} source{belongs}; allowed keys: "
                 f"{', '.join(['type', *spec])}"
             )
     opts: dict[str, Any] = {}

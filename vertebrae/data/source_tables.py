@@ -13,7 +13,7 @@ import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.data.manifest import ManifestSpec, manifest_groups, manifest_row_count, read_manifest
-from vertebrae.data.source_checks import SourceData
+from vertebrae.data.source_checks import SourceData, labels_only_rows
 from vertebrae.data.source_decl import (
     _check_rows,
     _key,
@@ -45,10 +45,8 @@ def _csv_columns(header: list[str] | None, opts: Mapping[str, Any], path: Path, 
     reserved = {opts["label_column"], opts["id_column"], opts["groups_column"]}
     declared = opts["feature_columns"]
     if declared is None:
-        features = [name for name in header if name not in reserved]
-        if not features:
-            raise ValidationError(f"CSV file {path} has no feature columns besides the label/id/groups columns")
-        return features
+        # none left: a labels-only table (``csv_labels_only``), valid when every candidate brings its own rows
+        return [name for name in header if name not in reserved]
     for i, name in enumerate(declared):
         if name not in seen:
             raise ConfigError(
@@ -153,6 +151,9 @@ def _load_csv(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
         raise ValidationError(f"CSV file {path}, line {line}: {exc}") from None
     _check_not_header_only(n, path)
     _check_rows(rows, n, where)
+    if not feature_cols:
+        return SourceData(labels_only_rows(len(values)), labels, row_ids, groups, group_col,
+                          f"CSV file {path} has no feature columns besides the label/id/groups columns")
     features = np.array(values, dtype=np.float64).reshape(len(values), len(feature_cols))
     return SourceData(features, labels, row_ids, groups, group_col)
 

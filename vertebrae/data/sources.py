@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from vertebrae.core.errors import ValidationError
 from vertebrae.data.source_arrays import (
     _count_hdf5,
     _count_npy,
@@ -73,6 +74,7 @@ __all__ = [
     "SourceData",
     "load_source",
     "source_groups",
+    "source_labels_only",
     "source_row_count",
 ]
 
@@ -113,6 +115,53 @@ def source_groups(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tup
     assert groups is not None
     return (Path(opts[key]).stem if key == "groups_path" else opts[key]), groups
 
+
+def source_labels_only(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> str | None:
+    """Why the declared table holds ids and labels but no features (a ``csv`` without feature columns, an ``npz`` /
+    ``hdf5`` without a member or dataset named like its features key), or None. Such a source is valid when every
+    candidate brings its own rows (precomputed files aligned by id); its ``features`` are a zero placeholder."""
+    kind, opts = _parse_decl(decl, where)
+    if kind not in _LABELS_ONLY:
+        return None
+    return _LABELS_ONLY[kind](opts, Path(base_dir), where)
+
+
+def _csv_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
+    import csv
+
+    from vertebrae.data.source_decl import _resolve
+    from vertebrae.data.source_tables import _csv_columns
+
+    path = _resolve(opts, "path", base_dir, where)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:  # type: ignore[arg-type]
+            header = next(csv.reader(fh), None)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValidationError(f"CSV file {path}: cannot read its header: {exc}") from None
+    if _csv_columns(header, opts, path, where):  # type: ignore[arg-type]
+        return None
+    return f"CSV file {path} has no feature columns besides the label/id/groups columns"
+
+
+def _npz_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
+    from vertebrae.data.source_arrays import _open_npz, npz_labels_only
+    from vertebrae.data.source_decl import _resolve
+
+    path = _resolve(opts, "path", base_dir, where)
+    with _open_npz(path) as archive:  # type: ignore[arg-type]
+        return npz_labels_only(archive, opts, path)  # type: ignore[arg-type]
+
+
+def _hdf5_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
+    from vertebrae.data.source_arrays import _open_h5, h5_labels_only
+    from vertebrae.data.source_decl import _resolve
+
+    path = _resolve(opts, "path", base_dir, where)
+    with _open_h5(path) as handle:  # type: ignore[arg-type]
+        return h5_labels_only(handle, opts, path)  # type: ignore[arg-type]
+
+
+_LABELS_ONLY = {"csv": _csv_labels_only, "npz": _npz_labels_only, "hdf5": _hdf5_labels_only}
 
 _COUNTERS: dict[str, Callable[[dict[str, Any], Path, str], int]] = {
     "sklearn": _count_sklearn,

@@ -50,6 +50,39 @@ BUILDERS = {"precomputed": _precomputed, "sklearn": _sklearn, "callable": _calla
             "timm": _model("timm_models"), "sentence_transformers": _model("sentence_transformer_model")}
 
 
+_MODEL = ("device", "dtype", "batch_size", "num_workers", "progress")
+_HF = ("model", "model_path_from", "revision", "normalize", *_MODEL)
+#: The keys each extractor type takes besides ``type`` (the schema lists their union).
+EXTRACTOR_KEYS: dict[str, tuple[str, ...]] = {
+    "precomputed": (*precomputed.FILE_KEYS, "files"),
+    "sklearn": ("steps", "random_state", "allow_sparse", "trusted_modules"),
+    "callable": ("branches", "cache_identity"),
+    "open_clip": ("model", "pretrained", "normalize", "preprocess", *_MODEL),
+    "hf_text": (*_HF, "pooling", "max_length", "prefix", "prefixes"),
+    "hf_vision": (*_HF, "pooling", "hidden_layer"),
+    "hf_multimodal": (*_HF, "text_padding", "max_length"),
+    "torch": ("factory", "params", "weights", "collate", "output", "image_transform", "modality", "cache_identity",
+              *_MODEL),
+}
+_SCHEMA_DEFAULTS = {"random_state": 0, "allow_sparse": True}  # filled into every extractor by the schema
+
+
+def check_extractor_keys(decl: Mapping[str, Any], *, where: str) -> None:
+    """Refuse a key that belongs to other extractor types (it would be ignored: ``path:`` on ``type: sklearn``),
+    naming the key, the type and the types it belongs to. Schema defaults left untouched are not the user's."""
+    kind = decl.get("type")
+    allowed = EXTRACTOR_KEYS.get(kind)
+    if allowed is None:
+        return
+    for key in decl:
+        if key == "type" or key in allowed or (key in _SCHEMA_DEFAULTS and decl[key] == _SCHEMA_DEFAULTS[key]):
+            continue
+        owners = [t for t, keys in EXTRACTOR_KEYS.items() if key in keys]
+        belongs = f"a key of extractor type(s) {', '.join(owners)}" if owners else "not a key of any extractor type"
+        raise ConfigError(f"{where}.{key}: {belongs}, not of type {kind!r}, which would ignore it; type {kind!r} "
+                          f"takes {', '.join(allowed)}")
+
+
 def build_extractor(name: str, decl: Mapping[str, Any], *, where: str) -> Extractor:
     """The extractor a config declares under ``where`` (e.g. ``benchmarks.digits.extractors.pca``)."""
     if not isinstance(name, str):  # YAML reads `123:` as a number; a name is text in file names and reports
@@ -60,4 +93,5 @@ def build_extractor(name: str, decl: Mapping[str, Any], *, where: str) -> Extrac
     kind = decl.get("type")
     if kind not in BUILDERS:
         raise ConfigError(f"{where}.type: unknown extractor type {kind!r}; known types: {sorted(BUILDERS)}")
+    check_extractor_keys(decl, where=where)
     return BUILDERS[kind](name, decl, where)

@@ -92,7 +92,8 @@ class RetrievalBenchmark:
         block = embed_endpoint(extractor, rows, ids, shards=self.embedding_config.shards,
                                batch_size=self.embedding_config.batch_size, endpoint=side, branch=branch, fit=fit,
                                memory=self.memory_config)
-        recipe = embedding_recipe(self.dataset.identity_key(), side, extractor, branch, fit_endpoint=GALLERY)
+        recipe = embedding_recipe(self.dataset.endpoint_key(side), side, extractor, branch, fit_endpoint=GALLERY,
+                                  fit_identity=self.dataset.endpoint_key(GALLERY))
         return block, fingerprint("embedding", recipe)
 
     def run(self) -> RetrievalBenchmarkResult:

@@ -64,14 +64,16 @@ def fit_recipe(identity_key: str, endpoint: str, extractor: Extractor) -> dict[s
 
 
 def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor, branch: str | None = None,
-                     fit_endpoint: str | None = None) -> dict[str, Any]:
+                     fit_endpoint: str | None = None, fit_identity: str | None = None) -> dict[str, Any]:
     """Recipe of one endpoint's embeddings; a learning extractor's fit (on ``fit_endpoint``, by default the
-    endpoint itself) is part of it."""
+    endpoint itself, whose identity is ``fit_identity``, by default ``identity_key``) is part of it. A retrieval
+    endpoint passes its own endpoint key (``RetrievalDataset.endpoint_key``), never the dataset's."""
     recipe = {"dataset": identity_key, "endpoint": endpoint, "extractor": extractor.recipe()}
     if branch is not None:
         recipe["branch"] = branch
     if extractor.learns:
-        recipe["fit"] = fingerprint("fitted-extractor", fit_recipe(identity_key, fit_endpoint or endpoint, extractor))
+        recipe["fit"] = fingerprint("fitted-extractor", fit_recipe(fit_identity or identity_key, fit_endpoint or endpoint,
+                                                                   extractor))
     return recipe
 
 

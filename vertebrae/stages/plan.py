@@ -89,7 +89,7 @@ def _extractor_recipe(spec: Mapping[str, Any], extractor) -> dict[str, Any]:
     if spec["stage"] == "fit":
         return fit_recipe(spec["identity"], spec["endpoint"], extractor)
     return embedding_recipe(spec["identity"], spec["endpoint"], extractor, spec.get("branch"),
-                            fit_endpoint=spec.get("fit_endpoint"))
+                            fit_endpoint=spec.get("fit_endpoint"), fit_identity=spec.get("fit_identity"))
 
 
 def check_rows(spec: Mapping[str, Any], n_rows: int) -> None:

@@ -38,6 +38,7 @@ from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.workflow import plan
 from vertebrae.workflow.config import load_config_file
 from vertebrae.workflow.paths import report_paths
+from vertebrae.workflow.retrieval import check_retrieval_sources
 
 # the repository checkout vertebrae is installed from (pip install -e .): vertebrae/workflow/commands.py -> repo
 SNAKEFILE = Path(__file__).resolve().parents[2] / "Snakefile"
@@ -133,7 +134,9 @@ def validate(config: str | Path | Sequence[str | Path]) -> int:
     Snakemake's dry run succeeds; a plan error is raised (the CLI prints it as one line, exit status 2); a failed dry
     run prints Snakemake's message and returns 2."""
     path = _configs(config)
-    planned = plan(merged_config(path))  # relative paths in the config resolve against the current directory
+    merged = merged_config(path)
+    planned = plan(merged)  # relative paths in the config resolve against the current directory
+    check_retrieval_sources(merged)  # relevance files parsed and checked against the rows, before any job
     config = " ".join(str(c) for c in path)
     lines = describe(planned)
     if not lines:

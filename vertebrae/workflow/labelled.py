@@ -69,6 +69,20 @@ def _check_named_classes(scoring: Any, dataset: Mapping[str, Any], base_dir: Pat
         raise ConfigError(f"{where}.scoring: {exc}") from None
 
 
+def check_own_rows(source: Mapping[str, Any], extractor: Any, *, base_dir: Path, where: str, ext_where: str) -> None:
+    """A labels-only table (``source_labels_only``) is valid only when every candidate brings its own rows (reads
+    them from files by id); refuse a candidate that needs the dataset's inputs, naming it."""
+    from vertebrae.data.sources import source_labels_only
+
+    if getattr(extractor, "reads_rows", False):
+        return
+    why = source_labels_only(source, base_dir=Path(base_dir), where=f"{where}.source")
+    if why is not None:
+        raise ConfigError(f"{ext_where}: candidate {extractor.name!r} needs the dataset's inputs, but {where}.source is "
+                          f"a labels-only table ({why}); give this candidate its own rows (type: precomputed, path: "
+                          "a file of embeddings with ids) or add feature columns to the table")
+
+
 def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config: Mapping[str, Any],
                   base_dir: Path) -> None:
     """Add every job spec of labelled benchmark ``name`` to ``result``."""
@@ -90,6 +104,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"
         extractor = build_extractor(ext_name, decl, where=ext_where)
+        check_own_rows(dataset["source"], extractor, base_dir=base_dir, where=f"{where}.dataset", ext_where=ext_where)
         if getattr(extractor, "reads_rows", False):  # a precomputed file: every dataset row id and no other
             if dataset_ids is None:
                 dataset_ids = load_declared_rows(dataset, base_dir=base_dir, where=f"{where}.dataset", start=0, stop=n_rows)[1]
@@ -144,6 +159,9 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
         where = f"benchmarks.{name}"
         dataset = load_declared_dataset(bench["dataset"], base_dir=Path(base_dir), where=f"{where}.dataset")
         extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
+        for extractor in extractors:
+            check_own_rows(bench["dataset"]["source"], extractor, base_dir=Path(base_dir), where=f"{where}.dataset",
+                           ext_where=f"{where}.extractors.{extractor.name}")
         embedding = embedding_config(bench, config)
         scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
         benchmarks[name] = Benchmark(

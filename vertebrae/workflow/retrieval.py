@@ -7,12 +7,13 @@ embedding (sharded), an optional paired compression; one score per (extractor, v
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from vertebrae.compression import variant_name
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.data.retrieval_sources import retrieval_identity, retrieval_identity_key
+from vertebrae.data.retrieval_sources import retrieval_endpoint_keys, retrieval_identity, retrieval_identity_key
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.retrieval_fanout import fanout_specs
@@ -21,6 +22,7 @@ from vertebrae.workflow.config import (
     config_from_decl, embedding_config, paired_compression, shard_count, validate_config,
 )
 from vertebrae.workflow.dag import WorkflowPlan, ref
+from vertebrae.workflow.labelled import check_own_rows
 from vertebrae.workflow.paths import artifact_path
 
 SIDES = ("query", "gallery")
@@ -55,6 +57,8 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     where = f"retrieval.{name}"
     dataset = bench["dataset"]
     identity_key = retrieval_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
+    # each endpoint's embeddings are named by its own rows, never the relevance: a qrels edit re-embeds nothing
+    endpoint_keys = retrieval_endpoint_keys(dataset, base_dir=base_dir, where=f"{where}.dataset")
     counts = dict(zip(SIDES, retrieval_row_counts(dataset["source"], base_dir=base_dir, where=f"{where}.dataset.source")))
     retrieval_config = retrieval_config_from_decl(bench, where=where)
     compression = paired_compression(bench, where)
@@ -69,12 +73,16 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"
         extractor = build_extractor(ext_name, decl, where=ext_where)
+        if dataset["source"].get("type") == "label_split":
+            check_own_rows(dataset["source"]["source"], extractor, base_dir=base_dir, where=f"{where}.dataset.source",
+                           ext_where=ext_where)
         job = {**common, "extractor": {"name": ext_name, "decl": decl, "where": ext_where}}
         fit_ref = None
         if extractor.learns:
-            f_recipe = fit_recipe(identity_key, FIT_ENDPOINT, extractor)
+            f_recipe = fit_recipe(endpoint_keys[FIT_ENDPOINT], FIT_ENDPOINT, extractor)
             fit_fp = result.add({"stage": "fit", "fingerprint": fingerprint("fitted-extractor", f_recipe), "recipe": f_recipe,
-                                 **job, "endpoint": FIT_ENDPOINT}, protocol="retrieval")
+                                 **job, "identity": endpoint_keys[FIT_ENDPOINT], "endpoint": FIT_ENDPOINT},
+                                protocol="retrieval")
             result.size(fit_fp, extractor, rows=counts[FIT_ENDPOINT], batch_size=config["embedding"]["batch_size"])
             fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp, protocol="retrieval"))
         refs = {}
@@ -84,11 +92,14 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 if not side_ids:
                     side_ids.update(retrieval_row_ids(dataset["source"], base_dir=base_dir, where=f"{where}.dataset.source"))
                 extractor.check_rows(side_ids[side], branch=branch, endpoint=side)
-            e_recipe = embedding_recipe(identity_key, side, extractor, branch, fit_endpoint=FIT_ENDPOINT)
+            e_recipe = embedding_recipe(endpoint_keys[side], side, extractor, branch, fit_endpoint=FIT_ENDPOINT,
+                                        fit_identity=endpoint_keys[FIT_ENDPOINT])
             bounds = shard_bounds(counts[side], n_shards, batch_size=config["embedding"]["batch_size"])
             fp = result.add({
                 "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
-                "endpoint": side, "side": side, "branch": branch, "fit_endpoint": FIT_ENDPOINT, "n_rows": counts[side],
+                "identity": endpoint_keys[side], "endpoint": side, "side": side, "branch": branch,
+                "fit_endpoint": FIT_ENDPOINT, "n_rows": counts[side],
+                **({"fit_identity": endpoint_keys[FIT_ENDPOINT]} if extractor.learns else {}),  # a fit reads the gallery
                 "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"], "fit": fit_ref,
             }, protocol="retrieval")
             result.size(fp, extractor, rows=max(b - a for a, b in bounds), batch_size=config["embedding"]["batch_size"])
@@ -143,6 +154,19 @@ def _add_score(result: WorkflowPlan, spec: dict[str, Any], scoring: Mapping[str,
     return merge_fp
 
 
+def check_retrieval_sources(config: Mapping[str, Any], *, base_dir: str | Path = ".") -> None:
+    """What ``vertebrae validate`` reads beyond the plan: every retrieval benchmark's source loaded and its protocol
+    built (relevance records and their ids, every query with a positive), so a broken relevance file is refused
+    naming its file and line before any job runs."""
+    from vertebrae.core.identity import DatasetIdentity
+    from vertebrae.data.retrieval_sources import load_retrieval_source
+
+    for name, bench in validate_config(config).get("retrieval", {}).items():
+        where = f"retrieval.{name}.dataset"
+        data = load_retrieval_source(bench["dataset"]["source"], base_dir=Path(base_dir), where=f"{where}.source")
+        data.to_dataset(DatasetIdentity.declared("validate", "0"), exclude_same_id=bench["dataset"]["exclude_same_id"])
+
+
 def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
     """In-process ``RetrievalBenchmark`` objects for every retrieval benchmark of ``config``."""
     from vertebrae.data.retrieval_sources import load_retrieval_source
@@ -154,8 +178,9 @@ def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
         where = f"retrieval.{name}"
         decl = bench["dataset"]
         data = load_retrieval_source(decl["source"], base_dir=Path(base_dir), where=f"{where}.dataset.source")
-        dataset = data.to_dataset(retrieval_identity(decl, base_dir=Path(base_dir), where=f"{where}.dataset"),
-                                  exclude_same_id=decl["exclude_same_id"])
+        dataset = replace(data.to_dataset(retrieval_identity(decl, base_dir=Path(base_dir), where=f"{where}.dataset"),
+                                          exclude_same_id=decl["exclude_same_id"]),
+                          endpoint_keys=retrieval_endpoint_keys(decl, base_dir=Path(base_dir), where=f"{where}.dataset"))
         extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
         compression = paired_compression(bench, where)
         benchmarks[name] = RetrievalBenchmark(
@@ -167,4 +192,4 @@ def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
     return benchmarks
 
 
-__all__ = ["SIDES", "plan_retrieval", "retrieval_benchmarks_from_config", "retrieval_config_from_decl"]
+__all__ = ["SIDES", "check_retrieval_sources", "plan_retrieval", "retrieval_benchmarks_from_config", "retrieval_config_from_decl"]

@@ -21,6 +21,7 @@ from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.zero_shot import build_zero_shot_dataset
 from vertebrae.extractors.registry import build_extractor
+from vertebrae.workflow.labelled import check_own_rows
 from vertebrae.stages.common import shard_bounds
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
@@ -89,6 +90,7 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"
         extractor = _candidate_extractor(ext_name, decl, bench, ext_where)
+        check_own_rows(bench["dataset"]["source"], extractor, base_dir=base_dir, where=f"{where}.dataset", ext_where=ext_where)
         if getattr(extractor, "reads_rows", False):  # precomputed files: every sample / prompt row and no other
             extractor.check_rows(protocol.sample_ids, branch=sample_branch, endpoint="samples")
             extractor.check_rows(protocol.prompt_ids(), branch=text_branch, endpoint="prompts")
@@ -155,6 +157,9 @@ def zero_shot_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
         where = f"zero_shot.{name}"
         zs = build_zero_shot_dataset(bench["dataset"], prompt_declaration(bench), base_dir=Path(base_dir), where=where)
         extractors = [_candidate_extractor(n, d, bench, f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
+        for extractor in extractors:
+            check_own_rows(bench["dataset"]["source"], extractor, base_dir=Path(base_dir), where=f"{where}.dataset",
+                           ext_where=f"{where}.extractors.{extractor.name}")
         benchmarks[name] = ZeroShotBenchmark(
             zs, extractors, sample_branch=bench.get("sample_branch"), text_branch=bench.get("text_branch"),
             zero_shot_config=_zero_shot_config(bench, where), overlap_config=_overlap_config(bench, where),
