@@ -23,7 +23,7 @@ def test_a_key_of_another_type_names_the_key_the_type_and_its_owners():
                                           r"which would ignore it; type 'sklearn' takes steps, random_state"):
         build_extractor("pca", {"type": "sklearn", "steps": PCA, "path": "emb.npz"}, where="x")
     with pytest.raises(ConfigError, match=r"x\.model: a key of extractor type\(s\) open_clip, hf_text, hf_vision, "
-                                          r"hf_multimodal, not of type 'callable'"):
+                                          r"hf_multimodal, timm, sentence_transformers, not of type 'callable'"):
         build_extractor("c", {"type": "callable", "branches": {"a": "numpy:cumsum"}, "model": "m"}, where="x")
     with pytest.raises(ConfigError, match=r"x\.steps: a key of extractor type\(s\) sklearn, not of type 'precomputed'"):
         build_extractor("p", {"type": "precomputed", "steps": PCA}, where="x")

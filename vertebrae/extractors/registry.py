@@ -61,6 +61,10 @@ EXTRACTOR_KEYS: dict[str, tuple[str, ...]] = {
     "hf_text": (*_HF, "pooling", "max_length", "prefix", "prefixes"),
     "hf_vision": (*_HF, "pooling", "hidden_layer"),
     "hf_multimodal": (*_HF, "text_padding", "max_length"),
+    "timm": ("model", "pretrained", "checkpoint", "model_args", "revision", "pooling", "hidden_layer", "preprocess",
+             "normalize", *_MODEL),
+    "sentence_transformers": ("model", "model_path_from", "revision", "prompt_name", "prompt", "truncate_dim",
+                              "cache_identity", *_MODEL),
     "torch": ("factory", "params", "weights", "collate", "output", "image_transform", "modality", "cache_identity",
               *_MODEL),
 }
