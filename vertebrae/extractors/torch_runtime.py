@@ -176,15 +176,19 @@ class _Indexed:
 
 def load_image(path: str, row_id: Any) -> Any:
     """The image at ``path`` as RGB; ValidationError naming the row and path when missing or undecodable."""
+    import io
+
     from PIL import Image, UnidentifiedImageError
 
+    from vertebrae.core.image_refs import describe, is_ref, read_image_bytes
+
     try:
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(read_image_bytes(path)) if is_ref(path) else path) as image:
             return image.convert("RGB")
     except FileNotFoundError:
-        raise ValidationError(f"row {row_id!r}: image file not found: {path}") from None
+        raise ValidationError(f"row {row_id!r}: image file not found: {describe(path)}") from None
     except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise ValidationError(f"row {row_id!r}: cannot decode image {path}: {exc}") from None
+        raise ValidationError(f"row {row_id!r}: cannot decode image {describe(path)}: {exc}") from None
 
 
 def file_sha256(path: str | Path) -> str:

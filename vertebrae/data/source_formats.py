@@ -1,0 +1,139 @@
+"""Loaders for data as researchers already hold it, with the counter/loader contract of
+:mod:`vertebrae.data.source_arrays`:
+
+- ``{"type": "image_folder", "path": <folder>}``: one sub-folder per class (:mod:`vertebrae.data.image_folder`);
+- ``{"type": "hf_dataset", "path": ..., "split": None, "image_column": None, "text_column": None,
+  "label_column": "label", "id_column": None}``: a ``datasets.save_to_disk`` folder or Arrow / Parquet files
+  (:mod:`vertebrae.data.hf_dataset`);
+- ``{"type": "webdataset", "path": "shards/train-{000000..000099}.tar", "image_key": "jpg;jpeg;png;webp",
+  "label_key": "cls", "label_field": None}``: WebDataset tar shards (:mod:`vertebrae.data.webdataset`).
+
+Each yields raw rows (``RawInputs``: image paths or references to images inside a shard or table, or texts) that
+an extractor embeds, one label per row and the row ids. ``check_source`` is ``vertebrae validate``'s cheap look
+(class folders non-empty, the split and columns exist, the first shard's member names) and ``format_recipe`` the
+``files`` identity recipe (every file the source reads, hashed once and cached by path, size and mtime).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.file_digests import FileDigests
+from vertebrae.data.image_folder import image_folder_inputs, image_folder_recipe, list_image_folder, resolve_folder
+from vertebrae.data.source_checks import SourceData
+from vertebrae.data.source_decl import _check_rows
+
+FORMAT_SOURCES = ("image_folder", "hf_dataset", "webdataset")
+
+# --------------------------------------------------------------------------------------------------------
+# image_folder
+
+
+def _count_image_folder(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    return len(list_image_folder(resolve_folder(opts["path"], base_dir, where)).paths)
+
+
+def _load_image_folder(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    listed = list_image_folder(resolve_folder(opts["path"], base_dir, where))
+    start, stop = _check_rows(rows, len(listed.paths), where)
+    return SourceData(image_folder_inputs(listed, start, stop), listed.labels[start:stop], listed.ids[start:stop])
+
+
+# --------------------------------------------------------------------------------------------------------
+# hf_dataset
+
+
+def _hf_spec(opts: dict[str, Any], base_dir: Path, where: str) -> Any:
+    from vertebrae.data.hf_dataset import HFDatasetSpec
+
+    return HFDatasetSpec.from_decl(opts, base_dir=base_dir, where=where)
+
+
+def _count_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    from vertebrae.data.hf_dataset import hf_row_count
+
+    return hf_row_count(_hf_spec(opts, base_dir, where))
+
+
+def _load_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    from vertebrae.data.hf_dataset import read_hf_rows
+
+    spec = _hf_spec(opts, base_dir, where)
+    data = read_hf_rows(spec, rows)
+    return SourceData(data.inputs, data.labels, data.row_ids)
+
+
+# --------------------------------------------------------------------------------------------------------
+# webdataset
+
+
+def _wds_spec(opts: dict[str, Any], base_dir: Path, where: str) -> Any:
+    from vertebrae.data.webdataset import WebDatasetSpec
+
+    return WebDatasetSpec.from_decl(opts, base_dir=base_dir, where=where)
+
+
+def _count_webdataset(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    from vertebrae.data.webdataset import shard_counts
+
+    return sum(shard_counts(_wds_spec(opts, base_dir, where)))
+
+
+def _load_webdataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    from vertebrae.data.webdataset import read_wds_rows
+
+    data = read_wds_rows(_wds_spec(opts, base_dir, where), rows)
+    return SourceData(data.inputs, data.labels, data.row_ids)
+
+
+# --------------------------------------------------------------------------------------------------------
+# validate's cheap checks and content tracking
+
+
+def check_source(kind: str, opts: dict[str, Any], base_dir: Path, where: str) -> None:
+    """What ``vertebrae validate`` checks without reading the data: every class folder holds an image; the
+    split and the columns exist; the first shard's members carry the image and label keys."""
+    if kind == "image_folder":
+        list_image_folder(resolve_folder(opts["path"], base_dir, where), check_only=True)
+    elif kind == "hf_dataset":
+        from vertebrae.data.hf_dataset import hf_row_count
+
+        hf_row_count(_hf_spec(opts, base_dir, where))
+    elif kind == "webdataset":
+        from vertebrae.data.webdataset import check_first_shard
+
+        check_first_shard(_wds_spec(opts, base_dir, where))
+
+
+def format_recipe(kind: str, opts: dict[str, Any], base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
+    """The ``files`` identity recipe of a format source (see the module docstring)."""
+    if kind == "image_folder":
+        return image_folder_recipe(resolve_folder(opts["path"], base_dir, where), digests)
+    if kind == "hf_dataset":
+        from vertebrae.data.hf_dataset import hf_recipe
+
+        return {"type": kind, **hf_recipe(_hf_spec(opts, base_dir, where), opts, digests)}
+    from vertebrae.data.webdataset import wds_recipe
+
+    return {"type": kind, **wds_recipe(_wds_spec(opts, base_dir, where), opts, digests)}
+
+
+def load_format(decl: dict[str, Any], identity: Any, *, base_dir: Any = None) -> tuple[SourceData, Any]:
+    """(rows, identity) of a format source for the Python constructors: ``identity`` None tracks the files
+    (``DatasetIdentity.from_files`` of :func:`format_recipe`, hashed without a cache file)."""
+    from vertebrae.core.identity import DatasetIdentity
+    from vertebrae.data.sources import load_source
+
+    base = Path.cwd() if base_dir is None else Path(base_dir)
+    where = decl["type"]
+    data = load_source(decl, base_dir=base, where=where)
+    if identity is None:
+        from vertebrae.data.source_decl import _parse_decl
+
+        kind, opts = _parse_decl(decl, where)
+        identity = DatasetIdentity.from_files(format_recipe(kind, opts, base, where, FileDigests(None)))
+    return data, identity
+
+
+__all__ = ["FORMAT_SOURCES", "check_source", "format_recipe", "load_format"]
