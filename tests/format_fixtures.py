@@ -85,3 +85,24 @@ def image_features(rows) -> np.ndarray:
         pixels = np.asarray(load_image(value, rid), dtype=np.float64)
         out.append(np.concatenate([pixels.mean(axis=(0, 1)), pixels.std(axis=(0, 1))]))
     return np.asarray(out)
+
+
+def write_hf_dataset(folder: Path, rows, *, image: str = "feature") -> Path:
+    """A DatasetDict (splits ``train`` = every row, ``test`` = the first two) saved with ``save_to_disk``; images as
+    an ``Image`` feature with bytes (``image="feature"``) or as paths relative to ``folder`` (``image="path"``)."""
+    import datasets
+
+    if image == "path":
+        (folder / "files").mkdir(parents=True, exist_ok=True)
+        for rid, _, data in rows:
+            (folder / "files" / f"{rid}.png").write_bytes(data)
+        cells, feature = [f"files/{rid}.png" for rid, _, _ in rows], datasets.Value("string")
+    else:
+        cells, feature = [{"bytes": data, "path": None} for _, _, data in rows], datasets.Image()
+    features = datasets.Features({"image": feature, "label": datasets.ClassLabel(names=list(CLASSES)),
+                                  "id": datasets.Value("string")})
+    train = datasets.Dataset.from_dict({"image": cells, "label": [CLASSES.index(label) for _, label, _ in rows],
+                                        "id": [rid for rid, _, _ in rows]}, features=features)
+    datasets.disable_progress_bars()
+    datasets.DatasetDict({"train": train, "test": train.select(range(2))}).save_to_disk(str(folder))
+    return folder

@@ -67,8 +67,8 @@ def _class_images(folder: str) -> list[str]:
     return found
 
 
-def list_image_folder(root: Path, *, check_only: bool = False) -> ImageFolderRows:
-    """Every image of every class; ``check_only`` stops at the first image of each class (validate's cheap check)."""
+def list_image_folder(root: Path) -> ImageFolderRows:
+    """Every image of every class (a listing: no image is opened)."""
     classes = class_folders(root)
     paths: list[str] = []
     ids: list[str] = []
@@ -80,8 +80,6 @@ def list_image_folder(root: Path, *, check_only: bool = False) -> ImageFolderRow
         if not images:
             raise ValidationError(f"image folder {root}: class folder {folder} holds no image (accepted endings: "
                                   f"{', '.join(IMG_EXTENSIONS)})")
-        if check_only:
-            images = images[:1]
         paths.extend(images)
         ids.extend(p[prefix:].replace(os.sep, "/") for p in images)
         labels.extend([name] * len(images))

@@ -9,9 +9,11 @@
   "label_key": "cls", "label_field": None}``: WebDataset tar shards (:mod:`vertebrae.data.webdataset`).
 
 Each yields raw rows (``RawInputs``: image paths or references to images inside a shard or table, or texts) that
-an extractor embeds, one label per row and the row ids. ``check_source`` is ``vertebrae validate``'s cheap look
-(class folders non-empty, the split and columns exist, the first shard's member names) and ``format_recipe`` the
-``files`` identity recipe (every file the source reads, hashed once and cached by path, size and mtime).
+an extractor embeds, one label per row and the row ids. Counting the rows (what planning, and so ``vertebrae
+validate``, does) is the cheap check: every class folder listed and non-empty; the split and the columns exist
+(file metadata); every shard's member names, the first shard's samples each with an image and a label member.
+``format_recipe`` is the ``files`` identity recipe (every file the source reads, hashed once and cached by path,
+size and mtime).
 """
 
 from __future__ import annotations
@@ -75,9 +77,11 @@ def _wds_spec(opts: dict[str, Any], base_dir: Path, where: str) -> Any:
 
 
 def _count_webdataset(opts: dict[str, Any], base_dir: Path, where: str) -> int:
-    from vertebrae.data.webdataset import shard_counts
+    from vertebrae.data.webdataset import check_first_shard, shard_counts
 
-    return sum(shard_counts(_wds_spec(opts, base_dir, where)))
+    spec = _wds_spec(opts, base_dir, where)
+    check_first_shard(spec)  # the plan (and so ``vertebrae validate``) sees a shard without labels before any job
+    return sum(shard_counts(spec))
 
 
 def _load_webdataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
@@ -89,21 +93,6 @@ def _load_webdataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any
 
 # --------------------------------------------------------------------------------------------------------
 # validate's cheap checks and content tracking
-
-
-def check_source(kind: str, opts: dict[str, Any], base_dir: Path, where: str) -> None:
-    """What ``vertebrae validate`` checks without reading the data: every class folder holds an image; the
-    split and the columns exist; the first shard's members carry the image and label keys."""
-    if kind == "image_folder":
-        list_image_folder(resolve_folder(opts["path"], base_dir, where), check_only=True)
-    elif kind == "hf_dataset":
-        from vertebrae.data.hf_dataset import hf_row_count
-
-        hf_row_count(_hf_spec(opts, base_dir, where))
-    elif kind == "webdataset":
-        from vertebrae.data.webdataset import check_first_shard
-
-        check_first_shard(_wds_spec(opts, base_dir, where))
 
 
 def format_recipe(kind: str, opts: dict[str, Any], base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
@@ -136,4 +125,4 @@ def load_format(decl: dict[str, Any], identity: Any, *, base_dir: Any = None) ->
     return data, identity
 
 
-__all__ = ["FORMAT_SOURCES", "check_source", "format_recipe", "load_format"]
+__all__ = ["FORMAT_SOURCES", "format_recipe", "load_format"]
