@@ -92,10 +92,10 @@ def image_folder_inputs(rows: ImageFolderRows, start: int, stop: int) -> RawInpu
 
 def image_folder_recipe(root: Path, digests: FileDigests) -> dict:
     """The ``files`` identity recipe: the class names and one digest over (row id, image SHA-256) of every row."""
-    rows = list_image_folder(root)
+    rows = list_image_folder(root.resolve())  # paths under a resolved root: no per-file resolve() (100k images)
     images = hashlib.sha256(f"{IMAGES_SCHEMA}|".encode())
     for rid, path in zip(rows.ids, rows.paths):
-        images.update(f"{len(rid)}|{rid}|{digests.digest(path)}|".encode())
+        images.update(f"{len(rid)}|{rid}|{digests.digest(path, resolved=True)}|".encode())
     return {"type": "image_folder", "classes": rows.classes,
             "images": {"count": len(rows.paths), "sha256": images.hexdigest()}}
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.image_refs import describe, is_ref, read_image_bytes
 
 AUTOCAST_DTYPES = ("float16", "bfloat16")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -176,11 +178,7 @@ class _Indexed:
 
 def load_image(path: str, row_id: Any) -> Any:
     """The image at ``path`` as RGB; ValidationError naming the row and path when missing or undecodable."""
-    import io
-
     from PIL import Image, UnidentifiedImageError
-
-    from vertebrae.core.image_refs import describe, is_ref, read_image_bytes
 
     try:
         with Image.open(io.BytesIO(read_image_bytes(path)) if is_ref(path) else path) as image:
