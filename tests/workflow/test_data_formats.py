@@ -60,7 +60,7 @@ def test_four_formats_give_the_same_report(tmp_path):
     for name in config["zero_shot"]:
         report = written_report(tmp_path, name)
         result = report["candidate_results"][0]
-        assert report["dataset_summary"]["n_rows"] == 12
+        assert report["dataset_summary"]["n_samples"] == 12
         scores[name] = {key: result["zero_shot"][key] for key in ("metrics", "margins", "confusion_matrix")}
         scores[name]["overlap"] = result["overlap"]
     assert scores["folder"] == scores["manifest"] == scores["hf"] == scores["wds"]

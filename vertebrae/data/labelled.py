@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -189,9 +190,17 @@ class BenchmarkDataset:
 
     @classmethod
     def _from_format(cls, decl: dict[str, Any], identity: Any, metadata: Any) -> BenchmarkDataset:
-        from vertebrae.data.source_formats import load_format
+        """Rows of a format source (relative paths: the working folder); ``identity`` None tracks its files
+        (``DatasetIdentity.from_files`` of its recipe, hashed without a cache file)."""
+        from vertebrae.core.file_digests import FileDigests
+        from vertebrae.data.source_files import source_files_recipe
+        from vertebrae.data.sources import load_source
 
-        data, identity = load_format(decl, identity)
+        where = str(decl["type"])
+        data = load_source(decl, base_dir=Path.cwd(), where=where)
+        if identity is None:
+            recipe = source_files_recipe(decl, base_dir=Path.cwd(), where=where, digests=FileDigests(None))
+            identity = DatasetIdentity.from_files(recipe)
         return cls._build(data.features, data.labels, identity, data.row_ids, data.features.kind, None, None, None,
                           metadata)
 

@@ -108,21 +108,4 @@ def format_recipe(kind: str, opts: dict[str, Any], base_dir: Path, where: str, d
     return {"type": kind, **wds_recipe(_wds_spec(opts, base_dir, where), opts, digests)}
 
 
-def load_format(decl: dict[str, Any], identity: Any, *, base_dir: Any = None) -> tuple[SourceData, Any]:
-    """(rows, identity) of a format source for the Python constructors: ``identity`` None tracks the files
-    (``DatasetIdentity.from_files`` of :func:`format_recipe`, hashed without a cache file)."""
-    from vertebrae.core.identity import DatasetIdentity
-    from vertebrae.data.sources import load_source
-
-    base = Path.cwd() if base_dir is None else Path(base_dir)
-    where = decl["type"]
-    data = load_source(decl, base_dir=base, where=where)
-    if identity is None:
-        from vertebrae.data.source_decl import _parse_decl
-
-        kind, opts = _parse_decl(decl, where)
-        identity = DatasetIdentity.from_files(format_recipe(kind, opts, base, where, FileDigests(None)))
-    return data, identity
-
-
-__all__ = ["FORMAT_SOURCES", "format_recipe", "load_format"]
+__all__ = ["FORMAT_SOURCES", "format_recipe"]
