@@ -6,7 +6,9 @@ Columns: exactly one of ``image_column`` (an ``Image`` feature, raw image bytes,
 dataset's folder) or ``text_column``; ``label_column`` (a ``ClassLabel`` gives the label names, other values are
 kept as they are); ``id_column`` (row ids; the row order when absent). Embedded image bytes are not copied out:
 each row is a reference into its Arrow / Parquet file (:mod:`vertebrae.core.image_refs`), decoded when a model
-reads it. Read with the ``datasets`` library (features, splits, the saved files) and pyarrow (the columns);
+reads it. The features (``ClassLabel`` names, ``Image``) are read with the ``datasets`` library
+(``Features.from_arrow_schema``), the split's files from ``save_to_disk``'s own ``dataset_dict.json`` /
+``state.json``, the columns with pyarrow (memory-mapped; ``load_from_disk`` would do the same underneath);
 ``datasets`` is imported here only.
 
 Problems name the dataset and the key: a split that is not there (listing the splits), a column absent from the
