@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 
 .PHONY: setup demo test test-slurm lint bench clean report slurm-profile slurm-start slurm-stop
 
-EXTRAS := workflow,test,models
+EXTRAS := workflow,test,models,formats
 # Setup installs with uv (itself pip-installed into the venv first; ~3x faster than pip here: it fetches and unpacks
 # wheels in parallel) and falls back to pip when uv cannot be had or
 # fails. uv is given pip's configured sources (find-links, index URLs, constraints: `pip config list`) and, like

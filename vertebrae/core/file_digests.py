@@ -84,9 +84,11 @@ class FileDigests:
         """The cache of a working directory: ``base_dir/.vertebrae/digests.json``."""
         return cls(Path(base_dir) / CACHE_FILE)
 
-    def digest(self, path: str | os.PathLike) -> str:
-        """SHA-256 of ``path``'s bytes: from the cache while its absolute path, size and mtime_ns are unchanged."""
-        path = Path(path).resolve()
+    def digest(self, path: str | os.PathLike, *, resolved: bool = False) -> str:
+        """SHA-256 of ``path``'s bytes: from the cache while its absolute path, size and mtime_ns are unchanged.
+        ``resolved``: ``path`` is already absolute under a resolved folder (a tree of 100,000 images listed from
+        its resolved root), so the per-file ``resolve()`` (a few system calls each) is skipped."""
+        path = Path(path) if resolved else Path(path).resolve()
         key = str(path)
         before = self._stat(path)
         entry = self._entries.get(key)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from vertebrae.core.errors import ValidationError
+from vertebrae.core.image_refs import describe, read_image_bytes
 
 KINDS = ("text", "image")
 
@@ -85,10 +86,9 @@ class RawInputs:
                 data = value.encode("utf-8")
             else:
                 try:
-                    with open(value, "rb") as handle:
-                        data = handle.read()
+                    data = read_image_bytes(value)
                 except OSError as exc:
-                    raise ValidationError(f"row {rid!r}: cannot read image {value}: {exc}") from None
+                    raise ValidationError(f"row {rid!r}: cannot read image {describe(value)}: {exc}") from None
             digest.update(f"{len(data)}|".encode())
             digest.update(hashlib.sha256(data).digest())
         return digest.hexdigest()

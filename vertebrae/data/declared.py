@@ -30,7 +30,8 @@ from vertebrae.data.labelled import BenchmarkDataset, group_keys
 from vertebrae.data.source_files import source_files_recipe
 from vertebrae.data.sources import load_source, source_groups, source_row_count
 
-FEATURE_SOURCES = ("sklearn", "csv", "manifest")  # raw rows an extractor embeds (manifest: texts or images)
+# raw rows an extractor embeds (manifest and the formats of source_formats.py: texts or images)
+FEATURE_SOURCES = ("sklearn", "csv", "manifest", "image_folder", "hf_dataset", "webdataset")
 
 
 def identity_from_decl(decl: Mapping[str, Any], *, where: str) -> DatasetIdentity:

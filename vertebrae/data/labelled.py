@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -154,6 +155,54 @@ class BenchmarkDataset:
         files' bytes; nothing is read otherwise until an extractor decodes them."""
         inputs = image_paths(paths, row_ids, base_dir=base_dir)
         return cls._build(inputs, labels, identity, row_ids, "image", target_type, label_names, None, metadata)
+
+    @classmethod
+    def from_image_folder(cls, path: str | os.PathLike, *, identity: DatasetIdentity | None = None,
+                          metadata: Mapping[str, Any] | None = None) -> BenchmarkDataset:
+        """A folder with one sub-folder per class, as torchvision's ImageFolder reads it (classes sorted, the same
+        image endings; row ids are paths relative to ``path``). ``identity`` None: the images' bytes, class names
+        and row ids (hashed now)."""
+        return cls._from_format({"type": "image_folder", "path": os.fspath(path)}, identity, metadata)
+
+    @classmethod
+    def from_hf_dataset(cls, path: str | os.PathLike, *, split: str | None = None, image_column: str | None = None,
+                        text_column: str | None = None, label_column: str = "label", id_column: str | None = None,
+                        identity: DatasetIdentity | None = None,
+                        metadata: Mapping[str, Any] | None = None) -> BenchmarkDataset:
+        """A Hugging Face dataset as ``datasets.save_to_disk`` wrote it (or Arrow / Parquet files): one of
+        ``image_column`` (an Image feature, image bytes or paths) or ``text_column``; ``label_column`` (a ClassLabel
+        gives the label names); ``id_column`` (default the row order). ``identity`` None: the files' bytes."""
+        decl = {"type": "hf_dataset", "path": os.fspath(path), "split": split, "image_column": image_column,
+                "text_column": text_column, "label_column": label_column, "id_column": id_column}
+        return cls._from_format(decl, identity, metadata)
+
+    @classmethod
+    def from_webdataset(cls, pattern: str, *, image_key: str = "jpg;jpeg;png;webp", label_key: str = "cls",
+                        label_field: str | None = None, identity: DatasetIdentity | None = None,
+                        metadata: Mapping[str, Any] | None = None) -> BenchmarkDataset:
+        """WebDataset tar shards by brace pattern (``data/train-{000000..000099}.tar``): each sample's image under
+        ``image_key`` (alternatives separated by ``;``) and its label under ``label_key`` (``cls``: an integer,
+        ``txt``: text, ``json``: the ``label_field`` of an object); the sample key is the row id. ``identity``
+        None: the shards' bytes."""
+        decl = {"type": "webdataset", "path": pattern, "image_key": image_key, "label_key": label_key,
+                "label_field": label_field}
+        return cls._from_format(decl, identity, metadata)
+
+    @classmethod
+    def _from_format(cls, decl: dict[str, Any], identity: Any, metadata: Any) -> BenchmarkDataset:
+        """Rows of a format source (relative paths: the working folder); ``identity`` None tracks its files
+        (``DatasetIdentity.from_files`` of its recipe, hashed without a cache file)."""
+        from vertebrae.core.file_digests import FileDigests
+        from vertebrae.data.source_files import source_files_recipe
+        from vertebrae.data.sources import load_source
+
+        where = str(decl["type"])
+        data = load_source(decl, base_dir=Path.cwd(), where=where)
+        if identity is None:
+            recipe = source_files_recipe(decl, base_dir=Path.cwd(), where=where, digests=FileDigests(None))
+            identity = DatasetIdentity.from_files(recipe)
+        return cls._build(data.features, data.labels, identity, data.row_ids, data.features.kind, None, None, None,
+                          metadata)
 
     @classmethod
     def from_dataframe(

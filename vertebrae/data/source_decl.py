@@ -48,6 +48,11 @@ _SPECS: dict[str, dict[str, Any]] = {
         "format": None,
         "groups_column": None,
     },
+    # data as researchers hold it (vertebrae/data/source_formats.py)
+    "image_folder": {"path": _REQUIRED},
+    "hf_dataset": {"path": _REQUIRED, "split": None, "image_column": None, "text_column": None,
+                   "label_column": "label", "id_column": None},
+    "webdataset": {"path": _REQUIRED, "image_key": "jpg;jpeg;png;webp", "label_key": "cls", "label_field": None},
 }
 
 #: Source types a declaration may use.

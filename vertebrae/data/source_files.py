@@ -21,6 +21,7 @@ from typing import Any
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.data.manifest import ManifestSpec, read_manifest
+from vertebrae.data.source_formats import FORMAT_SOURCES, format_recipe
 from vertebrae.data.source_decl import _PATH_KEYS, _parse_decl, _resolve
 
 UNTRACKED_SOURCES = ("sklearn",)
@@ -50,6 +51,8 @@ def source_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: str, 
     if kind in UNTRACKED_SOURCES:
         raise ConfigError(f"{where}: a {kind!r} source reads no data file to track; declare the dataset's identity "
                           "(identity: {kind: declared, name: ..., revision: ...} or {kind: content})")
+    if kind in FORMAT_SOURCES:
+        return format_recipe(kind, opts, Path(base_dir), where, digests)
     if kind == "manifest":
         spec = ManifestSpec.from_decl(opts, base_dir=Path(base_dir), where=where)
         return {"type": kind, **manifest_recipe(spec, opts, digests)}

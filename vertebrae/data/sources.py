@@ -13,12 +13,13 @@ A source declaration is a plain dict with a ``type`` and type-specific keys (def
      "label_dtype": "str", "groups_column": None}
     {"type": "manifest", "path": ..., "text_column": None, "image_column": None, "label_column": "label",
      "id_column": None, "label_dtype": "str", "format": None, "groups_column": None}  # raw inputs, manifest.py
+    {"type": "image_folder" | "hf_dataset" | "webdataset", ...}  # data as held; see source_formats.py
 
 The ``groups_*`` key (``GROUPS_KEYS``) names each row's independence group (text or integer; a groups file like
 the labels file for ``npy`` / ``sparse_npz``): ``SourceData.groups`` holds them, ``groups_name`` the declared
 key, column or dataset (a groups file's stem), and :func:`source_groups` reads them without the features.
 
-Relative paths resolve against ``base_dir``; nothing ever scans a directory. For ``npy`` and ``sparse_npz``
+Relative paths resolve against ``base_dir``; nothing scans a directory but an ``image_folder`` or ``hf_dataset`` source. For ``npy`` and ``sparse_npz``
 the labels and ids files are either ``.npy`` arrays or, for any other suffix, UTF-8 text with one value per
 line (kept verbatim as ``str``; a trailing newline is fine, a blank line is an error naming its number).
 
@@ -57,6 +58,14 @@ from vertebrae.data.source_arrays import (
     _load_sparse_npz,
 )
 from vertebrae.data.source_checks import SourceData
+from vertebrae.data.source_formats import (
+    _count_hf_dataset,
+    _count_image_folder,
+    _count_webdataset,
+    _load_hf_dataset,
+    _load_image_folder,
+    _load_webdataset,
+)
 from vertebrae.data.source_decl import GROUPS_KEYS, SKLEARN_DATASETS, SOURCE_TYPES, _parse_decl
 from vertebrae.data.source_tables import (
     _count_csv,
@@ -171,6 +180,9 @@ _COUNTERS: dict[str, Callable[[dict[str, Any], Path, str], int]] = {
     "hdf5": _count_hdf5,
     "csv": _count_csv,
     "manifest": _count_manifest,
+    "image_folder": _count_image_folder,
+    "hf_dataset": _count_hf_dataset,
+    "webdataset": _count_webdataset,
 }
 
 _LOADERS: dict[str, Callable[[dict[str, Any], Path, str, Any], SourceData]] = {
@@ -181,6 +193,9 @@ _LOADERS: dict[str, Callable[[dict[str, Any], Path, str, Any], SourceData]] = {
     "hdf5": _load_hdf5,
     "csv": _load_csv,
     "manifest": _load_manifest,
+    "image_folder": _load_image_folder,
+    "hf_dataset": _load_hf_dataset,
+    "webdataset": _load_webdataset,
 }
 
 _GROUP_READERS: dict[str, Callable[[dict[str, Any], Path, str], list | None]] = {

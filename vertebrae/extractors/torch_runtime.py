@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.image_refs import describe, is_ref, read_image_bytes
 
 AUTOCAST_DTYPES = ("float16", "bfloat16")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -179,12 +181,12 @@ def load_image(path: str, row_id: Any) -> Any:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(read_image_bytes(path)) if is_ref(path) else path) as image:
             return image.convert("RGB")
     except FileNotFoundError:
-        raise ValidationError(f"row {row_id!r}: image file not found: {path}") from None
+        raise ValidationError(f"row {row_id!r}: image file not found: {describe(path)}") from None
     except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise ValidationError(f"row {row_id!r}: cannot decode image {path}: {exc}") from None
+        raise ValidationError(f"row {row_id!r}: cannot decode image {describe(path)}: {exc}") from None
 
 
 def file_sha256(path: str | Path) -> str:

@@ -1,0 +1,199 @@
+"""WebDataset tar shards: ``path`` is a brace pattern (``data/train-{000000..000099}.tar``) naming the shards in
+order; a sample is the run of consecutive members sharing a key (the member name up to the first ``.`` of its
+file name, as WebDataset splits it), its row id is that key.
+
+- ``image_key``: the image member's extension, alternatives separated by ``;`` (``jpg;jpeg;png;webp``: the first
+  present is taken);
+- ``label_key``: ``cls`` (an integer as text), ``txt`` (the label text) or ``json`` (with ``label_field``, the
+  field of the object holding the label); any other extension is read as text.
+
+The shards are read with :mod:`tarfile`, not the ``webdataset`` library: a row must stay addressable on its own
+(a reference to its member's bytes by offset, :mod:`vertebrae.core.image_refs`) so an embedding job reads, and a
+DataLoader worker decodes, only its rows, whereas ``webdataset`` streams whole shards in order (and importing it
+imports torch). The headers of every shard are scanned to count rows (cheap: one 512-byte header per member);
+the labels and images are read only from the shards that hold the requested rows. Compressed shards
+(``.tar.gz``) cannot be addressed by offset and are refused.
+
+Problems name the shard and the sample key: a shard missing, a sample without its image or label member, a label
+that does not parse; an image that does not decode is refused when an extractor reads it, naming the row (the
+key) and the shard.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import re
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.file_digests import FileDigests
+from vertebrae.core.image_refs import tar_ref
+from vertebrae.core.inputs import RawInputs
+
+LABEL_KEYS = ("cls", "txt", "json")
+_KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's base_plus_ext
+_INDEX: dict[tuple[str, int, int], list[tuple[str, dict[str, tuple[int, int]]]]] = {}
+
+
+@dataclass(frozen=True)
+class WDSRows:
+    inputs: RawInputs
+    labels: list
+    row_ids: list
+
+
+@dataclass(frozen=True)
+class WebDatasetSpec:
+    pattern: str
+    shards: tuple[Path, ...]
+    image_key: str = "jpg;jpeg;png;webp"
+    label_key: str = "cls"
+    label_field: str | None = None
+    where: str = "webdataset"
+
+    @classmethod
+    def from_decl(cls, opts: Mapping[str, Any], *, base_dir: Path, where: str) -> WebDatasetSpec:
+        from braceexpand import braceexpand
+
+        pattern = str(opts["path"])
+        shards = []
+        for name in braceexpand(pattern):
+            path = Path(name)
+            shards.append(path if path.is_absolute() else Path(base_dir) / path)
+        missing = [str(p) for p in shards if not p.is_file()]
+        if missing:
+            raise ConfigError(f"{where}.path: {len(missing)} of {len(shards)} shard(s) of {pattern!r} not found: "
+                              f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+        for path in shards:
+            if path.suffix.lower() != ".tar":
+                raise ConfigError(f"{where}.path: shard {path} is not an uncompressed .tar file (members are read by "
+                                  "offset, which a compressed shard does not allow)")
+        label_key = opts.get("label_key", "cls")
+        if label_key == "json" and not opts.get("label_field"):
+            raise ConfigError(f"{where}.label_field: required with label_key 'json' (the field holding the label)")
+        return cls(pattern, tuple(shards), opts.get("image_key", "jpg;jpeg;png;webp"), label_key,
+                   opts.get("label_field"), where)
+
+    @property
+    def image_keys(self) -> tuple[str, ...]:
+        return tuple(k.strip().lower() for k in self.image_key.split(";") if k.strip())
+
+
+def shard_index(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
+    """``[(key, {extension: (data offset, size)})]`` of a shard's samples in member order (headers only; cached
+    per path, size and mtime for this process)."""
+    st = path.stat()
+    cache_key = (str(path), st.st_size, st.st_mtime_ns)
+    if cache_key in _INDEX:
+        return _INDEX[cache_key]
+    samples: list[tuple[str, dict[str, tuple[int, int]]]] = []
+    try:
+        with tarfile.open(path, "r:") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                match = _KEY.match(member.name)
+                if match is None:
+                    continue  # a file without an extension is no sample member (WebDataset skips it too)
+                key, ext = match.group(1), match.group(2).lower()
+                if samples and samples[-1][0] == key:
+                    samples[-1][1][ext] = (member.offset_data, member.size)
+                else:
+                    samples.append((key, {ext: (member.offset_data, member.size)}))
+    except (tarfile.TarError, OSError) as exc:
+        raise ValidationError(f"shard {path} is not a readable tar file: {exc}") from None
+    _INDEX[cache_key] = samples
+    return samples
+
+
+def shard_counts(spec: WebDatasetSpec) -> list[int]:
+    return [len(shard_index(path)) for path in spec.shards]
+
+
+def _image_member(spec: WebDatasetSpec, path: Path, key: str, members: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
+    for ext in spec.image_keys:
+        if ext in members:
+            return members[ext]
+    raise ValidationError(f"shard {path}, sample {key!r}: no image member ({spec.image_key!r}); its members: "
+                          f"{', '.join(sorted(members))}")
+
+
+def _label(spec: WebDatasetSpec, path: Path, handle: Any, key: str, members: Mapping[str, tuple[int, int]]) -> Any:
+    if spec.label_key not in members:
+        raise ValidationError(f"shard {path}, sample {key!r}: no label member ({key}.{spec.label_key}); its members: "
+                              f"{', '.join(sorted(members))}")
+    offset, size = members[spec.label_key]
+    handle.seek(offset)
+    name = f"shard {path}, member {key}.{spec.label_key}"
+    try:
+        text = handle.read(size).decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ValidationError(f"{name}: the label is not UTF-8 text") from None
+    if spec.label_key == "cls":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValidationError(f"{name}: class {text!r} is not an integer") from None
+    if spec.label_key == "json":
+        try:
+            value = json.loads(text)[spec.label_field]
+        except (ValueError, KeyError, TypeError):
+            raise ValidationError(f"{name}: not a JSON object with a {spec.label_field!r} field") from None
+        if value is None or isinstance(value, (dict, list)):
+            raise ValidationError(f"{name}: label field {spec.label_field!r} holds {value!r}, not a class")
+        return value
+    if not text:
+        raise ValidationError(f"{name}: empty label")
+    return text
+
+
+def read_wds_rows(spec: WebDatasetSpec, rows: Any = None) -> WDSRows:
+    """All samples, or samples ``start:stop`` (only the shards holding them are read past their headers)."""
+    counts = shard_counts(spec)
+    n = sum(counts)
+    start, stop = (0, n) if rows is None else (operator.index(rows[0]), operator.index(rows[1]))
+    if not 0 <= start <= stop <= n:
+        raise ValidationError(f"{spec.where}: rows=({start}, {stop}) out of range for {spec.pattern!r} with {n} samples")
+    values, labels, ids = [], [], []
+    offset = 0
+    for path, count in zip(spec.shards, counts):
+        lo, hi = max(start - offset, 0), min(stop - offset, count)
+        if lo < hi:
+            name = os.fspath(path)
+            with open(path, "rb") as handle:
+                for key, members in shard_index(path)[lo:hi]:
+                    data_offset, size = _image_member(spec, path, key, members)
+                    values.append(tar_ref(name, data_offset, size))
+                    labels.append(_label(spec, path, handle, key, members))
+                    ids.append(key)
+        offset += count
+    return WDSRows(RawInputs("image", tuple(values), tuple(ids)), labels, ids)
+
+
+def check_first_shard(spec: WebDatasetSpec) -> None:
+    """``vertebrae validate``'s look: the first shard holds samples, each with its image and label member."""
+    first = spec.shards[0]
+    samples = shard_index(first)
+    if not samples:
+        raise ValidationError(f"shard {first} holds no sample")
+    for key, members in samples:
+        _image_member(spec, first, key, members)
+        if spec.label_key not in members:
+            raise ValidationError(f"shard {first}, sample {key!r}: no label member ({key}.{spec.label_key}); its "
+                                  f"members: {', '.join(sorted(members))}")
+
+
+def wds_recipe(spec: WebDatasetSpec, options: Mapping[str, Any], digests: FileDigests) -> dict[str, Any]:
+    """The ``files`` identity recipe: the options and the SHA-256 of every shard, in order."""
+    return {**{k: v for k, v in options.items() if k != "path"},
+            "shards": [digests.digest(path) for path in spec.shards]}
+
+
+__all__ = ["LABEL_KEYS", "WDSRows", "WebDatasetSpec", "check_first_shard", "read_wds_rows", "shard_counts",
+           "shard_index", "wds_recipe"]
