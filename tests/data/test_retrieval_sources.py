@@ -118,5 +118,5 @@ def test_a_key_of_another_source_type_is_refused_naming_its_types(tmp_path):
     from vertebrae.data.sources import source_row_count
 
     with pytest.raises(ConfigError, match=r"s\.path: unknown key for a 'sklearn' source \(a key of source type\(s\) npz, "
-                                          r"npy, sparse_npz, hdf5, csv, manifest, which a 'sklearn' source would ignore\)"):
+                                          r"npy, sparse_npz, hdf5, csv, manifest, image_folder, hf_dataset, webdataset, which a 'sklearn' source would ignore\)"):
         source_row_count({"type": "sklearn", "name": "iris", "path": "x.npz"}, base_dir=tmp_path, where="s")
