@@ -79,3 +79,33 @@ def test_verify_command_exit_status(iris_report, tmp_path, capsys):
     assert f"bad: {path}" in captured.out and "corrupt or stale" in captured.err
     assert main(["verify", "--repair", str(tmp_path / "results")]) == 0
     assert not os.path.exists(path) and any(".corrupt-" in n for n in os.listdir(os.path.dirname(path)))
+
+
+def test_verify_reads_fanned_out_partials_in_their_own_format(tmp_path):
+    """Issue 32, item 2: a partial lies at ``retrieval/partials/<merge fp>/<fp>.h5``; verify read it as an embedding
+    and called every partial of a clean run corrupt (so ``--repair`` looped forever). Clean partials verify; a
+    flipped byte, or a partial saved under another's fingerprint, is found."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from vertebrae.scoring.retrieval import RetrievalConfig
+    from vertebrae.stages.retrieval_fanout import score_retrieval_partial
+
+    rng = np.random.default_rng(0)
+    Q, G = rng.normal(size=(4, 3)), rng.normal(size=(6, 3))
+    relevance = sp.csr_matrix((np.ones(4), (range(4), [0, 2, 4, 5])), shape=(4, 6))
+    folder = tmp_path / "results" / "retrieval" / "partials" / "0123456789abcdef"
+    folder.mkdir(parents=True)
+    paths = []
+    for fp, rows in (("00000000000000aa", (0, 3)), ("00000000000000bb", (3, 6))):
+        part = score_retrieval_partial(Q, G, relevance, query_rows=(0, 4), gallery_rows=rows, config=RetrievalConfig())
+        part.save(folder / f"{fp}.h5", fingerprint=fp)
+        paths.append(folder / f"{fp}.h5")
+    assert verify(tmp_path / "results") == []
+    os.replace(paths[1], folder / "00000000000000cc.h5")  # a partial under a name (fingerprint) not its own
+    data = bytearray(paths[0].read_bytes())
+    data[-100] ^= 0xFF
+    paths[0].write_bytes(bytes(data))
+    found = {os.path.basename(path): problem for path, problem in verify(tmp_path / "results")}
+    assert sorted(found) == ["00000000000000aa.h5", "00000000000000cc.h5"], found
+    assert "stale" in found["00000000000000cc.h5"] and "embedding" not in " ".join(found.values())

@@ -196,7 +196,8 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
         check_summary(path)
         return
     fp = _path_fp(path)
-    if path.suffix == ".h5" and path.parent.name == "partials":  # a retrieval partial score (its own format)
+    if path.suffix == ".h5" and "partials" in (path.parent.name, path.parent.parent.name):
+        # a retrieval partial score (its own format), ``partials/<merge fp>/<fp>.h5``
         from vertebrae.stages.retrieval_fanout import FanoutPartial
 
         FanoutPartial.load(path, fingerprint=fp)

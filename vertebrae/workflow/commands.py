@@ -64,8 +64,9 @@ def _config_file(config: str | Path) -> Path:
 
 
 def run_workflow(config: str | Path, snakemake_args: Sequence[str] = ()) -> int:
-    """``vertebrae run``: Snakemake's exit status."""
-    _config_file(config)
+    """``vertebrae run``: Snakemake's exit status; the config is read as data first (``load_config_file``: no YTE,
+    bounded aliases) so that Snakemake never sees a file vertebrae refuses."""
+    load_config_file(_config_file(config))
     return subprocess.call(snakemake_command(config, *snakemake_args))
 
 
