@@ -123,6 +123,23 @@ def dependents(path: str | Path) -> list[Path]:
     return list(found)
 
 
+def quarantine_refused(path: str | Path, *, always: bool = False) -> list[tuple[str, str]]:
+    """:func:`quarantine` for a stale or foreign input a job refused (``StaleArtifactError``): it moves when it lies
+    in a results tree and is not what its own path names (verify's check), or ``always`` (built from other inputs
+    than those now in place); a valid artifact given to the wrong job, or a user's own file, stays."""
+    path = Path(path)
+    root = _results_root(path)
+    if root is None or not path.is_file():
+        return []
+    if not always:
+        try:
+            _check(path, _specs(root))
+            return []
+        except (ArtifactError, VertebraeError):
+            pass
+    return quarantine(path)
+
+
 def quarantine(path: str | Path) -> list[tuple[str, str]]:
     """Move ``path`` and every artifact built from it aside; return ``(old, new)`` pairs, ``path`` first."""
     moved = []
@@ -258,4 +275,4 @@ def run_verify(results_dir: str | Path = "results", repair: bool = False) -> Non
                                 "again to rebuild them" if bad else "every artifact verifies"))
 
 
-__all__ = ["check_report", "dependents", "describe_quarantine", "quarantine", "run_figures", "run_verify", "verify"]
+__all__ = ["check_report", "dependents", "describe_quarantine", "quarantine", "quarantine_refused", "run_figures", "run_verify", "verify"]
