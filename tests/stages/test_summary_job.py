@@ -12,6 +12,7 @@ from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, OverlapScori
 from vertebrae.cli import main
 from vertebrae.extractors import PrecomputedExtractor, SklearnExtractor
 from vertebrae.reports.summary import check_summary
+from vertebrae.results.base import with_content_hash
 from vertebrae.stages.verify import verify
 
 
@@ -23,7 +24,7 @@ def iris_report() -> dict:
     dataset = BenchmarkDataset.from_arrays(X, y, identity=DatasetIdentity.declared("iris", "1"))
     result = Benchmark(dataset, [PrecomputedExtractor("raw"), SklearnExtractor("pca1", PCA(1), cache_identity="pca1")],
                        scoring_config=OverlapScoringConfig(k=3), seed=0, name="iris").run()
-    return json.loads(json.dumps(result.to_dict()))
+    return with_content_hash(json.loads(json.dumps(result.to_dict())))  # as report.json holds it
 
 
 def _outputs(results):

@@ -38,12 +38,52 @@ def _results_root(path: Path) -> Path | None:
     return None
 
 
+_PAGES = ("ranking", "detail", "comparison", "warnings")  # reports.html_items.ITEMS
+_TEXTS = {"report.md", *(f"{item}.html" for item in _PAGES), "summary.csv", "summary.md"}
+
+
 def _files(root: Path) -> Iterator[Path]:
-    """Artifact files under ``root``: no temporary, hidden or moved-aside files."""
+    """Artifact files under ``root`` (and the text items made from them: report.md, the HTML pages, the summary's
+    CSV and Markdown): no temporary, hidden or moved-aside files."""
     for path in sorted(root.rglob("*")):
-        if path.is_file() and path.suffix in _ARTIFACT_SUFFIXES and not any(p.startswith(".") for p in path.relative_to(root).parts) \
-                and ".corrupt-" not in path.name:
+        if path.is_file() and (path.suffix in _ARTIFACT_SUFFIXES or path.name in _TEXTS) \
+                and not any(p.startswith(".") for p in path.relative_to(root).parts) and ".corrupt-" not in path.name:
             yield path
+
+
+def _expected_text(path: Path) -> str | None:
+    """What a text item must hold: report.md the rendering of its verified report.json, an HTML page its item of
+    that rendering, summary.csv / summary.md the rendering of the verified summary.json; None for other files."""
+    folder = path.parent
+    if folder.parent.name == "reports" and (path.name == "report.md" or path.stem in _PAGES):
+        document = check_report(folder / "report.json")
+        report = _report_class(document["schema"]).from_dict(document)
+        markdown = report.RENDER(report)
+        if path.name == "report.md":
+            return markdown
+        from vertebrae.reports.html_items import page, report_items
+
+        return page(report_items(markdown, benchmark=folder.name)[path.stem], benchmark=folder.name, item=path.stem)
+    if path.name in ("summary.csv", "summary.md") and folder.name == "summary":
+        from vertebrae.reports.summary import summary_csv, summary_markdown
+
+        summary = check_summary(folder / "summary.json")
+        return (summary_csv if path.suffix == ".csv" else summary_markdown)(summary)
+    return None
+
+
+def _check_text(path: Path) -> None:
+    """A text item equals what its verified source gives (:func:`_expected_text`); CorruptArtifactError if not."""
+    try:
+        expected = _expected_text(path)
+    except (OSError, ArtifactError, VertebraeError) as exc:
+        raise CorruptArtifactError(f"{path}: its source does not verify ({exc})", str(path)) from None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptArtifactError(f"{path}: unreadable ({exc})", str(path)) from None
+    if expected is not None and text != expected:
+        raise CorruptArtifactError(f"{path}: edited: it differs from what its source gives", str(path))
 
 
 def _path_fp(path: Path) -> str | None:
@@ -161,12 +201,23 @@ def describe_quarantine(moved: list[tuple[str, str]]) -> str:
     return text + ": run the workflow again to rebuild them"
 
 
-def check_report(path: str | Path) -> dict[str, Any]:
-    """A report.json verified like an artifact: valid JSON, parsed by its protocol's strict result class, and
-    serialising back to the same document; return it. Raises CorruptArtifactError naming the path."""
+def _report_classes() -> dict[str, type]:
     from vertebrae.results import BenchmarkResult
     from vertebrae.results.retrieval import RetrievalBenchmarkResult
     from vertebrae.results.zero_shot import ZeroShotBenchmarkResult
+
+    return {cls.SCHEMA: cls for cls in (BenchmarkResult, RetrievalBenchmarkResult, ZeroShotBenchmarkResult)}
+
+
+def _report_class(schema: str) -> type:
+    return _report_classes()[schema]
+
+
+def check_report(path: str | Path) -> dict[str, Any]:
+    """A report.json verified like an artifact: valid JSON whose ``content_hash`` matches its other keys (a hand-edited
+    number is refused), parsed by its protocol's strict result class, and serialising back to the same document;
+    return it (without the hash). Raises CorruptArtifactError naming the path."""
+    from vertebrae.results.base import CONTENT_HASH_KEY, report_content_hash
 
     path = str(path)
     try:
@@ -176,7 +227,11 @@ def check_report(path: str | Path) -> dict[str, Any]:
         raise ArtifactError(f"report {path}: file not found") from None
     except (OSError, ValueError) as exc:
         raise CorruptArtifactError(f"report {path}: not valid JSON ({exc})", path) from None
-    classes = {cls.SCHEMA: cls for cls in (BenchmarkResult, RetrievalBenchmarkResult, ZeroShotBenchmarkResult)}
+    if not isinstance(document, dict) or CONTENT_HASH_KEY not in document:
+        raise CorruptArtifactError(f"report {path}: no {CONTENT_HASH_KEY}: not a report.json vertebrae wrote", path)
+    if document.pop(CONTENT_HASH_KEY) != report_content_hash(document):
+        raise CorruptArtifactError(f"report {path}: content hash mismatch: edited since it was written", path)
+    classes = _report_classes()
     schema = document.get("schema") if isinstance(document, dict) else None
     if schema not in classes:
         raise CorruptArtifactError(f"report {path}: unknown report schema {schema!r}, expected one of "
@@ -211,6 +266,9 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
         return
     if path.name == "summary.json" and path.parent.name == "summary":  # the cross-benchmark summary: no manifest
         check_summary(path)
+        return
+    if path.name in _TEXTS:
+        _check_text(path)
         return
     fp = _path_fp(path)
     if path.suffix == ".h5" and "partials" in (path.parent.name, path.parent.parent.name):
