@@ -164,3 +164,27 @@ def test_verify_checks_the_text_items_against_their_verified_sources(iris_report
     found = verify(tmp_path / "results", repair=True)
     assert [bad for bad, _ in found] == [str(path)] and "edited" in found[0][1]
     assert not path.exists() and verify(tmp_path / "results") == []
+
+
+def test_a_plan_whose_declaration_does_not_hash_to_its_fingerprint_is_refused(tmp_path, monkeypatch):
+    """Issue 32, item 2: a plan artifact re-written with another recipe under its old fingerprint (its manifest
+    re-hashed, so it reads cleanly) is refused before a job builds from it, found by verify, and moved aside."""
+    from vertebrae.core.artifacts import write_json_artifact
+    from vertebrae.stages.plan import load_plan, run_plan
+    from vertebrae.workflow import plan
+
+    from workflow_support import USER_CONFIG
+
+    monkeypatch.chdir(tmp_path)
+    planned = plan(USER_CONFIG)
+    spec = planned.spec(planned.fingerprints("score")[0])
+    path = f"results/plans/{spec['fingerprint']}.json"
+    run_plan(spec=json.dumps(spec), output=path)
+    assert load_plan(path, "score") == json.loads(json.dumps(spec)) and verify("results") == []
+    forged = json.loads(json.dumps(spec))
+    forged["recipe"]["seed"] = 1 + int(forged["recipe"].get("seed") or 0)
+    write_json_artifact(path, "plan", forged, fingerprint=spec["fingerprint"], recipe=forged["recipe"])
+    with pytest.raises(CorruptArtifactError, match="declaration does not hash to its fingerprint") as info:
+        load_plan(path, "score")
+    assert info.value.path == path
+    assert [bad for bad, _ in verify("results", repair=True)] == [path] and not os.path.exists(path)

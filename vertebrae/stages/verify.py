@@ -259,7 +259,7 @@ def run_figures(report_path: str | Path, ranking_path: str | Path, detail_path: 
 
 def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
     """Verify one artifact; ArtifactError (stale, or CorruptArtifactError) when it is bad."""
-    from vertebrae.stages.plan import shard_fingerprint
+    from vertebrae.stages.plan import check_plan_recipe, shard_fingerprint
 
     if path.name == "report.json" and path.parent.parent.name == "reports":
         check_report(path)
@@ -291,7 +291,9 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
                 kind = (json.load(handle).get("manifest") or {}).get("kind")
         except (OSError, ValueError, AttributeError) as exc:
             raise CorruptArtifactError(f"artifact {path}: not a JSON artifact ({exc})", str(path)) from None
-        read_json_artifact(path, str(kind), fingerprint=None)
+        payload = read_json_artifact(path, str(kind), fingerprint=None)
+        if kind == "plan":
+            check_plan_recipe(path, payload)
         with open(path, encoding="utf-8") as handle:
             manifest = json.load(handle)["manifest"]
         expected = {fp}
