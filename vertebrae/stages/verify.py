@@ -3,13 +3,16 @@ from them) aside so that the next ``snakemake`` rebuilds exactly those.
 
 An artifact is checked as its reader checks it (schema, structure, content hash; ``core.artifacts``) and against
 the fingerprint its path names (``<fp>.json``, ``<fp>.h5``, ``<fp>/shard-i-of-n.h5``, ``<fp>/<side>.h5``): a
-mismatch there is *stale*. A ``report.json`` must parse through its result class's strict ``from_dict`` and
-serialise back to the same document (a hand-edited ranking, score or key is refused).
+mismatch there is *stale*. A retrieval partial (``partials/<merge fp>/<fp>.h5``) is read in its own format, a plan
+must declare the recipe its fingerprint hashes. A ``report.json`` must match its ``content_hash`` and parse through
+its result class's strict ``from_dict`` back to the same document (a hand-edited ranking, score or key is refused);
+report.md, the HTML pages and the summary's CSV and Markdown must equal what their verified sources give.
 
 Moving aside renames a file to ``<name>.corrupt-<UTC time>`` next to it (``core.artifacts.move_aside``). Snakemake
 does not rebuild a missing intermediate while the reports built from it exist, so every artifact that depends on a
 moved one (found through the job specs under ``results/**/plans/``) moves aside with it, up to the reports. The CLI
-does the same when a job refuses a corrupt input (``quarantine``).
+does the same when a job refuses a corrupt input (``quarantine``), or a stale or foreign one that is not what its
+own path names (``quarantine_refused``).
 """
 
 from __future__ import annotations
