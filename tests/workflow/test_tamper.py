@@ -6,6 +6,7 @@ writes, a single tampering (a changed number, a swapped file, a foreign partial,
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -57,11 +58,13 @@ def _first(workdir: Path, pattern: str, index: int = 0) -> Path:
 
 
 def _edit_json(path: Path) -> None:
-    """Change one number inside the JSON (the first digit after a decimal point): the bytes stay valid JSON."""
+    """Change one number (a digit after a decimal point, else any digit) in the payload of a JSON artifact, or in
+    the document when it has none: the bytes stay valid JSON."""
     text = path.read_text(encoding="utf-8")
-    at = text.index(".", text.index("0."))
-    digit = text[at + 1]
-    path.write_text(text[:at + 1] + ("1" if digit != "1" else "2") + text[at + 2:], encoding="utf-8")
+    start = text.find('"payload"') + 1
+    found = re.compile(r"\d\.(\d)").search(text, start) or re.compile(r"(\d)").search(text, start)
+    at = found.start(1)
+    path.write_text(text[:at] + ("8" if text[at] == "9" else str(int(text[at]) + 1)) + text[at + 1:], encoding="utf-8")
 
 
 def _edit_h5(path: Path) -> None:

@@ -70,9 +70,25 @@ def _expected_text(path: Path) -> str | None:
     if path.name in ("summary.csv", "summary.md") and folder.name == "summary":
         from vertebrae.reports.summary import summary_csv, summary_markdown
 
+        _check_summary_json(folder / "summary.json")
         summary = check_summary(folder / "summary.json")
         return (summary_csv if path.suffix == ".csv" else summary_markdown)(summary)
     return None
+
+
+def _check_summary_json(path: Path) -> None:
+    """summary.json reads back (``check_summary``) and is the summary of the reports it names, where those verify
+    (a bad report is reported itself); CorruptArtifactError if it is not."""
+    from vertebrae.reports.summary import build_summary
+
+    summary = check_summary(path)
+    workdir = path.parent.parent.parent  # <workdir>/results/summary/summary.json; report paths are relative to it
+    try:
+        rebuilt = build_summary([(c.report, check_report(workdir / c.report)) for c in summary.benchmarks])
+    except (OSError, ArtifactError, VertebraeError):
+        return
+    if rebuilt.to_dict() != summary.to_dict():
+        raise CorruptArtifactError(f"summary {path}: edited: it is not the summary of the reports it names", str(path))
 
 
 def _check_text(path: Path) -> None:
@@ -269,7 +285,7 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
         check_report(path)
         return
     if path.name == "summary.json" and path.parent.name == "summary":  # the cross-benchmark summary: no manifest
-        check_summary(path)
+        _check_summary_json(path)
         return
     if path.name in _TEXTS:
         _check_text(path)
