@@ -4,8 +4,8 @@ Each subcommand names the job function it runs (``module:function``, imported on
 ``vertebrae --help`` and the scoring subcommands import no model library) and the arguments it takes; an argument's
 ``dest`` is the function's parameter. Errors vertebrae raises on purpose are printed as one line
 (``vertebrae: error: ...``) with exit status 2; when a job refuses a corrupt input artifact, that file and everything
-built from it are moved aside first (``vertebrae.stages.verify.quarantine``) and the message says where, so that
-the next run rebuilds them. Besides the job subcommands the workflow calls, four take a user's config file directly:
+built from it are moved aside first (``vertebrae.stages.verify.quarantine``; a stale or foreign one of a results
+tree too) and the message says where, so that the next run rebuilds them. Besides the job subcommands the workflow calls, four take a user's config file directly:
 ``vertebrae run CONFIG [snakemake args...]`` (exit status: Snakemake's), ``vertebrae validate CONFIG``,
 ``vertebrae status CONFIG`` and ``vertebrae show CONFIG [BENCHMARK]``; ``vertebrae eval`` builds such a config from
 ``--data`` / ``--model`` specs and runs it.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vertebrae import __version__
-from vertebrae.core.errors import CorruptArtifactError, VertebraeError
+from vertebrae.core.errors import CorruptArtifactError, StaleArtifactError, VertebraeError
 
 
 @dataclass(frozen=True)
@@ -259,10 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args)
-    except CorruptArtifactError as exc:
-        from vertebrae.stages.verify import describe_quarantine, quarantine
+    except (CorruptArtifactError, StaleArtifactError) as exc:
+        from vertebrae.stages.verify import describe_quarantine, quarantine, quarantine_refused
 
-        print(f"vertebrae: error: {exc}{describe_quarantine(quarantine(exc.path))}", file=sys.stderr)
+        moved = (quarantine_refused(exc.path, always=exc.always_move) if isinstance(exc, StaleArtifactError)
+                 else quarantine(exc.path))
+        print(f"vertebrae: error: {exc}{describe_quarantine(moved)}", file=sys.stderr)
         return 2
     except VertebraeError as exc:
         print(f"vertebrae: error: {exc}", file=sys.stderr)

@@ -166,7 +166,8 @@ def test_save_json_and_markdown(ranked_run, tmp_path):
     os.makedirs(json_path.parent)
     result.save_json(json_path)
     result.save_markdown(md_path)
-    assert json.loads(json_path.read_text(encoding="utf-8")) == json.loads(json.dumps(result.to_dict()))
+    saved = json.loads(json_path.read_text(encoding="utf-8"))
+    assert saved.pop("content_hash") and saved == json.loads(json.dumps(result.to_dict()))
     text = md_path.read_text(encoding="utf-8")
     assert "## Ranking" in text
     ranking = text.split("## Ranking", 1)[1].split("##", 1)[0]

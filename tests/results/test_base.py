@@ -11,7 +11,7 @@ import pytest
 
 from vertebrae.core.errors import ArtifactError
 from vertebrae.results import BenchmarkResult
-from vertebrae.results.base import COHORT_TOLERANCE, CohortReport, compression_method
+from vertebrae.results.base import COHORT_TOLERANCE, CohortReport, compression_method, with_content_hash
 from vertebrae.results.retrieval import RetrievalBenchmarkResult
 from vertebrae.results.zero_shot import ZeroShotBenchmarkResult
 
@@ -105,7 +105,7 @@ def test_save_json_and_markdown_write_the_dict_and_the_renderer_text(tmp_path):
     result = _toy(0.1, 0.3)
     result.save_json(tmp_path / "report.json")
     result.save_markdown(tmp_path / "report.md")
-    assert json.loads((tmp_path / "report.json").read_text()) == result.to_dict()
+    assert json.loads((tmp_path / "report.json").read_text()) == with_content_hash(result.to_dict())  # + its hash
     assert (tmp_path / "report.md").read_text() == "# c1, c0\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]  # no temporary left behind
 

@@ -106,7 +106,7 @@ def test_the_chain_by_hand_equals_the_in_process_benchmark(workdir):
     expected = benchmarks_from_config(CONFIG)["toy"].run().to_dict()
     for result in expected["extractor_results"]:
         assert set(result["metadata"].pop("timings")) == {"embed_s", "score_s"}
-    assert written == expected
+    assert len(written.pop("content_hash")) == 64 and written == expected  # report.json carries its hash
     assert [r["name"] for r in written["extractor_results"]] == ["raw", "pca3"]
     assert written["metadata"]["seed"] == 3
     assert written["dataset_summary"]["n_rows"] == 120
@@ -287,7 +287,7 @@ def test_the_chain_with_compression_and_a_custom_metric_equals_the_in_process_be
     expected = benchmarks_from_config(COMPRESSED_CONFIG)["toy"].run().to_dict()
     for result in expected["extractor_results"]:
         assert set(result["metadata"].pop("timings")) == {"embed_s", "score_s"}
-    assert written == expected
+    assert len(written.pop("content_hash")) == 64 and written == expected  # report.json carries its hash
     assert [r["name"] for r in written["extractor_results"]] == ["raw", "raw[pca_3]", "pca3", "pca3[pca_3]"]
     widths = {r["name"]: r["metrics"]["embedding_width"]["score"] for r in written["extractor_results"]}
     assert widths == {"raw": 6.0, "raw[pca_3]": 3.0, "pca3": 3.0, "pca3[pca_3]": 3.0}

@@ -8,8 +8,10 @@ and recipe are the same. Bad splits and missing, stale, foreign or duplicated pa
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import time
 
 import h5py
@@ -426,3 +428,29 @@ def test_relevance_rows_give_back_each_directions_eligible_and_excluded_rows():
     assert split_relevance_rows(relevance_rows(eligible, None), False, "rows.h5")[1] is None
     with pytest.raises(CorruptArtifactError, match="rows.h5: relevance rows hold values other than"):
         split_relevance_rows(sp.csr_matrix(np.array([[0.5, -0.5]])), True, "rows.h5")
+
+
+def test_a_refused_foreign_partial_moves_aside_where_its_path_names_another(tmp_path, monkeypatch, capsys):
+    """Issue 32, item 2: another candidate's partial copied over one of ours is refused and moved aside (with what
+    was built from it), so a plain rerun rebuilds it; the same partial given from its own path is refused, not moved."""
+    monkeypatch.chdir(tmp_path)
+    _write_data()
+    p = plan(_config("cosine", bidirectional=False))
+    _embed_and_score(p)
+    raw, compressed = p.fingerprints("score-retrieval")
+    _, paths, merge_plan = _run_fanout(p.spec(raw), (2, 2), "raw")
+    _, other_paths, _ = _run_fanout(p.spec(compressed), (2, 2), "compressed")
+    protocol = p.spec(raw)["protocol"]["path"]
+
+    def merge(*files):
+        return main(["merge-retrieval-partials", "--plan-json", merge_plan, "--protocol", protocol, "--output",
+                     "x.json", *map(str, files)])
+
+    assert merge(other_paths[0], *paths[1:]) == 2  # a valid partial at its own path, given to the wrong merge
+    assert os.path.exists(other_paths[0]) and "moved it aside" not in capsys.readouterr().err
+    shutil.copyfile(other_paths[0], paths[0])  # a foreign partial where one of ours belongs
+    assert merge(*paths) == 2
+    err = capsys.readouterr().err
+    assert f"artifact {paths[0]}: stale or foreign retrieval partial" in err and "moved it aside to" in err
+    assert not os.path.exists(paths[0]) and glob.glob(glob.escape(str(paths[0])) + ".corrupt-*")
+    assert all(os.path.exists(path) for path in [*paths[1:], *other_paths])

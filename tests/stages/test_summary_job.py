@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from sklearn.datasets import load_iris
@@ -12,6 +13,7 @@ from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, OverlapScori
 from vertebrae.cli import main
 from vertebrae.extractors import PrecomputedExtractor, SklearnExtractor
 from vertebrae.reports.summary import check_summary
+from vertebrae.results.base import with_content_hash
 from vertebrae.stages.verify import verify
 
 
@@ -23,7 +25,7 @@ def iris_report() -> dict:
     dataset = BenchmarkDataset.from_arrays(X, y, identity=DatasetIdentity.declared("iris", "1"))
     result = Benchmark(dataset, [PrecomputedExtractor("raw"), SklearnExtractor("pca1", PCA(1), cache_identity="pca1")],
                        scoring_config=OverlapScoringConfig(k=3), seed=0, name="iris").run()
-    return json.loads(json.dumps(result.to_dict()))
+    return with_content_hash(json.loads(json.dumps(result.to_dict())))  # as report.json holds it
 
 
 def _outputs(results):
@@ -79,3 +81,28 @@ def test_an_edited_summary_fails_verify(iris_report, tmp_path):
     document["note"] = "hand-written"
     path.write_text(json.dumps(document), encoding="utf-8")
     assert [bad for bad, _ in verify(results)] == [str(path)]
+
+
+def test_a_summary_with_an_edited_score_is_not_the_summary_of_its_reports(iris_report, tmp_path, monkeypatch):
+    """Issue 32, item 2: a score edited in summary.json round-trips through its schema; verify rebuilds the summary
+    from the verified reports it names and finds the edit."""
+    monkeypatch.chdir(tmp_path)
+    report = Path("results/reports/iris/report.json")
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps(iris_report), encoding="utf-8")
+    assert _summary(Path("results"), report) == 0 and verify("results") == []
+    path = Path("results/summary/summary.json")
+    document = json.loads(path.read_text(encoding="utf-8"))
+    text = json.dumps(document)
+    edited = json.loads(text.replace(repr(iris_report["extractor_results"][0]["primary_score"]),
+                                     repr(iris_report["extractor_results"][0]["primary_score"] + 1e-4), 1))
+    assert edited != document and check_summary_roundtrips(edited)
+    path.write_text(json.dumps(edited), encoding="utf-8")
+    assert [(bad, "not the summary of the reports" in problem) for bad, problem in verify("results")] == \
+        [(str(path), True)]
+
+
+def check_summary_roundtrips(document) -> bool:
+    from vertebrae.reports.summary import Summary
+
+    return Summary.from_dict(document).to_dict() == document

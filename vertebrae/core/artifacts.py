@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
+from vertebrae.core.errors import ArtifactError, CorruptArtifactError, StaleArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS, canonical_json, sha256_hex, to_json_value
 
 if TYPE_CHECKING:
@@ -67,9 +67,9 @@ def _fail(path: str, message: str) -> CorruptArtifactError:
     return CorruptArtifactError(f"artifact {path}: {message}", path)
 
 
-def _refuse(path: str, message: str) -> ArtifactError:
-    """The file at ``path`` is missing, stale or of another kind (not corrupt: it is left in place)."""
-    return ArtifactError(f"artifact {path}: {message}")
+def _stale(path: str, message: str) -> StaleArtifactError:
+    """The file at ``path`` is stale or of another kind: readable, but not the input asked for."""
+    return StaleArtifactError(f"artifact {path}: {message}", path)
 
 
 def _missing(path: str) -> ArtifactError:
@@ -77,9 +77,9 @@ def _missing(path: str) -> ArtifactError:
     import glob
     aside = sorted(glob.glob(glob.escape(path) + ".corrupt-*"))
     if aside:
-        return _refuse(path, f"file not found: it was moved aside as corrupt (to {aside[-1]}); run the workflow "
-                             "again to rebuild it")
-    return _refuse(path, "file not found")
+        return ArtifactError(f"artifact {path}: file not found: it was moved aside as corrupt (to {aside[-1]}); run "
+                             "the workflow again to rebuild it")
+    return ArtifactError(f"artifact {path}: file not found")
 
 
 def move_aside(path: str | os.PathLike) -> str:
@@ -102,10 +102,10 @@ def _check_manifest(path: str, manifest: Any, schema: str, fingerprint: str | No
     if "schema" not in manifest:
         raise _fail(path, f"manifest has no schema, expected {schema!r}")
     if manifest["schema"] != schema:  # another known kind is a valid artifact given in the wrong place
-        error = _refuse if manifest["schema"] in SCHEMAS.values() else _fail
+        error = _stale if manifest["schema"] in SCHEMAS.values() else _fail
         raise error(path, f"unknown schema {manifest['schema']!r}, expected {schema!r}")
     if fingerprint is not None and manifest.get("fingerprint") != fingerprint:
-        raise _refuse(path, f"stale artifact: fingerprint {manifest.get('fingerprint')}, expected {fingerprint}")
+        raise _stale(path, f"stale artifact: fingerprint {manifest.get('fingerprint')}, expected {fingerprint}")
     return manifest
 
 
@@ -590,7 +590,7 @@ def read_json_document(path: str | os.PathLike, kind: str, *, fingerprint: str |
         raise _fail(path, "not a JSON artifact (expected an object with 'manifest' and 'payload')")
     manifest = _check_manifest(path, document["manifest"], schema, None)
     if manifest.get("kind") != kind:
-        raise _refuse(path, f"kind mismatch: artifact is {manifest.get('kind')!r}, expected {kind!r}")
+        raise _stale(path, f"kind mismatch: artifact is {manifest.get('kind')!r}, expected {kind!r}")
     _check_manifest(path, manifest, schema, fingerprint)
     payload = document["payload"]
     actual = sha256_hex(canonical_json(payload))

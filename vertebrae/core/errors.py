@@ -43,6 +43,17 @@ class CorruptArtifactError(ArtifactError):
         self.path = path
 
 
+class StaleArtifactError(ArtifactError):
+    """A readable artifact refused as an input: stale (another fingerprint), of another kind, or foreign (another
+    job's); ``path`` is the file. The CLI moves it and what was built from it aside, as for corruption, when it lies
+    in a results tree and is not what its own path names (or ``always_move``: built from other inputs than those
+    now in place), so that a plain rerun rebuilds it."""
+
+    def __init__(self, message: str, path: str, *, always_move: bool = False) -> None:
+        super().__init__(message)
+        self.path, self.always_move = path, always_move
+
+
 class BudgetError(VertebraeError, MemoryError):
     """A working set that would not fit the configured byte budget."""
 

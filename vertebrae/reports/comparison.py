@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vertebrae.core.errors import ValidationError
+from vertebrae.reports.text import markdown_text
 
 SCHEMA = "vertebrae.comparison/v1"
 TITLE = "Is the leader really ahead?"
@@ -37,12 +38,13 @@ INTERVALS = {"percentile": "percentile", "bca": "BCa"}
 
 
 def cell(value: Any) -> str:
-    """A Markdown table cell: None is ``–``, floats have 4 decimals, pipes are escaped, newlines become spaces."""
+    """A Markdown table cell or text from data: None is ``–``, floats have 4 decimals, anything else is plain text
+    (``reports.text.markdown_text``: no HTML, link, emphasis, pipe or line break from data)."""
     if value is None:
         return "–"
     if isinstance(value, float):
         return f"{value:.4f}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return markdown_text(value)
 
 
 def table(header: list[str], rows: list[list[Any]]) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.reports.comparison import TITLE as COMPARISON_TITLE
+from vertebrae.reports.text import html_text, markdown_plain
 
 ITEMS = ("ranking", "detail", "comparison", "warnings")
 TITLES = {"ranking": "Ranking", "detail": "Detail", "comparison": COMPARISON_TITLE, "warnings": "Warnings"}
@@ -70,15 +71,26 @@ def report_options(item: str, form: str) -> dict[str, Any]:
             "labels": {"benchmark": "{report_name}", "item": item, "form": form}}
 
 
+_KEEP = 0xF0000  # text from data (``reports.text.markdown_text``) is held in private-use characters while parsing
+
+
 def _inline(text: str) -> str:
-    """Escaped HTML of one line of report Markdown: ``**bold**`` and ```code``` become tags, nothing else does."""
+    """Escaped HTML of one line of report Markdown: ``**bold**`` and ```code``` become tags, nothing else does; an
+    escaped character or entity from data (``reports.text``) is shown as its character, never as markup."""
+    held = re.sub(r"\\[!-/:-@\[-`{-~]|&(?:amp|lt|gt|#64);", lambda m: chr(_KEEP + ord(markdown_plain(m.group(0)))),
+                  text)
+
+    def shown(part: str) -> str:
+        return "".join(chr(ord(c) - _KEEP) if _KEEP <= ord(c) < _KEEP + 128 else c for c in part)
+
     out = []
-    for i, part in enumerate(re.split(r"`([^`]*)`", text)):
+    for i, part in enumerate(re.split(r"`([^`]*)`", held)):
         if i % 2:
-            out.append(f"<code>{html.escape(part)}</code>")
-        else:
-            escaped = html.escape(part)
-            out.append(re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped))
+            out.append(f"<code>{html_text(shown(part))}</code>")
+            continue
+        for j, piece in enumerate(re.split(r"\*\*(.+?)\*\*", part)):
+            text = html_text(shown(piece))
+            out.append(f"<strong>{text}</strong>" if j % 2 else text)
     return "".join(out)
 
 

@@ -63,7 +63,7 @@ def _cohort_opening(result, title: str, introduction: str) -> list[str]:
     """The opening, a table of ``result.table_rows()``, Not-ranked lines and the quality cohort line (retrieval,
     zero-shot)."""
     return _opening(title, introduction) + _row_table(result.table_rows()) + _not_ranked(result) + [
-        "", f"Quality cohort (within 0.01 of the best): {', '.join(result.quality_cohort()) or '–'}", ""]
+        "", f"Quality cohort (within 0.01 of the best): {', '.join(map(_cell, result.quality_cohort())) or '–'}", ""]
 
 
 def _warnings(warned: list[tuple[str, str]], extra: list[str] | None = None) -> list[str]:
@@ -172,10 +172,10 @@ def render_markdown(result) -> str:
     summary = result.dataset_summary
     target_type = summary.get("target_type", "classification")
     what = {"classification": f"{summary.get('n_classes')} classes", "multilabel": f"{summary.get('n_classes')} labels",
-            "regression": f"regression target(s) {', '.join(summary.get('target_names') or [])}"}[target_type]
+            "regression": f"regression target(s) {_cell(', '.join(map(str, summary.get('target_names') or [])))}"}[target_type]
     lines = _opening(
-        f"# vertebrae report: {name}",
-        f"Labelled protocol ({target_type}) on dataset `{summary.get('identity')}`: {summary.get('n_rows')} rows, {what}. "
+        f"# vertebrae report: {_cell(name)}",
+        f"Labelled protocol ({target_type}) on dataset {_cell(summary.get('identity'))}: {summary.get('n_rows')} rows, {what}. "
         "OverlapIndex score: 1 = the targets occupy separate regions of the embedding, 0 = complete overlap "
         f"(the permutation null for regression). Seed {result.metadata.get('seed')}.",
     )
@@ -249,9 +249,9 @@ def render_retrieval_markdown(result) -> str:
     meta, summary = result.metadata, result.dataset_summary
     lines = _cohort_opening(
         result,
-        f"# vertebrae retrieval report: {meta.get('benchmark', 'benchmark')}",
+        f"# vertebrae retrieval report: {_cell(meta.get('benchmark', 'benchmark'))}",
         f"Exact {meta.get('similarity')} ranking of {summary.get('n_queries')} queries against {summary.get('n_gallery')} "
-        f"gallery items (dataset `{summary.get('identity')}`). Primary metric: {meta.get('primary_metric')}"
+        f"gallery items (dataset {_cell(summary.get('identity'))}). Primary metric: {meta.get('primary_metric')}"
         f"{' (mean of both directions)' if meta.get('bidirectional') else ''}. NDCG uses gain 2^grade - 1; MRR has no "
         "cutoff; mAP averages over all relevant items; ties are broken by gallery row order.",
     )
@@ -272,9 +272,9 @@ def render_zero_shot_markdown(result) -> str:
     labels = summary.get("labels", {})
     lines = _cohort_opening(
         result,
-        f"# vertebrae zero-shot report: {meta.get('benchmark', 'benchmark')}",
+        f"# vertebrae zero-shot report: {_cell(meta.get('benchmark', 'benchmark'))}",
         f"{summary.get('n_samples')} samples of {summary.get('n_classes')} classes scored against "
-        f"{summary.get('n_prompts')} fixed prompts (dataset `{summary.get('identity')}`), {meta.get('similarity')} "
+        f"{summary.get('n_prompts')} fixed prompts (dataset {_cell(summary.get('identity'))}), {meta.get('similarity')} "
         f"similarity to per-class prompt prototypes. Primary metric: {meta.get('primary_metric')}. Ties go to the first "
         "class in declared order. OverlapIndex on the same sample embeddings is reported beside it, never combined.",
     )

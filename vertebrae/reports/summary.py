@@ -27,6 +27,7 @@ from typing import Any
 
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
 from vertebrae.reports.schemas import LABELLED_SCHEMA, RETRIEVAL_SCHEMA, ZERO_SHOT_SCHEMA
+from vertebrae.reports.text import markdown_text
 
 SUMMARY_SCHEMA = "vertebrae.summary/v1"
 PROTOCOLS = {LABELLED_SCHEMA: "labelled", RETRIEVAL_SCHEMA: "retrieval", ZERO_SHOT_SCHEMA: "zero-shot"}
@@ -193,7 +194,7 @@ def summary_csv(summary: Summary) -> str:
 
 
 def _md(text: str) -> str:
-    return str(text).replace("|", "\\|")
+    return markdown_text(text)
 
 
 def summary_markdown(summary: Summary) -> str:

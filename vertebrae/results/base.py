@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from vertebrae.core.artifacts import atomic_write, write_json
 from vertebrae.core.errors import ArtifactError
-from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.fingerprint import canonical_json, sha256_hex, to_json_value
 from vertebrae.results.comparison import ComparisonUnavailable
 from vertebrae.scoring.paired import ComparisonConfig, PairedComparison, PairedUnits, compare_units
 
@@ -141,11 +141,26 @@ class RankedReport:
                    None if comparison is None else PairedComparison.from_dict(comparison), data.get("comparison_skipped"))
 
     def save_json(self, path: str | Path) -> None:
-        write_json(path, self.to_dict())
+        """The report document with its ``content_hash`` (``with_content_hash``), which ``vertebrae verify``, the
+        figures and the summary check before they read it."""
+        write_json(path, with_content_hash(to_json_value(self.to_dict())))
 
     def save_markdown(self, path: str | Path) -> None:
         with atomic_write(path) as tmp:
             Path(tmp).write_text(self.RENDER(self), encoding="utf-8")
+
+
+CONTENT_HASH_KEY = "content_hash"
+
+
+def report_content_hash(document: Mapping[str, Any]) -> str:
+    """SHA-256 of a report document's canonical JSON, its own ``content_hash`` left out."""
+    return sha256_hex(canonical_json({k: v for k, v in document.items() if k != CONTENT_HASH_KEY}))
+
+
+def with_content_hash(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A report document as report.json holds it: its keys and ``content_hash``."""
+    return {**document, CONTENT_HASH_KEY: report_content_hash(document)}
 
 
 @dataclass(frozen=True)

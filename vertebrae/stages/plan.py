@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.artifacts import read_json_artifact, write_json_artifact
-from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
 from vertebrae.core.fingerprint import FINGERPRINT_LENGTH, canonical_json, fingerprint, sha256_hex
 
 KIND_OF_STAGE = {
@@ -163,9 +163,24 @@ def run_plan(spec: str | None, output: str | Path, spec_file: str | Path | None 
     write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
+def check_plan_recipe(path: str | Path, spec: Any) -> None:
+    """A plan artifact's job spec must declare the recipe its fingerprint hashes (a zero-shot protocol spec: name
+    itself in its recipe); CorruptArtifactError naming the file (moved aside: the plan rule writes it again)."""
+    try:
+        stage = spec["stage"]
+        ok = (spec["recipe"].get("zero_shot_protocol") == spec["fingerprint"] if stage == "zero-shot-protocol"
+              else fingerprint(KIND_OF_STAGE[stage], spec["recipe"]) == spec["fingerprint"])
+    except (KeyError, TypeError, AttributeError, ValueError):
+        ok = False
+    if not ok:
+        raise CorruptArtifactError(f"{path}: a job spec whose declaration does not hash to its fingerprint "
+                                   f"({spec.get('fingerprint') if isinstance(spec, dict) else None!r})", str(path))
+
+
 def load_plan(path: str | Path, stage: str) -> dict[str, Any]:
     """The job spec of the plan artifact ``path``, which must be a ``stage`` spec stored under its own fingerprint."""
     spec = read_json_artifact(path, "plan", fingerprint=None)
+    check_plan_recipe(path, spec)
     if spec.get("stage") != stage:
         raise ArtifactError(f"{path}: a {spec.get('stage')!r} job spec where a {stage!r} one was expected")
     if Path(path).stem != spec["fingerprint"]:
@@ -178,5 +193,5 @@ def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
     return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
 
 
-__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_rows", "check_spec", "endpoint_rows", "load_plan",
+__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "endpoint_rows", "load_plan",
            "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_text", "spec_kind"]

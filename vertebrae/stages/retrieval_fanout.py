@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.arrays import as_matrix, paired_matrices
 from vertebrae.core.artifacts import atomic_write
-from vertebrae.core.errors import ArtifactError, ConfigError, CorruptArtifactError, ValidationError
+from vertebrae.core.errors import ArtifactError, ConfigError, CorruptArtifactError, StaleArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS, canonical_json, fingerprint, sha256_hex, to_json_value
 from vertebrae.scoring.retrieval import (PositivePairs, RetrievalConfig, RetrievalPartial, RetrievalScore, admit,
                                          eligible_relevance, exclusion_matrix, finalize, merge_partials,
@@ -200,8 +200,8 @@ class FanoutPartial:
         path = os.fspath(path)
         manifest, arrays, ids = _read_partial_file(path)
         if fingerprint is not None and manifest.get("fingerprint") != fingerprint:
-            raise ArtifactError(f"artifact {path}: stale partial: fingerprint {manifest.get('fingerprint')}, "
-                                f"expected {fingerprint}")
+            raise StaleArtifactError(f"artifact {path}: stale partial: fingerprint {manifest.get('fingerprint')}, "
+                                     f"expected {fingerprint}", path)
         if _content_hash(arrays, *ids) != manifest.get("content_hash"):
             raise CorruptArtifactError(f"artifact {path}: content hash mismatch", path)
         try:

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.artifacts import (read_embedding_rows, read_json_document, read_manifest, write_embeddings,
                                       write_json_artifact)
-from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
+from vertebrae.core.errors import ArtifactError, CorruptArtifactError, StaleArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.labels import describe_key
 from vertebrae.data.retrieval_protocol import RetrievalProtocol
@@ -318,16 +318,17 @@ def _load_partials(spec: Mapping[str, Any], paths: Sequence[str | Path]) -> list
             raise ValidationError(f"{path} and {loaded[p.fingerprint].source} are the same partial ({p.fingerprint}): "
                                   "a duplicated partial")
         if p.fingerprint not in expected:
-            raise ArtifactError(f"artifact {path}: stale or foreign retrieval partial: fingerprint {p.fingerprint} "
-                                f"(of score {recipe.get('score')}) is not one of the {len(expected)} partials of score "
-                                f"{spec['fingerprint']}")
+            raise StaleArtifactError(f"artifact {path}: stale or foreign retrieval partial: fingerprint "
+                                     f"{p.fingerprint} (of score {recipe.get('score')}) is not one of the "
+                                     f"{len(expected)} partials of score {spec['fingerprint']}", str(path))
         if (fingerprint("retrieval-partial", recipe) != p.fingerprint or recipe.get("score") != spec["fingerprint"]
                 or recipe.get("direction") != p.direction or recipe.get("query_rows") != list(p.query_rows)
                 or recipe.get("gallery_rows") != list(p.gallery_rows)):
-            raise ArtifactError(f"artifact {path}: its recipe does not describe its rows or this score")
+            raise StaleArtifactError(f"artifact {path}: its recipe does not describe its rows or this score", str(path))
         if p.info.get("inputs") != inputs:
-            raise ArtifactError(f"artifact {path}: stale retrieval partial: computed from inputs "
-                                f"{p.info.get('inputs')}, the score needs {inputs}")
+            raise StaleArtifactError(f"artifact {path}: stale retrieval partial: computed from inputs "
+                                     f"{p.info.get('inputs')}, the score needs {inputs}", str(path),
+                                     always_move=True)
         loaded[p.fingerprint] = p
     missing = [f"{path} ({fp})" for fp, path in expected.items() if fp not in loaded]
     if missing:
@@ -393,14 +394,14 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
     first = loaded[0]
     for p in loaded:
         if p.info.get("contents", {}).get("protocol") != protocol_hash:
-            raise ArtifactError(f"artifact {p.source}: stale retrieval partial: computed from another protocol "
-                                f"content than {protocol}")
+            raise StaleArtifactError(f"artifact {p.source}: stale retrieval partial: computed from another "
+                                     f"protocol content than {protocol}", str(p.source), always_move=True)
     _check_against_protocol(loaded, prot)
     for p in loaded[1:]:
         for key in ("contents", "endpoints", "compression_metadata"):
             if p.info.get(key) != first.info.get(key):
-                raise ArtifactError(f"artifact {p.source}: stale or mixed retrieval partial: its inputs' {key} differ "
-                                    f"from those of {first.source}")
+                raise StaleArtifactError(f"artifact {p.source}: stale or mixed retrieval partial: its inputs' {key} "
+                                         f"differ from those of {first.source}", str(p.source))
     score = merge_fanout(loaded, config)
     endpoints = first.info["endpoints"]
     findings = _degenerate([p for p in loaded if p.direction == "forward"], endpoints, config)

@@ -3,13 +3,16 @@ from them) aside so that the next ``snakemake`` rebuilds exactly those.
 
 An artifact is checked as its reader checks it (schema, structure, content hash; ``core.artifacts``) and against
 the fingerprint its path names (``<fp>.json``, ``<fp>.h5``, ``<fp>/shard-i-of-n.h5``, ``<fp>/<side>.h5``): a
-mismatch there is *stale*. A ``report.json`` must parse through its result class's strict ``from_dict`` and
-serialise back to the same document (a hand-edited ranking, score or key is refused).
+mismatch there is *stale*. A retrieval partial (``partials/<merge fp>/<fp>.h5``) is read in its own format, a plan
+must declare the recipe its fingerprint hashes. A ``report.json`` must match its ``content_hash`` and parse through
+its result class's strict ``from_dict`` back to the same document (a hand-edited ranking, score or key is refused);
+report.md, the HTML pages and the summary's CSV and Markdown must equal what their verified sources give.
 
 Moving aside renames a file to ``<name>.corrupt-<UTC time>`` next to it (``core.artifacts.move_aside``). Snakemake
 does not rebuild a missing intermediate while the reports built from it exist, so every artifact that depends on a
 moved one (found through the job specs under ``results/**/plans/``) moves aside with it, up to the reports. The CLI
-does the same when a job refuses a corrupt input (``quarantine``).
+does the same when a job refuses a corrupt input (``quarantine``), or a stale or foreign one that is not what its
+own path names (``quarantine_refused``).
 """
 
 from __future__ import annotations
@@ -38,12 +41,69 @@ def _results_root(path: Path) -> Path | None:
     return None
 
 
+_PAGES = ("ranking", "detail", "comparison", "warnings")  # reports.html_items.ITEMS
+_TEXTS = {"report.md", *(f"{item}.html" for item in _PAGES), "summary.csv", "summary.md"}
+
+
 def _files(root: Path) -> Iterator[Path]:
-    """Artifact files under ``root``: no temporary, hidden or moved-aside files."""
+    """Artifact files under ``root`` (and the text items made from them: report.md, the HTML pages, the summary's
+    CSV and Markdown): no temporary, hidden or moved-aside files."""
     for path in sorted(root.rglob("*")):
-        if path.is_file() and path.suffix in _ARTIFACT_SUFFIXES and not any(p.startswith(".") for p in path.relative_to(root).parts) \
-                and ".corrupt-" not in path.name:
+        if path.is_file() and (path.suffix in _ARTIFACT_SUFFIXES or path.name in _TEXTS) \
+                and not any(p.startswith(".") for p in path.relative_to(root).parts) and ".corrupt-" not in path.name:
             yield path
+
+
+def _expected_text(path: Path) -> str | None:
+    """What a text item must hold: report.md the rendering of its verified report.json, an HTML page its item of
+    that rendering, summary.csv / summary.md the rendering of the verified summary.json; None for other files."""
+    folder = path.parent
+    if folder.parent.name == "reports" and (path.name == "report.md" or path.stem in _PAGES):
+        document = check_report(folder / "report.json")
+        report = _report_class(document["schema"]).from_dict(document)
+        markdown = report.RENDER(report)
+        if path.name == "report.md":
+            return markdown
+        from vertebrae.reports.html_items import page, report_items
+
+        return page(report_items(markdown, benchmark=folder.name)[path.stem], benchmark=folder.name, item=path.stem)
+    if path.name in ("summary.csv", "summary.md") and folder.name == "summary":
+        from vertebrae.reports.summary import summary_csv, summary_markdown
+
+        _check_summary_json(folder / "summary.json")
+        summary = check_summary(folder / "summary.json")
+        return (summary_csv if path.suffix == ".csv" else summary_markdown)(summary)
+    return None
+
+
+def _check_summary_json(path: Path) -> None:
+    """summary.json reads back (``check_summary``) and is the summary of the reports it names, where those verify
+    (a bad report is reported itself); CorruptArtifactError if it is not."""
+    from vertebrae.reports.summary import build_summary
+
+    summary = check_summary(path)
+    workdir = path.parent.parent.parent  # <workdir>/results/summary/summary.json; report paths are relative to it
+    try:
+        rebuilt = build_summary([(c.report, check_report(workdir / c.report)) for c in summary.benchmarks])
+    except (OSError, ArtifactError, VertebraeError):
+        return
+    if rebuilt.to_dict() != summary.to_dict():
+        raise CorruptArtifactError(f"summary {path}: edited: it is not the summary of the reports it names", str(path))
+
+
+def _check_text(path: Path) -> None:
+    """A text item equals what its verified source gives (:func:`_expected_text`); CorruptArtifactError if not (or
+    if it is not UTF-8 text)."""
+    try:
+        expected = _expected_text(path)
+    except (OSError, ArtifactError, VertebraeError):
+        expected = None  # its source is missing or bad, and reported itself: rebuilding the source rewrites this
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptArtifactError(f"{path}: unreadable ({exc})", str(path)) from None
+    if expected is not None and text != expected:
+        raise CorruptArtifactError(f"{path}: edited: it differs from what its source gives", str(path))
 
 
 def _path_fp(path: Path) -> str | None:
@@ -123,6 +183,23 @@ def dependents(path: str | Path) -> list[Path]:
     return list(found)
 
 
+def quarantine_refused(path: str | Path, *, always: bool = False) -> list[tuple[str, str]]:
+    """:func:`quarantine` for a stale or foreign input a job refused (``StaleArtifactError``): it moves when it lies
+    in a results tree and is not what its own path names (verify's check), or ``always`` (built from other inputs
+    than those now in place); a valid artifact given to the wrong job, or a user's own file, stays."""
+    path = Path(path)
+    root = _results_root(path)
+    if root is None or not path.is_file():
+        return []
+    if not always:
+        try:
+            _check(path, _specs(root))
+            return []
+        except (ArtifactError, VertebraeError):
+            pass
+    return quarantine(path)
+
+
 def quarantine(path: str | Path) -> list[tuple[str, str]]:
     """Move ``path`` and every artifact built from it aside; return ``(old, new)`` pairs, ``path`` first."""
     moved = []
@@ -144,12 +221,23 @@ def describe_quarantine(moved: list[tuple[str, str]]) -> str:
     return text + ": run the workflow again to rebuild them"
 
 
-def check_report(path: str | Path) -> dict[str, Any]:
-    """A report.json verified like an artifact: valid JSON, parsed by its protocol's strict result class, and
-    serialising back to the same document; return it. Raises CorruptArtifactError naming the path."""
+def _report_classes() -> dict[str, type]:
     from vertebrae.results import BenchmarkResult
     from vertebrae.results.retrieval import RetrievalBenchmarkResult
     from vertebrae.results.zero_shot import ZeroShotBenchmarkResult
+
+    return {cls.SCHEMA: cls for cls in (BenchmarkResult, RetrievalBenchmarkResult, ZeroShotBenchmarkResult)}
+
+
+def _report_class(schema: str) -> type:
+    return _report_classes()[schema]
+
+
+def check_report(path: str | Path) -> dict[str, Any]:
+    """A report.json verified like an artifact: valid JSON whose ``content_hash`` matches its other keys (a hand-edited
+    number is refused), parsed by its protocol's strict result class, and serialising back to the same document;
+    return it (without the hash). Raises CorruptArtifactError naming the path."""
+    from vertebrae.results.base import CONTENT_HASH_KEY, report_content_hash
 
     path = str(path)
     try:
@@ -159,7 +247,11 @@ def check_report(path: str | Path) -> dict[str, Any]:
         raise ArtifactError(f"report {path}: file not found") from None
     except (OSError, ValueError) as exc:
         raise CorruptArtifactError(f"report {path}: not valid JSON ({exc})", path) from None
-    classes = {cls.SCHEMA: cls for cls in (BenchmarkResult, RetrievalBenchmarkResult, ZeroShotBenchmarkResult)}
+    if not isinstance(document, dict) or CONTENT_HASH_KEY not in document:
+        raise CorruptArtifactError(f"report {path}: no {CONTENT_HASH_KEY}: not a report.json vertebrae wrote", path)
+    if document.pop(CONTENT_HASH_KEY) != report_content_hash(document):
+        raise CorruptArtifactError(f"report {path}: content hash mismatch: edited since it was written", path)
+    classes = _report_classes()
     schema = document.get("schema") if isinstance(document, dict) else None
     if schema not in classes:
         raise CorruptArtifactError(f"report {path}: unknown report schema {schema!r}, expected one of "
@@ -187,16 +279,20 @@ def run_figures(report_path: str | Path, ranking_path: str | Path, detail_path: 
 
 def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
     """Verify one artifact; ArtifactError (stale, or CorruptArtifactError) when it is bad."""
-    from vertebrae.stages.plan import shard_fingerprint
+    from vertebrae.stages.plan import check_plan_recipe, shard_fingerprint
 
     if path.name == "report.json" and path.parent.parent.name == "reports":
         check_report(path)
         return
     if path.name == "summary.json" and path.parent.name == "summary":  # the cross-benchmark summary: no manifest
-        check_summary(path)
+        _check_summary_json(path)
+        return
+    if path.name in _TEXTS:
+        _check_text(path)
         return
     fp = _path_fp(path)
-    if path.suffix == ".h5" and path.parent.name == "partials":  # a retrieval partial score (its own format)
+    if path.suffix == ".h5" and "partials" in (path.parent.name, path.parent.parent.name):
+        # a retrieval partial score (its own format), ``partials/<merge fp>/<fp>.h5``
         from vertebrae.stages.retrieval_fanout import FanoutPartial
 
         FanoutPartial.load(path, fingerprint=fp)
@@ -215,7 +311,9 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
                 kind = (json.load(handle).get("manifest") or {}).get("kind")
         except (OSError, ValueError, AttributeError) as exc:
             raise CorruptArtifactError(f"artifact {path}: not a JSON artifact ({exc})", str(path)) from None
-        read_json_artifact(path, str(kind), fingerprint=None)
+        payload = read_json_artifact(path, str(kind), fingerprint=None)
+        if kind == "plan":
+            check_plan_recipe(path, payload)
         with open(path, encoding="utf-8") as handle:
             manifest = json.load(handle)["manifest"]
         expected = {fp}
@@ -257,4 +355,4 @@ def run_verify(results_dir: str | Path = "results", repair: bool = False) -> Non
                                 "again to rebuild them" if bad else "every artifact verifies"))
 
 
-__all__ = ["check_report", "dependents", "describe_quarantine", "quarantine", "run_figures", "run_verify", "verify"]
+__all__ = ["check_report", "dependents", "describe_quarantine", "quarantine", "quarantine_refused", "run_figures", "run_verify", "verify"]

@@ -86,9 +86,10 @@ def _config_file(config: str | Path) -> Path:
 
 
 def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequence[str] = ()) -> int:
-    """``vertebrae run CONFIG... [snakemake args]``: Snakemake's exit status."""
+    """``vertebrae run CONFIG... [snakemake args]``: Snakemake's exit status; each config is read as data first
+    (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses."""
     for path in _configs(config):
-        _config_file(path)
+        load_config_file(_config_file(path))
     return subprocess.call(snakemake_command(config, *snakemake_args))
 
 

@@ -158,15 +158,65 @@ def check_top_level(config: Any, what: str) -> None:
                           f"{'list' if isinstance(config, list) else type(config).__name__}")
 
 
+# A config is data: the most YAML nodes it may stand for once every alias is expanded (a real config has a few
+# hundred; eight nested aliases of ten items stand for 10^8), checked on the composed node graph before any object
+# is built, and the key that turns Snakemake's YTE templating on (it runs Python from the file).
+MAX_EXPANDED_NODES = 100_000
+YTE_KEY = "__use_yte__"
+
+
+def _expanded_nodes(root: Any, path: str | Path) -> int:
+    """The number of nodes ``root`` stands for with every alias expanded (each shared node counted once per use);
+    ConfigError naming the file past MAX_EXPANDED_NODES or for an alias that contains itself."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if key in sizes and not done:
+            continue
+        children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                    else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if done:
+            open_nodes.discard(key)
+            sizes[key] = min(1 + sum(sizes[id(c)] for c in children), MAX_EXPANDED_NODES + 1)
+            continue
+        if key in open_nodes:
+            raise ConfigError(f"config file {path}, line {node.start_mark.line + 1}: a YAML alias that contains "
+                              "itself; a config is data, recursive aliases are refused")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    if sizes[id(root)] > MAX_EXPANDED_NODES:
+        raise ConfigError(f"config file {path}: its YAML aliases expand to more than {MAX_EXPANDED_NODES:,} nodes; a "
+                          "config is data, alias expansion beyond that bound is refused")
+    return sizes[id(root)]
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """The config in a YAML (or JSON) file; ConfigError naming the file for unreadable text, a duplicate key or a
-    top level that is not a mapping."""
+    """The config in a YAML (or JSON) file; ConfigError naming the file for unreadable text, a duplicate key, a top
+    level that is not a mapping, YAML aliases expanding past MAX_EXPANDED_NODES or Snakemake's YTE key
+    (``__use_yte__``)."""
     import yaml
 
     try:
-        loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_unique_key_loader())
-        check_top_level({} if loaded is None else loaded, f"config file {path}")
-        return loaded or {}
+        loader = _unique_key_loader()(Path(path).read_text(encoding="utf-8"))
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return {}
+            _expanded_nodes(node, path)
+            config = loader.construct_document(node) or {}
+        finally:
+            loader.dispose()
+        check_top_level(config, f"config file {path}")
+        if YTE_KEY in config:
+            raise ConfigError(f"config file {path}: key {YTE_KEY!r} turns on Snakemake's YTE templating, which runs "
+                              "Python written in the file; a config is data, so it is refused")
+        return config
     except _DuplicateKey as dup:
         raise ConfigError(f"config file {path}, line {dup.line}: key {dup.key!r} is given twice in one mapping (first "
                           f"at line {dup.first}); YAML would keep only the last one, so duplicate keys are refused"

@@ -1,0 +1,166 @@
+"""Repairs converge (issue 32, item 2): for each kind of artifact a small run with a fanned-out retrieval benchmark
+writes, a single tampering (a changed number, a swapped file, a foreign partial, an edited report) is found by
+``vertebrae verify``; ``verify --repair`` then a plain ``snakemake`` gives the original reports, and a second
+``verify`` exits 0. One run is shared by the module; each case works on a copy of it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pytest
+
+from workflow_support import comparable, snakemake, write_config
+
+CONFIG = {
+    "seed": 0,
+    "embedding": {"shards": 2, "batch_size": 64},
+    "benchmarks": {"iris": {
+        "dataset": {"source": {"type": "sklearn", "name": "iris"},
+                    "identity": {"kind": "declared", "name": "my-iris", "revision": "1"}},
+        "extractors": {"raw": {"type": "precomputed"},
+                       "pca2": {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA",
+                                                              "params": {"n_components": 2}}]}},
+        "scoring": {"k": 5},
+    }},
+    "retrieval": {"search": {
+        "dataset": {"source": {"type": "label_split", "source": {"type": "sklearn", "name": "iris"}, "query_every": 5},
+                    "identity": {"kind": "declared", "name": "iris-search", "revision": "1"}},
+        "shards": 1,
+        "extractors": {"raw": {"type": "precomputed"},
+                       "pca2": {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA",
+                                                              "params": {"n_components": 2}}]}},
+        "scoring": {"gallery_shards": 2},
+    }},
+}
+
+
+def _vertebrae(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vertebrae", *args], cwd=workdir, capture_output=True, text=True)
+
+
+def _reports(workdir: Path) -> dict:
+    found = {p.parent.name: comparable(json.loads(p.read_text(encoding="utf-8")))
+             for p in (workdir / "results" / "reports").glob("*/report.json")}
+    found["summary"] = json.loads((workdir / "results" / "summary" / "summary.json").read_text(encoding="utf-8"))
+    return found
+
+
+def _first(workdir: Path, pattern: str, index: int = 0) -> Path:
+    paths = sorted((workdir / "results").glob(pattern))
+    assert len(paths) > index, pattern
+    return paths[index]
+
+
+def _edit_json(path: Path) -> None:
+    """Change one number (a digit after a decimal point, else any digit) in the payload of a JSON artifact, or in
+    the document when it has none: the bytes stay valid JSON."""
+    text = path.read_text(encoding="utf-8")
+    start = text.find('"payload"') + 1
+    found = re.compile(r"\d\.(\d)").search(text, start) or re.compile(r"(\d)").search(text, start)
+    at = found.start(1)
+    path.write_text(text[:at] + ("8" if text[at] == "9" else str(int(text[at]) + 1)) + text[at + 1:], encoding="utf-8")
+
+
+def _edit_h5(path: Path) -> None:
+    """Change one stored number of the first numeric dataset (the manifest stays as written)."""
+    with h5py.File(path, "r+") as f:
+        names = []
+        f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset)
+                     and obj.dtype.kind in "fiu" and obj.size else None)
+        data = f[names[0]]
+        flat = data[()].reshape(-1)
+        flat[0] = flat[0] + 1
+        data[...] = flat.reshape(data.shape)
+
+
+def _swap_shard(workdir: Path) -> None:
+    merged = _first(workdir, "embeddings/*.h5")
+    shutil.copyfile(merged.with_suffix("") / "shard-0-of-2.h5", merged)
+
+
+def _foreign_partial(workdir: Path) -> None:
+    folders = sorted(p for p in (workdir / "results/retrieval/partials").iterdir() if p.is_dir())
+    mine, other = sorted(folders[0].glob("*.h5"))[0], sorted(folders[1].glob("*.h5"))[0]
+    shutil.copyfile(other, mine)
+
+
+def _append(pattern: str):
+    def tamper(workdir: Path) -> None:
+        path = _first(workdir, pattern)
+        path.write_text(path.read_text(encoding="utf-8") + "<script>alert(1)</script>\n", encoding="utf-8")
+    return tamper
+
+
+CASES = {
+    "merged-embedding-number": lambda w: _edit_h5(_first(w, "embeddings/*.h5")),
+    "merged-embedding-swapped-with-its-shard": _swap_shard,
+    "shard-number": lambda w: _edit_h5(_first(w, "embeddings/*/shard-1-of-2.h5")),
+    "retrieval-embedding-number": lambda w: _edit_h5(_first(w, "retrieval/embeddings/*.h5")),
+    "partial-number": lambda w: _edit_h5(_first(w, "retrieval/partials/*/*.h5")),
+    "foreign-partial": _foreign_partial,
+    "staged-relevance-rows": lambda w: _edit_h5(_first(w, "retrieval/fanouts/*.gallery.h5")),
+    "fanout-spec": lambda w: _edit_json(_first(w, "retrieval/fanouts/*.json")),
+    "relevance-protocol": lambda w: _edit_json(_first(w, "retrieval/relevance/*.json")),
+    "labelled-protocol": lambda w: _edit_json(_first(w, "protocols/*.json")),
+    "fitted-extractor": lambda w: _edit_json(_first(w, "fitted/*.json")),
+    "plan": lambda w: _edit_json(_first(w, "plans/*.json")),
+    "score": lambda w: _edit_json(_first(w, "scores/*.json")),
+    "retrieval-score": lambda w: _edit_json(_first(w, "retrieval/scores/*.json")),
+    "comparison": lambda w: _edit_json(_first(w, "comparisons/*.json")),
+    "report-json-number": lambda w: _edit_json(_first(w, "reports/iris/report.json")),
+    "report-md": _append("reports/search/report.md"),
+    "report-html-page": _append("reports/iris/warnings.html"),
+    "summary-json": lambda w: _edit_json(_first(w, "summary/summary.json")),
+    "summary-csv": _append("summary/summary.csv"),
+    "summary-md": _append("summary/summary.md"),
+}
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory) -> tuple[Path, dict]:
+    workdir = tmp_path_factory.mktemp("tamper-run")
+    write_config(workdir, CONFIG)
+    snakemake(workdir)
+    proc = _vertebrae(workdir, "verify", "results")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # a clean run verifies (partials included)
+    return workdir, _reports(workdir)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_tampered_artifact_is_found_and_repair_then_a_plain_run_restores_the_reports(clean_run, tmp_path, case):
+    source, original = clean_run
+    workdir = tmp_path / "run"
+    shutil.copytree(source, workdir, symlinks=True)
+    CASES[case](workdir)
+    found = _vertebrae(workdir, "verify", "results")
+    assert found.returncode == 2, found.stdout + found.stderr
+    repaired = _vertebrae(workdir, "verify", "--repair", "results")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    snakemake(workdir)
+    assert _reports(workdir) == original
+    again = _vertebrae(workdir, "verify", "results")
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("case", ["merged-embedding-swapped-with-its-shard", "foreign-partial"])
+def test_a_job_that_refuses_a_stale_or_foreign_input_moves_it_aside_so_a_plain_rerun_rebuilds(clean_run, tmp_path,
+                                                                                                case):
+    """Without verify: the job that reads the swapped file refuses it and moves it (and what was built from it)
+    aside; the next plain run rebuilds it instead of saying "Nothing to be done" with the file missing."""
+    source, original = clean_run
+    workdir = tmp_path / "run"
+    shutil.copytree(source, workdir, symlinks=True)
+    CASES[case](workdir)
+    failed = snakemake(workdir, check=False)
+    assert failed.returncode != 0
+    logs = "".join(p.read_text(encoding="utf-8", errors="replace") for p in (workdir / "logs").rglob("*.log"))
+    assert "moved it aside to" in logs
+    snakemake(workdir)
+    assert _reports(workdir) == original
+    assert _vertebrae(workdir, "verify", "results").returncode == 0

@@ -1,0 +1,65 @@
+"""Text from data in a report: one escaping helper per format, used by every renderer.
+
+``markdown_text`` makes any user-provided string (a label, candidate, identity or benchmark name, an id, a prompt,
+a warning) plain text in Markdown: no raw HTML (``&``, and ``<`` before a letter, ``/``, ``!`` or ``?``, become entities), no emphasis, code span or strike-through
+(``\\ ` * ~`` and a ``_`` not inside a word are backslash-escaped), no table cell break (``|``), no link or image
+(``](``/``][`` are broken, ``<`` is an entity, and ``://``, ``www.`` and ``name@host.tld`` are broken so that
+no autolink forms) and no line break (every line or paragraph separator and control character becomes a space).
+``markdown_plain`` undoes exactly that, for the HTML pages cut from report.md; ``html_text`` is ``html.escape``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+# "&" always (no entity from data), "<" where a tag, comment or autolink could start; ">" opens nothing and never
+# starts a line (a quote)
+_ENTITIES = re.compile(r"&|<(?=[A-Za-z/!?])")
+_ESCAPED = "\\`*~|"
+_LINKS = re.compile(r"\]([(\[])|(?<=:)//|(?<=\b[wW]{3})\.|@(?=[\w-]+\.)")
+_PLAIN = re.compile(r"\\([!-/:-@\[-`{-~])|&(amp|lt|gt|#64);")
+
+
+def _underscore(match: re.Match) -> str:
+    """A ``_`` between two word characters stays (it never opens emphasis); any other is escaped."""
+    text, i = match.string, match.start()
+    inside = 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()
+    return "_" if inside else "\\_"
+
+
+def _link(match: re.Match) -> str:
+    token = match.group(0)
+    if token.startswith("]"):
+        return "]\\" + match.group(1)
+    if token == "//":
+        return "\\/\\/"
+    return "\\." if token == "." else "&#64;"
+
+
+def markdown_text(value: object) -> str:
+    """``value`` as Markdown that renders as exactly its text (see the module docstring), on one line."""
+    text = _BREAKS.sub(" ", str(value))
+    text = "".join(f"\\{c}" if c in _ESCAPED else c for c in text)
+    text = _ENTITIES.sub(lambda m: "&amp;" if m.group(0) == "&" else "&lt;", text)
+    text = re.sub("_", _underscore, text)
+    return _LINKS.sub(_link, text)
+
+
+def markdown_plain(text: str) -> str:
+    """The text a line of report Markdown shows: backslash escapes and the entities ``markdown_text`` writes undone."""
+    def plain(match: re.Match) -> str:
+        if match.group(1) is not None:
+            return match.group(1)
+        return {"amp": "&", "lt": "<", "gt": ">", "#64": "@"}[match.group(2)]
+
+    return _PLAIN.sub(plain, text)
+
+
+def html_text(value: object) -> str:
+    """``value`` as HTML text (quotes too): nothing in it becomes markup."""
+    return html.escape(str(value), quote=True)
+
+
+__all__ = ["html_text", "markdown_plain", "markdown_text"]
