@@ -1,4 +1,4 @@
-"""README, "Bring your data as it is": each format's YAML source and Python snippet run as written, on small data
+"""docs/data.md, "Bring your data as it is": each format's YAML source and Python snippet run as written, on small data
 written at the paths they name; both give the same rows and labels."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ SECTION = "## Bring your data as it is"
 
 
 def _subsection(title: str) -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "data.md").read_text(encoding="utf-8")
     body = text.split(SECTION + "\n", 1)[1]
     body = body.split("\n### " + title + "\n", 1)[1]
     return re.split(r"\n##+ ", body, maxsplit=1)[0]
@@ -45,6 +45,6 @@ def test_snippet_runs_as_written(title, write, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(python, f"README {title}", "exec"), {})
+        exec(compile(python, f"docs/data.md {title}", "exec"), {})
     assert out.getvalue().startswith("12 ")
     assert len(data.labels) == 12 and sorted(map(str, set(data.labels))) in (["blue", "green", "red"], ["0", "1", "2"])

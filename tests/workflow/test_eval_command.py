@@ -56,9 +56,9 @@ def test_bad_specs_are_refused_naming_the_argument():
 
 
 def readme_command() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
     block = re.search(r"```bash\n(vertebrae eval .*?)```", text, re.S)
-    assert block, "README: no vertebrae eval example"
+    assert block, "docs/models.md: no vertebrae eval example"
     return block.group(1).replace("\\\n", " ").strip()
 
 
