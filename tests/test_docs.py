@@ -77,7 +77,8 @@ def test_the_config_reference_lists_every_key_and_a_new_one_without_editing_the_
 
 def test_every_config_key_has_a_description():
     missing = [f"{section}: {key}" for section, key, node in reference.config_keys(SCHEMA)
-               if "$ref" not in node and not str(node.get("description", "")).strip()]
+               if not str(node.get("description") or reference._referenced(SCHEMA, node).get("description", "")).strip()]
+    missing += [f"$defs: {name}" for name, node in SCHEMA["$defs"].items() if not node.get("description")]
     assert not missing, "config keys without a description in config.schema.yaml: " + ", ".join(missing)
 
 

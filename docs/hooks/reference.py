@@ -82,6 +82,13 @@ def config_keys(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]
     return rows
 
 
+def _referenced(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """The ``$defs`` entry a ``$ref`` node (or a mapping of them) points to; empty for any other node."""
+    extra = node.get("additionalProperties")
+    ref = node.get("$ref") or (extra.get("$ref") if isinstance(extra, dict) else None)
+    return schema.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {}) if ref else {}
+
+
 def config_reference(schema: dict[str, Any] | None = None) -> str:
     schema = schema if schema is not None else yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))
     out = ["# Configuration reference", "",
@@ -96,7 +103,8 @@ def config_reference(schema: dict[str, Any] | None = None) -> str:
             described = schema.get("$defs", {}).get(where, {}).get("description", "")
             out += ["", f"## {where}", "", *([_cell(described), ""] if described and where != "top level" else []),
                     "| key | type | default | description |", "|---|---|---|---|"]
-        out.append(f"| `{key}` | {_type(node)} | {_default(node)} | {_cell(node.get('description', ''))} |")
+        described = node.get("description") or _referenced(schema, node).get("description", "")
+        out.append(f"| `{key}` | {_type(node)} | {_default(node)} | {_cell(described)} |")
     return "\n".join(out) + "\n"
 
 
