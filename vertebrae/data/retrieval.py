@@ -426,24 +426,22 @@ class RetrievalDataset(QueryGallerySizes):
         from pathlib import Path
 
         from vertebrae.core.file_digests import FileDigests
-        from vertebrae.data.retrieval_sources import (
-            load_retrieval_source, retrieval_endpoint_recipes, retrieval_files_recipe,
-        )
+        from vertebrae.data.retrieval_sides import load_source_pair, pair_endpoint_recipes, pair_files_recipe
 
         decl = {"type": "source_pair", "queries": dict(queries), "gallery": dict(gallery), "relevance": relevance,
                 "relevance_path": None if relevance_path is None else os.fspath(relevance_path)}
         base, where = Path.cwd(), "from_sources"
-        data = load_retrieval_source(decl, base_dir=base, where=where)
+        pair = load_source_pair(decl, base_dir=base, where=where)
         keys = None
         if identity is None:
             digests = FileDigests(None)
-            identity = DatasetIdentity.from_files(retrieval_files_recipe(decl, base_dir=base, where=where,
-                                                                         digests=digests))
+            identity = DatasetIdentity.from_files(pair_files_recipe(decl, base_dir=base, where=where, digests=digests))
             keys = {side: endpoint_key({"files": recipe, "side": side}) for side, recipe in
-                    retrieval_endpoint_recipes(decl, base_dir=base, where=where, digests=digests).items()}
-        dataset = data.to_dataset(identity, exclude_same_id=exclude_same_id)
-        if metadata:
-            dataset = replace(dataset, metadata=dict(metadata))
+                    pair_endpoint_recipes(decl, base_dir=base, where=where, digests=digests).items()}
+        dataset = cls.from_arrays(pair.queries.inputs, pair.gallery.inputs, pair.records, query_ids=pair.queries.ids,
+                                  gallery_ids=pair.gallery.ids, query_modality=pair.queries.inputs.kind,
+                                  gallery_modality=pair.gallery.inputs.kind, identity=identity,
+                                  exclude_same_id=exclude_same_id, metadata=metadata)
         return dataset if keys is None else replace(dataset, endpoint_keys=keys)
 
     @classmethod

@@ -77,7 +77,10 @@ def _spec(kind: str, opts: dict[str, Any], base_dir: Path, where: str) -> Any:
     if kind == "hf_dataset":
         from vertebrae.data.hf_dataset import HFDatasetSpec
 
-        return HFDatasetSpec.from_decl(opts, base_dir=base_dir, where=where)
+        spec = HFDatasetSpec.from_decl(opts, base_dir=base_dir, where=where)
+        if spec.input_column is None:
+            raise ConfigError(f"{where}: a retrieval side embeds its rows: declare text_column or image_column")
+        return spec
     if kind == "image_folder":
         from vertebrae.data.image_folder import resolve_folder
 
@@ -169,5 +172,77 @@ def same_label_records(queries: SideRows, gallery: SideRows) -> list[tuple[Any, 
     return [(qid, gid, 1.0) for qid, label in zip(queries.ids, queries.labels or ()) for gid in by_label.get(str(label), ())]
 
 
-__all__ = ["LABEL_KEYS", "RELEVANCE_RULES", "SIDE_TYPES", "SideRows", "load_side", "same_label_records", "side_recipe",
+# --------------------------------------------------------------------------------------------------------
+# a source pair: two sides and their relevance
+
+
+@dataclass(frozen=True)
+class SourcePair:
+    queries: SideRows
+    gallery: SideRows
+    records: list
+
+
+def _pair_rule(decl: Mapping[str, Any], where: str) -> str | None:
+    """A source pair's relevance rule (``same_label``), or None when it reads a relevance file; exactly one."""
+    rule = decl.get("relevance")
+    if rule is not None and rule not in RELEVANCE_RULES:
+        raise ConfigError(f"{where}.relevance: must be one of {RELEVANCE_RULES} (or give relevance_path), got {rule!r}")
+    if (rule is None) == (decl.get("relevance_path") is None):
+        raise ConfigError(f"{where}: give exactly one of relevance_path (a qrels file naming rows by id) or relevance: "
+                          "same_label")
+    return rule
+
+
+def _relevance_file(decl: Mapping[str, Any], base_dir: Path, where: str) -> Path:
+    value = decl.get("relevance_path")
+    path = (Path(base_dir) / str(value)).resolve()
+    if not path.is_file():
+        raise ConfigError(f"{where}.relevance_path: file not found: {path}")
+    return path
+
+
+def load_source_pair(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> SourcePair:
+    """Both sides and the relevance records (ids typed like the sides', each checked against its side)."""
+    from vertebrae.data.qrels import check_qrels_ids, read_qrels, typed_qrels
+
+    labels = _pair_rule(decl, where) is not None
+    queries, gallery = (load_side(decl.get(side), base_dir=base_dir, where=f"{where}.{side}", labels=labels)
+                        for side in ("queries", "gallery"))
+    if labels:
+        return SourcePair(queries, gallery, same_label_records(queries, gallery))
+    qrels = read_qrels(_relevance_file(decl, base_dir, where))
+    records = typed_qrels(qrels, queries.ids, gallery.ids)
+    check_qrels_ids(qrels, set(queries.ids), side="query", where=f"the queries of {where}", records=records)
+    check_qrels_ids(qrels, set(gallery.ids), side="gallery", where=f"the gallery of {where}", records=records)
+    return SourcePair(queries, gallery, records)
+
+
+def pair_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[int, int]:
+    labels = _pair_rule(decl, where) is not None
+    queries, gallery = (side_row_count(decl.get(side), base_dir=base_dir, where=f"{where}.{side}", labels=labels)
+                        for side in ("queries", "gallery"))
+    return queries, gallery
+
+
+def pair_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
+    """The pair's ``files`` recipe: each side's (with its label options under ``same_label``) and the relevance."""
+    rule = _pair_rule(decl, where)
+    sides = {side: side_recipe(decl.get(side), base_dir=base_dir, where=f"{where}.{side}", digests=digests,
+                               labels=rule is not None) for side in ("queries", "gallery")}
+    relevance = rule if rule is not None else {"sha256": digests.digest(_relevance_file(decl, base_dir, where))}
+    return {"type": "source_pair", **sides, "relevance": relevance}
+
+
+def pair_endpoint_recipes(decl: Mapping[str, Any], *, base_dir: Path, where: str,
+                          digests: FileDigests) -> dict[str, dict[str, Any]]:
+    """What each endpoint's rows are read from: that side's files, never its labels nor the relevance."""
+    _pair_rule(decl, where)
+    return {side: {"type": "source_pair", "side": side_recipe(decl.get(name), base_dir=base_dir, where=f"{where}.{name}",
+                                                              digests=digests, labels=False, strict=False)}
+            for side, name in (("query", "queries"), ("gallery", "gallery"))}
+
+
+__all__ = ["SourcePair", "load_source_pair", "pair_endpoint_recipes", "pair_files_recipe", "pair_row_counts",
+           "LABEL_KEYS", "RELEVANCE_RULES", "SIDE_TYPES", "SideRows", "load_side", "same_label_records", "side_recipe",
            "side_row_count"]

@@ -50,7 +50,9 @@ from vertebrae.data.beir import beir_endpoint_recipes, beir_files, beir_files_re
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
 from vertebrae.data.qrels import check_qrels_ids, read_qrels, typed_qrels
-from vertebrae.data.retrieval_sides import RELEVANCE_RULES, load_side, same_label_records, side_recipe, side_row_count
+from vertebrae.data.retrieval_sides import (
+    load_source_pair, pair_endpoint_recipes, pair_files_recipe, pair_row_counts,
+)
 from vertebrae.data.source_decl import GROUPS_KEYS
 from vertebrae.data.source_files import manifest_recipe, source_files_recipe
 from vertebrae.data.sources import load_source, source_row_count
@@ -193,27 +195,10 @@ def _beir(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourc
                                list(data.corpus_ids), list(data.records))
 
 
-def _pair_rule(decl: Mapping[str, Any], where: str) -> str | None:
-    """A source pair's relevance rule (``same_label``), or None when it reads a relevance file; exactly one."""
-    rule = decl.get("relevance")
-    if rule is not None and rule not in RELEVANCE_RULES:
-        raise ConfigError(f"{where}.relevance: must be one of {RELEVANCE_RULES} (or give relevance_path), got {rule!r}")
-    if (rule is None) == (decl.get("relevance_path") is None):
-        raise ConfigError(f"{where}: give exactly one of relevance_path (a qrels file naming rows by id) or relevance: "
-                          "same_label")
-    return rule
-
-
 def _source_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
-    labels = _pair_rule(decl, where) is not None
-    queries, gallery = (load_side(decl.get(side), base_dir=base_dir, where=f"{where}.{side}", labels=labels)
-                        for side in ("queries", "gallery"))
-    if labels:
-        records = same_label_records(queries, gallery)
-    else:
-        records = _records(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"), queries.ids,
-                           gallery.ids, where)
-    return RetrievalSourceData(queries.inputs, gallery.inputs, queries.ids, gallery.ids, records)
+    pair = load_source_pair(decl, base_dir=base_dir, where=where)
+    return RetrievalSourceData(pair.queries.inputs, pair.gallery.inputs, pair.queries.ids, pair.gallery.ids,
+                               pair.records)
 
 
 #: The keys each retrieval source type takes besides ``type``.
@@ -269,12 +254,7 @@ def retrieval_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: st
     if kind == "beir":
         return beir_files_recipe(beir_files(*parse_beir_decl(decl, where), base_dir=base_dir, where=where), digests)
     if kind == "source_pair":
-        rule = _pair_rule(decl, where)
-        sides = {side: side_recipe(decl.get(side), base_dir=base_dir, where=f"{where}.{side}", digests=digests,
-                                   labels=rule is not None) for side in ("queries", "gallery")}
-        relevance = rule if rule is not None else {
-            "sha256": digests.digest(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"))}
-        return {"type": kind, **sides, "relevance": relevance}
+        return pair_files_recipe(decl, base_dir=base_dir, where=where, digests=digests)
     relevance = {"sha256": digests.digest(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"))}
     if kind == "npz_pair":
         keys = {key: decl.get(key, default) for key, default in _NPZ_KEYS}
@@ -302,10 +282,7 @@ def retrieval_endpoint_recipes(decl: Mapping[str, Any], *, base_dir: Path, where
         files = beir_files(path, split, base_dir=base_dir, where=where)
         return beir_endpoint_recipes(files, load_beir(path, split, base_dir=base_dir, where=where), digests)
     if kind == "source_pair":  # a side's rows, never its labels
-        _pair_rule(decl, where)
-        return {side: {"type": kind, "side": side_recipe(decl.get(name), base_dir=base_dir, where=f"{where}.{name}",
-                                                           digests=digests, labels=False, strict=False)}
-                for side, name in (("query", "queries"), ("gallery", "gallery"))}
+        return pair_endpoint_recipes(decl, base_dir=base_dir, where=where, digests=digests)
     if kind == "npz_pair":
         digest = {"sha256": digests.digest(_resolve(base_dir, decl.get("path"), f"{where}.path"))}
         keys = {key: decl.get(key, default) for key, default in _NPZ_KEYS}
@@ -374,9 +351,6 @@ def retrieval_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str)
                             for side in ("queries", "gallery"))
         return queries, gallery
     if decl.get("type") == "source_pair":
-        labels = _pair_rule(decl, where) is not None
-        queries, gallery = (side_row_count(decl.get(side), base_dir=base_dir, where=f"{where}.{side}", labels=labels)
-                            for side in ("queries", "gallery"))
-        return queries, gallery
+        return pair_row_counts(decl, base_dir=base_dir, where=where)
     data = load_retrieval_source(decl, base_dir=base_dir, where=where)
     return len(data.query_ids), len(data.gallery_ids)
