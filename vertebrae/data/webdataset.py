@@ -72,8 +72,10 @@ class WebDatasetSpec:
                               f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
         for path in shards:
             if path.suffix.lower() != ".tar":
-                raise ConfigError(f"{where}.path: shard {path} is not an uncompressed .tar file (members are read by "
-                                  "offset, which a compressed shard does not allow)")
+                hint = " (gzip-compressed: `gunzip` it, or name the .tar files it holds)" if path.name.lower().endswith(
+                    (".tar.gz", ".tgz")) else ""
+                raise ConfigError(f"{where}.path: shard {path} is not an uncompressed .tar file{hint}; members are read "
+                                  "by offset, so each row is read alone, which a compressed shard does not allow")
         label_key = opts.get("label_key", "cls")
         if label_key == "json" and not opts.get("label_field"):
             raise ConfigError(f"{where}.label_field: required with label_key 'json' (the field holding the label)")
