@@ -75,3 +75,32 @@ def test_retrieval_endpoints_as_held_give_the_manifest_numbers(tmp_path):
         assert str((tmp_path / name).resolve()) in digests
     again = _vertebrae(tmp_path, "run", str(path), "--cores", "2", "--dry-run")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_a_qrels_edit_plans_no_new_embedding_and_validate_checks_the_ids(tmp_path):
+    """The plan (no Snakemake): editing the relevance file of a source pair keeps every embedding fingerprint and
+    moves the protocol's; a qrels id absent from the gallery is refused by validate's check, naming the file."""
+    from vertebrae.core.errors import ValidationError
+    from vertebrae.workflow import plan
+    from vertebrae.workflow.retrieval import check_retrieval_sources
+
+    config = write_data(tmp_path)
+    config["retrieval"] = {"wds": config["retrieval"]["wds"]}
+
+    def stages():
+        specs = plan(config, base_dir=tmp_path).specs.values()
+        return ({s["fingerprint"] for s in specs if s["stage"] == "embed"},
+                {s["fingerprint"] for s in specs if s["stage"] == "retrieval-protocol"})
+
+    embeds, protocols = stages()
+    qrels = tmp_path / "data" / "qrels.tsv"
+    lines = qrels.read_text().splitlines(keepends=True)
+    qrels.write_text("".join(lines[:-1]))
+    past = os.stat(tmp_path).st_mtime - 60
+    os.utime(qrels, (past, past))  # as old as the other files: the digest cache must notice the edit by size
+    after_embeds, after_protocols = stages()
+    assert after_embeds == embeds and len(embeds) == 2
+    assert after_protocols.isdisjoint(protocols)
+    qrels.write_text("".join(lines) + "q-red\timg999\t1\n")
+    with pytest.raises(ValidationError, match=r"qrels\.tsv.*img999"):
+        check_retrieval_sources(config, base_dir=tmp_path)
