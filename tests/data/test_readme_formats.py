@@ -48,3 +48,22 @@ def test_snippet_runs_as_written(title, write, tmp_path, monkeypatch):
         exec(compile(python, f"docs/data.md {title}", "exec"), {})
     assert out.getvalue().startswith("12 ")
     assert len(data.labels) == 12 and sorted(map(str, set(data.labels))) in (["blue", "green", "red"], ["0", "1", "2"])
+
+
+def test_retrieval_snippet_runs_as_written(tmp_path, monkeypatch):
+    pytest.importorskip("datasets")
+    from format_fixtures import write_captions
+    from vertebrae.data.retrieval_sources import load_retrieval_source
+
+    rows = tiny_images(12)
+    write_image_folder(tmp_path / "data" / "pets", rows)
+    write_captions(tmp_path / "data", rows)
+    text = _subsection("Retrieval from these formats")
+    (snippet,), (python,) = _blocks(text, "yaml"), _blocks(text, "python")
+    data = load_retrieval_source(yaml.safe_load(snippet)["source"], base_dir=tmp_path, where="source")
+    assert (len(data.gallery_ids), len(data.query_ids), len(data.records)) == (12, 3, 12)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(python, "README retrieval", "exec"), {})
+    assert out.getvalue() == "12 3\n"
