@@ -177,8 +177,8 @@ COMMANDS: dict[str, Command] = {
              help="the report job spec (candidate names and expected score fingerprints)"),
          arg("--benchmark", help="report name when no --plan-json is given"),
          JSON_OUTPUT, MARKDOWN_OUTPUT)),
-    "run": Command("run this repository's workflow on CONFIG (several: merged in order) alone, in the current directory; further arguments go "
-                   "to Snakemake (e.g. -n, --cores 8, --profile slurm)", f"{USER}:run_workflow",
+    "run": Command("run the workflow on CONFIG (several: merged in order) alone, in the current directory; further arguments go "
+                   "to Snakemake (e.g. -n, --cores 8, --profile slurm: a profile of yours, or the one vertebrae carries)", f"{USER}:run_workflow",
                    (CONFIGS, arg("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
                                 help="passed to Snakemake as they are"))),
     "validate": Command("check CONFIG (schema and plan) and list its benchmarks, candidates and the jobs a run would "
