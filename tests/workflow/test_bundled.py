@@ -29,6 +29,7 @@ from vertebrae.workflow.bundled import packaged_profile, profile_args, snakefile
 from workflow_support import BIN, REPO, USER_CONFIG, comparable, unactivated_env, written_report
 
 CONFIG = {**USER_CONFIG, "embedding": {"batch_size": 150}}  # one shard: the fewest jobs that hold every stage
+REPORT = "results/reports/my_iris/report.json"
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "Snakefile", "workflow", "envs", "profiles", "vertebrae")
 HOST_SNAKEFILE = """\
 from vertebrae.workflow.bundled import snakefile
@@ -98,9 +99,10 @@ def installed_env(bin_dir: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def checkout_run(tmp_path_factory) -> Path:
-    """``vertebrae run my.yaml`` of the checkout's editable install, in an empty folder."""
+    """``vertebrae run my.yaml`` of the checkout's editable install, in an empty folder, up to the report (the
+    figures, HTML tables and summary left out: the installed run makes them)."""
     folder = user_folder(tmp_path_factory.mktemp("checkout") / "user")
-    run([str(BIN / "vertebrae"), "run", "my.yaml", "--cores", "2"], folder)
+    run([str(BIN / "vertebrae"), "run", "my.yaml", "--cores", "2", REPORT], folder)
     return folder
 
 
@@ -174,20 +176,53 @@ def test_the_installed_run_gives_the_checkout_report_and_the_user_commands_work(
     assert "| raw |" in run([vertebrae, "leaderboard"], installed_run, env).stdout
 
     packaged = installed.parent.resolve()
-    dry = run([vertebrae, "run", "my.yaml", "-n", "--profile", "slurm"], installed_run, env).stdout
-    assert f"Using profiles {packaged}" in dry and "_workflow/profiles/slurm and workflow specific profile" in dry
+    dry = run([vertebrae, "run", "my.yaml", "-n", "--profile", "slurm"], installed_run, env)
+    assert f"Using profiles {packaged}" in dry.stderr and "_workflow/profiles/slurm and workflow specific" in dry.stderr
     own = installed_run / "slurm"
     own.mkdir()
     (own / "config.yaml").write_text("cores: 1\n", encoding="utf-8")  # the user's own profile folder wins
     assert "Using profiles slurm and workflow" in run([vertebrae, "run", "my.yaml", "-n", "--profile", "slurm"],
-                                                      installed_run, env).stdout
+                                                      installed_run, env).stderr
 
 
 def test_a_host_workflow_uses_the_workflow_as_a_module(checkout_run, tmp_path):
+    docs = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    assert any(HOST_SNAKEFILE in path.read_text(encoding="utf-8") for path in docs if path.is_file())  # as documented
     folder = user_folder(tmp_path / "host")
     (folder / "Snakefile").write_text(HOST_SNAKEFILE, encoding="utf-8")
-    report = "results/reports/my_iris/report.json"
-    proc = run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "my.yaml", report], folder,
+    proc = run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "my.yaml", REPORT], folder,
                dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"))
     assert "rule vertebrae_score:" in proc.stdout + proc.stderr
     assert comparable(written_report(folder, "my_iris")) == comparable(written_report(checkout_run, "my_iris"))
+
+
+def test_the_extras_install_what_the_adapters_and_sources_import():
+    """Every library vertebrae/extractors/ and vertebrae/data/ import (at any depth) is a dependency, or comes with
+    ``vertebrae[models]`` or ``vertebrae[formats]`` (import names mapped to distributions by the installed
+    environment's own metadata)."""
+    import ast
+    import re
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+
+    declared = names(project["dependencies"]) | names(extras["models"]) | names(extras["formats"])
+    imported = set()
+    for folder in ("extractors", "data"):
+        for path in (REPO / "vertebrae" / folder).glob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    imported.update(alias.name.split(".")[0] for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"vertebrae", "pandas"}  # pandas: the user's DataFrame
+    distributions = packages_distributions()
+    missing = {name: distributions.get(name) for name in third_party
+               if not {d.lower().replace("_", "-") for d in distributions.get(name, [])} & declared}
+    assert not missing, missing
+    assert {"torch", "open_clip", "transformers", "timm", "sentence_transformers", "PIL", "pyarrow"} <= third_party

@@ -28,6 +28,7 @@ the report is written, the ranking section of its report.md.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -36,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vertebrae.core.errors import ConfigError
+from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.workflow import plan
 from vertebrae.workflow.bundled import profile_args, snakefile
 from vertebrae.workflow.config import load_config_file
@@ -49,6 +50,9 @@ SECTION_KINDS = {"benchmarks": "labelled", "retrieval": "retrieval", "zero_shot"
 def snakemake_command(config: str | Path | Sequence[str | Path], *args: str) -> list[str]:
     """The Snakemake command line that runs the workflow on ``config`` alone (several files: merged by Snakemake)."""
     configs = [config] if isinstance(config, (str, Path)) else list(config)
+    if importlib.util.find_spec("snakemake") is None:
+        raise VertebraeError(f"the workflow runs with Snakemake, which this environment ({sys.prefix}) lacks: install "
+                             "vertebrae with its workflow extra, pip install 'vertebrae[workflow]'")
     return [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile()), "--configfile",
             *(str(c) for c in configs), *args]
 
