@@ -190,7 +190,7 @@ def test_a_host_workflow_uses_the_workflow_as_a_module(checkout_run, tmp_path):
     assert any(HOST_SNAKEFILE in path.read_text(encoding="utf-8") for path in docs if path.is_file())  # as documented
     folder = user_folder(tmp_path / "host")
     (folder / "Snakefile").write_text(HOST_SNAKEFILE, encoding="utf-8")
-    proc = run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "my.yaml", REPORT], folder,
+    proc = run([sys.executable, "-m", "snakemake", REPORT, "--cores", "2", "--configfile", "my.yaml"], folder,
                dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"))
     assert "rule vertebrae_score:" in proc.stdout + proc.stderr
     assert comparable(written_report(folder, "my_iris")) == comparable(written_report(checkout_run, "my_iris"))
