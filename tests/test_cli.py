@@ -37,7 +37,11 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0
-    assert capsys.readouterr().out.strip() == f"vertebrae {__version__}"
+    from vertebrae.core.provenance import software  # from this checkout: the version and its git commit
+
+    info = software()
+    dirty = ", uncommitted changes" if info["git_dirty"] else ""
+    assert capsys.readouterr().out.strip() == f"vertebrae {__version__} (git {info['git_revision'][:12]}{dirty})"
 
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)

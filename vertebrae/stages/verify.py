@@ -61,7 +61,7 @@ def _expected_text(path: Path) -> str | None:
     if folder.parent.name == "reports" and (path.name == "report.md" or path.stem in _PAGES):
         document = check_report(folder / "report.json")
         report = _report_class(document["schema"]).from_dict(document)
-        markdown = report.RENDER(report)
+        markdown = report.markdown()
         if path.name == "report.md":
             return markdown
         from vertebrae.reports.html_items import page, report_items
