@@ -48,6 +48,8 @@ RUN_ELSEWHERE = {
         "tests/workflow/test_readme_bring_data.py::test_the_bring_your_data_snippets_run_as_written",
     **{("docs/data.md", title, lang, 0): "tests/data/test_readme_formats.py::test_snippet_runs_as_written"
        for title in ("Image folders", "Hugging Face datasets", "WebDataset shards") for lang in ("yaml", "python")},
+    **{("docs/data.md", "Retrieval from these formats", lang, 0):
+       "tests/data/test_readme_formats.py::test_retrieval_snippet_runs_as_written" for lang in ("yaml", "python")},
     ("docs/models.md", "Models", "bash", 0):
         "tests/workflow/test_eval_command.py::test_the_readme_example_runs_as_written_and_its_config_plans_nothing_new",
     ("README.md", "Your own data", "yaml", 0): "tests/test_docs.py::test_the_readme_config_validates_and_runs",

@@ -65,5 +65,5 @@ def test_retrieval_snippet_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(python, "README retrieval", "exec"), {})
+        exec(compile(python, "docs/data.md retrieval", "exec"), {})
     assert out.getvalue() == "12 3\n"
