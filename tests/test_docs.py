@@ -19,6 +19,7 @@ import io
 import re
 import shlex
 import subprocess
+import tomllib
 
 import numpy as np
 import pytest
@@ -213,7 +214,9 @@ def test_shell_block_names_what_exists(b: Block):
             try:
                 with contextlib.redirect_stderr(io.StringIO()) as err:
                     _parser().parse_args(args)
-            except SystemExit:
+            except SystemExit as stop:
+                if stop.code in (0, None) and args in (["--version"], ["--help"]):
+                    continue
                 raise AssertionError(f"{b}: `vertebrae {' '.join(args)}` does not parse: {err.getvalue()}") from None
         elif program == "make":
             for target in (a for a in args if "=" not in a):
@@ -222,6 +225,12 @@ def test_shell_block_names_what_exists(b: Block):
             for flag, value in zip(args, args[1:]):
                 if flag == "--profile":
                     assert value == "slurm" or (REPO / value / "config.yaml").exists(), f"{b}: no profile {value}"
+        elif program == "pip" and args[:1] == ["install"]:
+            extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+            for arg in args[1:]:
+                if match := re.fullmatch(r"vertebrae\[([\w,-]+)\]", arg):
+                    unknown = set(match.group(1).split(",")) - set(extras["optional-dependencies"])
+                    assert not unknown, f"{b}: no extra {sorted(unknown)} in pyproject.toml"
         elif program in (".venv/bin/python", ".venv/bin/pytest", ".ci/run"):
             paths = [program] + [a for a in args if not a.startswith("-")]
             for path in paths:
