@@ -28,7 +28,7 @@ _CACHE = True
 
 
 KERNELS = ("auto", "numpy", "fused")
-_FUSED_MIN_PAIRS = 1 << 26  # below this many (query, gallery) pairs numba's import costs more than it saves
+_FUSED_MIN_PAIRS = 1 << 28  # below this many (query, gallery) pairs numba's import (~0.5-1.5 s) costs more than it saves
 
 
 def use_fused(kernel: str, pairs: int) -> bool:
