@@ -24,7 +24,6 @@ from vertebrae.core.errors import ConfigError
 
 _KERNEL: Any = None
 _LOCK = threading.Lock()
-_CACHE = True
 
 
 KERNELS = ("auto", "numpy", "fused")
@@ -50,13 +49,15 @@ def use_fused(kernel: str, pairs: int) -> bool:
 
 
 def _compiled() -> Any:
-    """The numba kernel, compiled (or loaded from numba's cache) on first use (once, whichever thread asks)."""
+    """The numba kernel, compiled (or loaded from numba's cache) on first use (once, whichever thread asks).
+    fastmath nnan/nsz only: score blocks hold no NaN (NaN inputs are refused) and a zero's sign changes no
+    comparison; no reassociation or contraction, so every threshold is computed exactly as NumPy computes it."""
     global _KERNEL
     with _LOCK:
         if _KERNEL is None:
             import numba
 
-            _KERNEL = numba.njit(nogil=True, cache=_CACHE, fastmath={"nnan", "nsz"})(_count_rows)
+            _KERNEL = numba.njit(nogil=True, cache=True, fastmath={"nnan", "nsz"})(_count_rows)
     return _KERNEL
 
 
