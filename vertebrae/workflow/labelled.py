@@ -25,7 +25,7 @@ from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
-    compressions_from_decl, config_from_decl, embedding_config, shard_count, validate_config,
+    compressions_from_decl, config_from_decl, embedding_config, endpoint_shards, validate_config,
 )
 from vertebrae.workflow.dag import WorkflowPlan, ref
 from vertebrae.workflow.paths import artifact_path
@@ -91,7 +91,6 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
     n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
     batch_size = config["embedding"]["batch_size"]
-    bounds = shard_bounds(n_rows, shard_count(bench, config), batch_size=batch_size)
     scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
     _check_named_classes(scoring_plan.scoring, dataset, base_dir, where)
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
@@ -117,6 +116,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
             result.size(fit_fp, extractor, rows=n_rows, batch_size=batch_size)
             fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp))
         e_recipe = embedding_recipe(identity_key, ENDPOINT, extractor)
+        bounds = shard_bounds(n_rows, endpoint_shards(bench, config, extractor, n_rows), batch_size=batch_size)
         embed_fp = result.add({
             "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
             "n_rows": n_rows, "shards": [list(b) for b in bounds], "batch_size": batch_size, "fit": fit_ref,
