@@ -84,6 +84,16 @@ COMMANDS: dict[str, Command] = {
                      (PLAN, arg("--embeddings", required=True), PROTOCOL, OUTPUT,
                       arg("--metric", dest="extra_metrics", action="append", default=[], metavar="MODULE:FUNCTION",
                           help="an extra callable metric (importable path); repeatable"))),
+    "score-labelled-partial": Command("one part of a candidate's labelled score (OverlapIndex, a stability repeat, "
+                                      "Separatix or one declared metric), the workflow's per-metric job",
+                                      "vertebrae.stages.labelled_partials:run_score_partial",
+                                      (PLAN, arg("--embeddings", required=True), PROTOCOL, OUTPUT,
+                                       arg("--overlap", help="the overlap partial (the Separatix part's gate)"))),
+    "merge-labelled-partials": Command("merge a candidate's per-metric partials into its labelled score artifact",
+                                       "vertebrae.stages.labelled_partials:run_merge_partials",
+                                       (PLAN, arg("--embeddings", required=True), PROTOCOL, OUTPUT,
+                                        arg("partials", nargs="*", help="the partial artifacts (default: the paths "
+                                                                        "the merge spec plans)"))),
     "report": Command("rank a benchmark's scores into JSON and Markdown reports (labelled, retrieval or zero-shot plan)",
                       "vertebrae.stages.report_job:run_report",
                       (*REPORT, arg("--comparison", help="the benchmark's comparison artifact (vertebrae compare)"))),

@@ -30,6 +30,7 @@ SCHEMAS: dict[str, str] = {
     "comparison": "vertebrae.comparison-artifact/v1",
     "retrieval-partial": "vertebrae.retrieval-partial/v2",
     "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
+    "labelled-partial": "vertebrae.labelled-partial/v1",
 }
 
 FINGERPRINT_LENGTH = 16

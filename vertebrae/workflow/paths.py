@@ -18,6 +18,7 @@ LAYOUT = {
         "protocol": "protocols/{fp}.json",
         "score": "scores/{fp}.json",
         "comparison": "comparisons/{fp}.json",  # every protocol's: the compare job is protocol-blind
+        "labelled-partial": "partials/{fp}.json",  # one metric of one candidate (keyed by that metric alone)
     },
     "retrieval": {  # plans and fitted extractors are shared with the labelled layout
         "plan": "plans/{fp}.json",
