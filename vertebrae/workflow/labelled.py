@@ -18,7 +18,12 @@ from vertebrae.data.declared import (
 )
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.scoring.metric_registry import metric_from_config
-from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig, check_config_classes
+from vertebrae.scoring.overlap import (
+    ContinuousOverlapScoringConfig,
+    OverlapScoringConfig,
+    check_config_classes,
+    check_separable,
+)
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
@@ -57,16 +62,21 @@ def scoring_plan_from_decl(bench: Mapping[str, Any], seed: int, *, where: str) -
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def _check_named_classes(scoring: Any, dataset: Mapping[str, Any], base_dir: Path, where: str) -> None:
-    """A ``k`` mapping or ``exclude_classes`` naming classes is checked against the dataset's classes at plan time
-    (the dataset is read for it only then), so validate refuses what the score job would."""
-    if not isinstance(scoring, OverlapScoringConfig) or not (isinstance(scoring.k, Mapping) or scoring.exclude_classes):
+def _check_classes(scoring: Any, dataset: Mapping[str, Any], base_dir: Path, where: str) -> None:
+    """The classes a score job would refuse, refused at plan time so that validate refuses them too: a ``k``
+    mapping or ``exclude_classes`` naming classes the dataset lacks, and multi-label targets whose labels always come
+    together. The dataset is read for it only then."""
+    if not isinstance(scoring, OverlapScoringConfig):
         return
-    loaded = load_declared_dataset(dataset, base_dir=base_dir, where=f"{where}.dataset")
-    try:
-        check_config_classes(scoring, loaded.targets.catalog)
-    except ValueError as exc:
-        raise ConfigError(f"{where}.scoring: {exc}") from None
+    named = isinstance(scoring.k, Mapping) or bool(scoring.exclude_classes)
+    if not named and dataset.get("target_type") != "multilabel":
+        return
+    targets = load_declared_dataset(dataset, base_dir=base_dir, where=f"{where}.dataset").targets
+    for check, key in ((check_config_classes, "scoring"), (check_separable, "dataset")):
+        try:
+            check(scoring, targets)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.{key}: {exc}") from None
 
 
 def check_own_rows(source: Mapping[str, Any], extractor: Any, *, base_dir: Path, where: str, ext_where: str) -> None:
@@ -93,7 +103,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     batch_size = config["embedding"]["batch_size"]
     bounds = shard_bounds(n_rows, shard_count(bench, config), batch_size=batch_size)
     scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
-    _check_named_classes(scoring_plan.scoring, dataset, base_dir, where)
+    _check_classes(scoring_plan.scoring, dataset, base_dir, where)
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
     p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
