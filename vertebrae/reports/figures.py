@@ -35,7 +35,6 @@ from vertebrae.reports.schemas import (
     RETRIEVAL_SCHEMA,
     ZERO_SHOT_SCHEMA,
 )
-from vertebrae.results.base import CONTENT_HASH_KEY
 
 FIGURES = ("ranking", "detail", "comparison")
 
@@ -382,7 +381,7 @@ def write_report_figures(report_path: str | Path, ranking_path: str | Path, deta
             figure.savefig(buffer, format=suffix, dpi=110, metadata={"Software": None} if suffix == "png" else None)
             data = buffer.getvalue()
             if suffix == "png":  # stamped for `vertebrae verify` (reports.png)
-                data = stamp(data, figure=key, report_hash=report.get(CONTENT_HASH_KEY))
+                data = stamp(data, figure=key, report_hash=report.get("content_hash"))  # results.base.CONTENT_HASH_KEY
             with atomic_write(path) as tmp:
                 Path(tmp).write_bytes(data)
         plt.close(figure)
