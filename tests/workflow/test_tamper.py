@@ -20,12 +20,14 @@ import pytest
 from vertebrae.cli import main
 from workflow_support import comparable, snakemake, write_config
 
+# issue 32, item 4: a name from data written raw into report.md made markup, a link and a heading there
+HOSTILE = "my-iris <img src=x onerror=alert(1)>\n# owned [click](javascript:alert(2))"
 CONFIG = {
     "seed": 0,
     "embedding": {"shards": 2, "batch_size": 64},
     "benchmarks": {"iris": {
         "dataset": {"source": {"type": "sklearn", "name": "iris"},
-                    "identity": {"kind": "declared", "name": "my-iris", "revision": "1"}},
+                    "identity": {"kind": "declared", "name": HOSTILE, "revision": "1"}},
         "extractors": {"raw": {"type": "precomputed"},
                        "pca2": {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA",
                                                               "params": {"n_components": 2}}]}},
@@ -153,6 +155,9 @@ def clean_run(tmp_path_factory) -> tuple[Path, dict]:
     snakemake(workdir)
     status, printed = _verify(workdir)
     assert status == 0, printed  # a clean run verifies (partials and figures included)
+    markdown = (workdir / "results" / "reports" / "iris" / "report.md").read_text(encoding="utf-8")
+    assert "my-iris &lt;img src=x onerror=alert(1)> # owned [click]\\(javascript:alert(2))" in markdown, markdown
+    assert not [part for part in ("<img", "\n# owned", "](javascript") if part in markdown]
     return workdir, _reports(workdir)
 
 
