@@ -288,11 +288,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         moved = (quarantine_refused(exc.path, always=exc.always_move) if isinstance(exc, StaleArtifactError)
                  else quarantine(exc.path))
-        print(f"vertebrae: error: {exc}{describe_quarantine(moved)}", file=sys.stderr)
+        _error(f"{exc}{describe_quarantine(moved)}")
         return 2
     except VertebraeError as exc:
-        print(f"vertebrae: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
+
+
+def _error(message: str) -> None:
+    """The one error line (or lines) of a refusal, on stderr; text from data in it cannot drive the terminal."""
+    from vertebrae.reports.text import terminal_text
+
+    print(f"vertebrae: error: {terminal_text(message, lines=True)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -91,3 +91,28 @@ def test_plan_refuses_what_a_job_would_fail_on(config, message):
 
     with pytest.raises(ConfigError, match=message):
         plan(config)
+
+
+@pytest.mark.parametrize("exclude", [None, ["dog"]])
+def test_validate_refuses_multilabel_targets_whose_labels_always_come_together(tmp_path, monkeypatch, capsys, exclude):
+    # issue 32: every label on every row passed `vertebrae validate` and failed the score job (a dependency's
+    # ValueError, later vertebrae's own refusal); validate now refuses it, naming the dataset key and the labels
+    import numpy as np
+    import yaml
+
+    from vertebrae.cli import main
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "tags.npz", embeddings=rng.normal(size=(30, 4)), labels=np.ones((30, 2), dtype=np.int8))
+    bench = {"dataset": {"source": {"type": "npz", "path": "tags.npz"}, "target_type": "multilabel",
+                         "label_names": ["cat", "dog"], "identity": {"kind": "declared", "name": "tags", "revision": "1"}},
+             "extractors": {"raw": {"type": "precomputed"}}, "scoring": {"k": 2}}
+    if exclude:
+        bench["scoring"]["exclude_classes"] = exclude
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump({"benchmarks": {"tags": bench}}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "cfg.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vertebrae: error: benchmarks.tags.dataset: multilabel targets: every row that carries one "
+                          "of the labels ['cat', 'dog'] carries all of them"), err
+    assert not (tmp_path / ".snakemake").exists()  # refused at plan time, before Snakemake's dry run

@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vertebrae.core.errors import ConfigError, VertebraeError
+from vertebrae.reports.text import terminal_text
 from vertebrae.workflow import plan
 from vertebrae.workflow.bundled import profile_args, snakefile
 from vertebrae.workflow.config import load_config_file
@@ -306,7 +307,8 @@ def _written(path: str) -> str:
 
 
 def show(config: str | Path, benchmark: str | None = None) -> int:
-    """``vertebrae show``: the plan of CONFIG (or of its benchmark BENCHMARK) as a user reads it."""
+    """``vertebrae show``: the plan of CONFIG (or of its benchmark BENCHMARK) as a user reads it; text from data (the
+    dataset identity, the ranking read from report.md) is printed with ``terminal_text``."""
     path = _config_file(config)
     planned = plan(load_config_file(path))
     benchmarks = _benchmarks(planned)
@@ -320,7 +322,7 @@ def show(config: str | Path, benchmark: str | None = None) -> int:
         protocol = spec["protocol"]
         reports = report_paths(name)
         print(("\n" if index else "") + f"{kind} benchmark {name} ({section}.{name})")
-        print(f"  dataset: {planned.spec(protocol['fingerprint']).get('identity', 'unknown')}")
+        print(f"  dataset: {terminal_text(planned.spec(protocol['fingerprint']).get('identity', 'unknown'))}")
         print(f"  protocol: {protocol['path']} ({_written(protocol['path'])})")
         candidates = spec["candidates"]
         state = _written(reports["json"])
@@ -331,12 +333,13 @@ def show(config: str | Path, benchmark: str | None = None) -> int:
         width = max(len(c["name"]) for c in candidates) if candidates else 0
         for candidate in candidates:
             score = candidate["score"]
-            print(f"    {candidate['name']:<{width}}  {score['fingerprint']}  {score['path']} "
+            print(f"    {terminal_text(candidate['name']):<{width}}  {score['fingerprint']}  {score['path']} "
                   f"({_written(score['path'])})")
         markdown = Path(reports["markdown"])
         if markdown.is_file():
             print(f"  ranking (from {markdown}; `vertebrae status` says whether it is up to date):")
-            print("\n".join(f"    {line}" for line in _ranking_section(markdown.read_text(encoding="utf-8"))))
+            ranking = _ranking_section(markdown.read_text(encoding="utf-8", errors="replace"))
+            print("\n".join(f"    {terminal_text(line)}" for line in ranking))
     return 0
 
 

@@ -18,7 +18,12 @@ from vertebrae.data.declared import (
 )
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.scoring.metric_registry import metric_from_config
-from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig, check_config_classes
+from vertebrae.scoring.overlap import (
+    ContinuousOverlapScoringConfig,
+    OverlapScoringConfig,
+    check_config_classes,
+    check_separable,
+)
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
@@ -60,22 +65,25 @@ def scoring_plan_from_decl(bench: Mapping[str, Any], seed: int, *, where: str) -
 def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_dir: Path, where: str) -> None:
     """What the score jobs would refuse from the targets alone, refused at plan time so that validate catches it
     (the dataset is read for it only when something needs checking): a ``k`` mapping or ``exclude_classes`` naming
-    classes; every built-in metric's folds, shots, ``k``, split and target type (``BuiltinMetric.check``); a
-    subsample stability analysis's minimums."""
+    classes, and multi-label targets whose labels always come together; every built-in metric's folds, shots,
+    ``k``, split and target type (``BuiltinMetric.check``); a subsample stability analysis's minimums."""
     from vertebrae.scoring.labelled_common import BuiltinMetric
 
     scoring = plan.scoring
-    named = isinstance(scoring, OverlapScoringConfig) and (isinstance(scoring.k, Mapping) or scoring.exclude_classes)
+    overlap = isinstance(scoring, OverlapScoringConfig)
+    named = overlap and (isinstance(scoring.k, Mapping) or bool(scoring.exclude_classes)
+                         or dataset.get("target_type") == "multilabel")
     builtin = [(i, m) for i, m in enumerate(plan.metrics) if isinstance(m, BuiltinMetric)]
     subsample = plan.stability is not None and plan.stability.enabled and plan.stability.mode == "subsample"
     if not (named or builtin or subsample):
         return
     loaded = load_declared_dataset(dataset, base_dir=base_dir, where=f"{where}.dataset")
     if named:
-        try:
-            check_config_classes(scoring, loaded.targets.catalog)
-        except ValueError as exc:
-            raise ConfigError(f"{where}.scoring: {exc}") from None
+        for check, key in ((check_config_classes, "scoring"), (check_separable, "dataset")):
+            try:
+                check(scoring, loaded.targets)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.{key}: {exc}") from None
     for i, metric in builtin:
         try:
             metric.check(loaded.targets, row_ids=loaded.row_ids, seed=plan.seed)
