@@ -87,7 +87,9 @@ COMMANDS: dict[str, Command] = {
                           help="an extra callable metric (importable path); repeatable"))),
     "report": Command("rank a benchmark's scores into JSON and Markdown reports (labelled, retrieval or zero-shot plan)",
                       "vertebrae.stages.report_job:run_report",
-                      (*REPORT, arg("--comparison", help="the benchmark's comparison artifact (vertebrae compare)"))),
+                      (*REPORT, arg("--comparison", help="the benchmark's comparison artifact (vertebrae compare)"),
+                       arg("--records-dir", help="the Snakemake benchmark records (benchmarks/) the candidates' "
+                                                 "costs come from; without it their times are unknown"))),
     "compare": Command("paired intervals and tests of every pair of a benchmark's ranked candidates",
                        "vertebrae.stages.report_job:run_compare",
                        (PLAN, arg("--report-plan", required=True, help="the benchmark's report job spec"), PROTOCOL,

@@ -23,7 +23,8 @@ rule report:
         "benchmarks/report/{benchmark}.tsv"
     shell:
         "vertebrae report --plan-json {input.plan} --protocol {input.protocol} --comparison {input.comparison}"
-        " --json-output {output.json} --markdown-output {output.markdown} {input.scores} > {log} 2>&1"
+        " --records-dir benchmarks --json-output {output.json} --markdown-output {output.markdown}"
+        " {input.scores} > {log} 2>&1"
 
 
 rule figures:
