@@ -96,8 +96,8 @@ def job_counts(dry_run_stdout: str) -> dict[str, int]:
     return counts
 
 
-# (and report.json's content_hash, a hash over the rest, timings included)
-TIMING_KEYS = ("timings", "runtime", "runtime_seconds", "total_seconds", "content_hash")
+# (and report.json's content_hash, a hash over the rest, timings included; and each candidate's measured cost)
+TIMING_KEYS = ("timings", "cost", "runtime", "runtime_seconds", "total_seconds", "content_hash")
 
 
 def written_report(workdir: Path, benchmark: str) -> dict:
