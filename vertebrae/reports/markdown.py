@@ -41,9 +41,10 @@ def _opening(title: str, introduction: str) -> list[str]:
 
 
 def _row_table(rows: list[dict[str, Any]]) -> list[str]:
-    """A table whose columns are the keys of the first row (``rank``, ``extractor`` when there is none)."""
-    header = list(rows[0]) if rows else ["rank", "extractor"]
-    return _table(header, [list(row.values()) for row in rows])
+    """A table whose columns are the keys of the first row (``rank``, ``extractor`` when there is none), headed in
+    the words every protocol's ranking uses (:data:`HEADERS`, :data:`COLUMN_WORDS`); metric names stay as named."""
+    keys = list(rows[0]) if rows else ["rank", "extractor"]
+    return _table([HEADERS.get(k, COLUMN_WORDS.get(k, k)) for k in keys], [list(row.values()) for row in rows])
 
 
 def _not_ranked(result) -> list[str]:
@@ -80,6 +81,8 @@ HEADERS = {  # every column of BenchmarkResult.to_dataframe(), in the same order
     "probe_metric": "probe metric", "probe_score": "probe score", "embedding_dim": "dim", "compression": "compression",
     "recommendation": "recommendation",
 }
+
+COLUMN_WORDS = {"margin_mean": "margin mean", "reverse_primary": "reverse primary"}  # retrieval, zero-shot columns
 
 
 def _interval(value: Any) -> str | None:
