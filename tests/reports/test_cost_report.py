@@ -89,3 +89,18 @@ def test_costs_from_benchmark_records(tied, tmp_path):
     assert cost["source"] == "benchmark records"
     assert cost["embed_seconds_per_1k_rows"] == pytest.approx(1.5 / 150 * 1000)
     assert cost["peak_memory_mb"] == 101 and cost["score_seconds"] is None  # no score record: unknown
+
+
+def test_a_compressed_variant_costs_its_source_embedding_and_its_compression(tmp_path):
+    from vertebrae.reports.costs import candidate_cost
+
+    records = tmp_path / "benchmarks"
+    (records / "embed_shard" / "s").mkdir(parents=True)
+    (records / "embed_shard" / "s" / "shard-0-of-1.tsv").write_text("s\tmax_rss\n2.0\t50\n", encoding="utf-8")
+    candidate = {"embedding_metadata": {"fingerprint": "c", "source_fingerprint": "s", "n_rows": 1000, "dim": 8,
+                                        "dtype": "float32"}}
+    assert candidate_cost(candidate, records).embed_seconds_per_1k_rows is None  # no record of its compression
+    (records / "compress").mkdir()
+    (records / "compress" / "c.tsv").write_text("s\tmax_rss\n0.5\t80\n", encoding="utf-8")
+    cost = candidate_cost(candidate, records)
+    assert (cost.embed_seconds_per_1k_rows, cost.peak_memory_mb, cost.bytes_per_vector) == (2.5, 80, 32)

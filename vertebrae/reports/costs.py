@@ -5,8 +5,9 @@ In the workflow the times and memory come from the jobs' own Snakemake ``benchma
 (``benchmarks/<rule>/<fingerprint>[/shard-i-of-n].tsv`` beside ``results/``, columns ``s`` and ``max_rss`` in MB):
 
 - embedding seconds: the ``s`` of every embed-shard job (and fit-extractor job) of the candidate's endpoints (found by
-  the embedding fingerprints its report records), divided by their rows, times 1,000; unknown unless every endpoint
-  has records;
+  the embedding fingerprints its report records; a compressed labelled variant: its source embedding's jobs and its
+  compress job), divided by their rows, times 1,000; unknown unless every endpoint has records (a compressed
+  retrieval variant names no source embedding in its report: unknown);
 - peak memory: the largest ``max_rss`` among those jobs;
 - scoring seconds: the ``s`` of its score job (fanned-out retrieval: its partial jobs and their merge, summed).
 
@@ -32,6 +33,7 @@ from typing import Any
 
 EMBED_RULES = ("fit_extractor", "embed_shard", "embed_retrieval_shard", "embed_zero_shot_samples",
                "embed_zero_shot_prompts")
+COMPRESS_RULES = ("compress",)
 SCORE_RULES = ("score", "score_retrieval", "score_zero_shot", "score_retrieval_partial", "merge_retrieval_partials")
 DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
                "bool": 1}
@@ -122,6 +124,10 @@ def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None)
     complete = True
     for endpoint in _endpoints(candidate.get("embedding_metadata") or {}):
         found = _records(records_dir, EMBED_RULES, str(endpoint["fingerprint"]))
+        source = endpoint.get("source_fingerprint")
+        if not found and isinstance(source, str):  # a compressed variant: its source's embedding and the compression
+            compressed = _records(records_dir, COMPRESS_RULES, str(endpoint["fingerprint"]))
+            found = _records(records_dir, EMBED_RULES, source) + compressed if compressed else []
         complete = complete and bool(found)
         embed += found
         rows += int(endpoint["n_rows"])
