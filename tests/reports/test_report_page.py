@@ -60,5 +60,5 @@ def test_the_index_links_every_benchmark_page_and_the_leaderboard(tmp_path):
     page = index_page(results, results / "index.html")
     assert re.findall(r'href="([^"]+)"', page) == ["leaderboard.html", "reports/iris/report.html",
                                                    "reports/other/report.html"]
-    assert page.count("<td>labelled</td>") == 2 and page.count("<td>a&lt;b&gt;</td>") == 2  # protocol, leader
+    assert page.count("<td>labelled</td><td>overlap</td><td>a&lt;b&gt;</td>") == 2  # protocol, metric, leader
     assert Path(results / "reports" / "no-page").name not in page

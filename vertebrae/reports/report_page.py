@@ -30,6 +30,7 @@ from vertebrae.reports.comparison import TITLE as COMPARISON_TITLE
 from vertebrae.reports.cost_report import FIGURES_TITLE
 from vertebrae.reports.cost_report import TITLE as COST_TITLE
 from vertebrae.reports.html_items import STYLE, _blocks, _cells, _inline, _sections, _split_warnings, _table
+from vertebrae.reports.summary import PROTOCOLS, _primary_metric
 
 MAX_COLUMNS = 8
 FIGURES = (("ranking", "Ranking: every candidate's primary score with its interval"),
@@ -144,14 +145,11 @@ def _summary(report_json: Path) -> tuple[str, str, str]:
     """(protocol, primary metric, leader) of a report.json, read leniently (the index links, it does not verify)."""
     try:
         document = json.loads(report_json.read_text(encoding="utf-8"))
-        schema = str(document.get("schema", ""))
-        protocol = "retrieval" if "retrieval" in schema else "zero-shot" if "zero" in schema else "labelled"
+        protocol = PROTOCOLS[document["schema"]]
         ranking = document.get("ranking") or []
-        key = "extractor_results" if protocol == "labelled" else "candidate_results"
-        first = next((c for c in document.get(key) or [] if ranking and c.get("name") == ranking[0]), {})
-        metric = document.get("metadata", {}).get("primary_metric") or first.get("primary_metric") or "–"
-        return protocol, str(metric), str(ranking[0]) if ranking else "–"
-    except (OSError, ValueError, AttributeError, TypeError):
+        candidates = document["extractor_results" if protocol == "labelled" else "candidate_results"]
+        return protocol, _primary_metric(document, candidates, protocol), str(ranking[0]) if ranking else "–"
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
         return "unreadable report.json", "–", "–"
 
 
