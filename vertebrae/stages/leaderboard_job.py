@@ -59,7 +59,7 @@ def build(results_dir: str | Path = "results", *, metric: str | None = None, rec
     return rows, across(rows, paired_verdicts(reports)), skipped
 
 
-REPORT_FILES = (("ranking", "ranking.html"), ("details", "detail.html"), ("comparison", "comparison.html"),
+REPORT_FILES = (("page", "report.html"), ("ranking", "ranking.html"), ("details", "detail.html"), ("comparison", "comparison.html"),
                 ("warnings", "warnings.html"), ("report.md", "report.md"), ("report.json", "report.json"))
 
 
