@@ -18,6 +18,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.config import CacheConfig, EmbeddingConfig
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.extractors.base import Extractor
+from vertebrae.reports.costs import peak_memory_mb, reset_peak_memory
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.compression import EmbeddingCompressionConfig, variant_name
 from vertebrae.scoring.metrics import Metric, OverlapMetric
@@ -38,7 +39,6 @@ from vertebrae.stages.labelled import (
     score_embeddings,
     score_recipe,
 )
-from vertebrae.reports.costs import peak_memory_mb, reset_peak_memory
 
 ENDPOINT = "samples"
 

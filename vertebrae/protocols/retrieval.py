@@ -18,6 +18,7 @@ from vertebrae.core.memory import MemoryConfig
 from vertebrae.data.retrieval import RetrievalDataset
 from vertebrae.extractors.base import Extractor
 from vertebrae.core.config import EmbeddingConfig
+from vertebrae.reports.costs import peak_memory_mb, reset_peak_memory
 from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig
 from vertebrae.scoring.paired import ComparisonConfig
@@ -36,7 +37,6 @@ from vertebrae.stages.retrieval import (
     retrieval_score_recipe,
     score_retrieval,
 )
-from vertebrae.reports.costs import peak_memory_mb, reset_peak_memory
 
 
 class RetrievalBenchmark:

@@ -22,6 +22,7 @@ from vertebrae.core.memory import MemoryConfig
 from vertebrae.data.zero_shot import ZeroShotDataset
 from vertebrae.extractors.base import Extractor
 from vertebrae.core.config import CacheConfig, EmbeddingConfig
+from vertebrae.reports.costs import peak_memory_mb, reset_peak_memory
 from vertebrae.scoring.overlap import OverlapScoringConfig
 from vertebrae.scoring.zero_shot import ZeroShotConfig
 from vertebrae.scoring.paired import ComparisonConfig
@@ -42,7 +43,6 @@ from vertebrae.stages.zero_shot import (
     zero_shot_score_recipe,
 )
 from vertebrae.results.zero_shot import ZeroShotBenchmarkResult
-from vertebrae.reports.costs import peak_memory_mb, reset_peak_memory
 
 
 @dataclass(frozen=True)
