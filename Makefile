@@ -77,7 +77,10 @@ lint: setup
 	$(BIN)/snakemake --lint
 
 report: setup
+	$(BIN)/snakemake --cores all results/index.html
 	$(BIN)/snakemake --report report.html
+	@echo "Open results/index.html: every benchmark's page (ranking, figures, comparison, costs) and the leaderboard"
+	@echo "(report.html is Snakemake's bundle of the same figures and tables, with the rule graph and run statistics)"
 
 # Install profiles/slurm as the global `slurm` profile: make slurm-profile SLURM_ACCOUNT=a SLURM_PARTITION=p [SLURM_GPU_PARTITION=g]
 # (install.sh refuses a missing account or partition, naming it, and installs nothing)

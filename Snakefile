@@ -46,6 +46,9 @@ localrules:
     write_zero_shot_protocol,
     figures,
     report_tables,
+    report_page,
+    leaderboard_page,
+    results_index,
     summary,
 
 
@@ -55,3 +58,4 @@ rule all:
         get_figure_outputs(),
         get_report_item_outputs(),
         get_summary_outputs(),
+        "results/index.html",

@@ -96,10 +96,10 @@ def job_counts(dry_run_stdout: str) -> dict[str, int]:
     return counts
 
 
-# (and report.json's content_hash, a hash over the rest, timings included, and its metadata's "software": the
-# vertebrae version and git revision that wrote it, which an in-process report has not and a wheel's run has
-# without the git keys)
-TIMING_KEYS = ("timings", "runtime", "runtime_seconds", "total_seconds", "content_hash", "software")
+# (and report.json's content_hash, a hash over the rest, timings included; each candidate's measured cost; and its
+# metadata's "software": the vertebrae version and git revision that wrote it, which an in-process report has not
+# and a wheel's run has without the git keys)
+TIMING_KEYS = ("timings", "cost", "runtime", "runtime_seconds", "total_seconds", "content_hash", "software")
 
 
 def written_report(workdir: Path, benchmark: str) -> dict:

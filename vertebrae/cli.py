@@ -96,7 +96,9 @@ COMMANDS: dict[str, Command] = {
                                                                         "the merge spec plans)"))),
     "report": Command("rank a benchmark's scores into JSON and Markdown reports (labelled, retrieval or zero-shot plan)",
                       "vertebrae.stages.report_job:run_report",
-                      (*REPORT, arg("--comparison", help="the benchmark's comparison artifact (vertebrae compare)"))),
+                      (*REPORT, arg("--comparison", help="the benchmark's comparison artifact (vertebrae compare)"),
+                       arg("--records-dir", help="the Snakemake benchmark records (benchmarks/) the candidates' "
+                                                 "costs come from; without it their times are unknown"))),
     "compare": Command("paired intervals and tests of every pair of a benchmark's ranked candidates",
                        "vertebrae.stages.report_job:run_compare",
                        (PLAN, arg("--report-plan", required=True, help="the benchmark's report job spec"), PROTOCOL,
@@ -159,6 +161,12 @@ COMMANDS: dict[str, Command] = {
                               arg("--detail-output", dest="detail_path", required=True),
                               arg("--comparison-output", dest="comparison_path", required=True),
                               arg("--warnings-output", dest="warnings_path", required=True))),
+    "report-page": Command("write a benchmark's one-page report.html from its report.md (figures beside it)",
+                           "vertebrae.reports.report_page:write_report_page",
+                           (arg("--markdown", dest="markdown_path", metavar="REPORT_MD", required=True), OUTPUT)),
+    "results-index": Command("write results/index.html: every benchmark's report.html under RESULTS_DIR and the "
+                             "leaderboard", "vertebrae.reports.report_page:write_index",
+                             (arg("results_dir", metavar="RESULTS_DIR"), OUTPUT)),
     "verify": Command("check every artifact under RESULTS_DIR (schema, fingerprint, content hash); exit status 2 "
                       "when any is corrupt or stale", "vertebrae.stages.verify:run_verify",
                       (arg("results_dir", nargs="?", default="results", metavar="RESULTS_DIR"),

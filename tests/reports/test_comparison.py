@@ -359,13 +359,19 @@ def _zero_shot():
 
 @pytest.mark.parametrize("build", [_labelled, _retrieval, _zero_shot], ids=["labelled", "retrieval", "zero-shot"])
 def test_each_renderer_puts_the_section_just_before_the_warnings(build):
-    result, render = build()
+    result, base = build()
+
+    def render(report):  # without the cost section, whose verdicts come from the comparison (tests/reports/test_cost_report.py)
+        text = base(report)
+        start = text.index("\n## Quality vs cost")
+        return text[:start] + text[text.index("\n## ", start + 1):]
+
     before = render(_with(result, None, None))
     assert f"## {TITLE}" not in before
     section = "\n".join(comparison_lines(_document(), None))
     text = render(_with(result, _document(), None))
     headers = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headers[-2:] == [f"## {TITLE}", "## Warnings"]
+    assert headers[-3:] == [f"## {TITLE}", "## Warnings", "## Figures"]
     assert text.replace("\n" + section, "", 1) == before  # every other line as it was
     skipped = render(_with(result, None, "fewer than two ranked candidates"))
     assert skipped.replace("\n" + "\n".join(comparison_lines(None, "fewer than two ranked candidates")), "", 1) == before

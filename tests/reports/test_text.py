@@ -74,10 +74,13 @@ def test_report_md_and_its_html_pages_hold_data_only_as_text(hostile_report):
     result, names = hostile_report
     markdown = render_markdown(result)
     rendered = _parse(RENDER.render(markdown))
+    # the only links: the report's own three figures (its "Figures" section), none from data
+    links = [dict(attrs) for tag, attrs in rendered.tags if tag == "a"]
+    assert links == [{"href": f"{n}.png"} for n in ("ranking", "detail", "comparison")], links
     tags = {tag for tag, _ in rendered.tags}
-    assert tags <= {"h1", "h2", "p", "table", "thead", "tbody", "tr", "th", "td", "strong", "code", "ul", "li"}, tags
+    assert tags <= {"h1", "h2", "p", "table", "thead", "tbody", "tr", "th", "td", "strong", "code", "ul", "li", "a"}, tags
     assert [tag for tag, _ in rendered.tags].count("h1") == 1
-    assert {"img", "script", "a", "b", "i"}.isdisjoint(tags) and all(not attrs for _, attrs in rendered.tags)
+    assert {"img", "script", "b", "i"}.isdisjoint(tags) and all(not attrs for t, attrs in rendered.tags if t != "a")
     text = _flat("".join(rendered.text))
     for value in [*HOSTILE[:3], *names, "evil # Owned <b>x</b>"]:
         assert _flat(value) in text, value

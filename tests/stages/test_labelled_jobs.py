@@ -42,6 +42,15 @@ CONFIG = {
 
 
 
+def _same_sizes_apart_from_measured_costs(written: dict, expected: dict) -> None:
+    """Pop every candidate's cost (measured in process, none here: no benchmark records); the sizes must agree."""
+    for mine, theirs in zip(written["extractor_results"], expected["extractor_results"]):
+        a, b = mine["metadata"].pop("cost"), theirs["metadata"].pop("cost")
+        assert (a["source"], b["source"]) == ("none", "measured in process")
+        assert (a["dim"], a["bytes_per_vector"]) == (b["dim"], b["bytes_per_vector"])
+        assert a["embed_seconds_per_1k_rows"] is None and b["embed_seconds_per_1k_rows"] > 0
+
+
 def _compare_and_report(workflow_plan, report_fp: str, paths: dict) -> None:
     """The compare job, then the report job reading its artifact, as the workflow runs them."""
     compare_fp = workflow_plan.comparisons[report_fp]
@@ -106,8 +115,9 @@ def test_the_chain_by_hand_equals_the_in_process_benchmark(workdir):
     written = json.loads((workdir / paths["json"]).read_text(encoding="utf-8"))
     expected = benchmarks_from_config(CONFIG)["toy"].run().to_dict()
     for result in expected["extractor_results"]:
-        assert set(result["metadata"].pop("timings")) == {"embed_s", "score_s"}
+        assert set(result["metadata"].pop("timings")) == {"embed_s", "embed_peak_mb", "score_s"}
     assert written["metadata"].pop("software") == software()  # the report job stamps the vertebrae that wrote it
+    _same_sizes_apart_from_measured_costs(written, expected)
     assert len(written.pop("content_hash")) == 64 and written == expected  # report.json carries its hash
     assert [r["name"] for r in written["extractor_results"]] == ["raw", "pca3"]
     assert written["metadata"]["seed"] == 3
@@ -288,8 +298,9 @@ def test_the_chain_with_compression_and_a_custom_metric_equals_the_in_process_be
     written = json.loads((workdir / paths["json"]).read_text(encoding="utf-8"))
     expected = benchmarks_from_config(COMPRESSED_CONFIG)["toy"].run().to_dict()
     for result in expected["extractor_results"]:
-        assert set(result["metadata"].pop("timings")) == {"embed_s", "score_s"}
+        assert set(result["metadata"].pop("timings")) == {"embed_s", "embed_peak_mb", "score_s"}
     assert written["metadata"].pop("software") == software()  # the report job stamps the vertebrae that wrote it
+    _same_sizes_apart_from_measured_costs(written, expected)
     assert len(written.pop("content_hash")) == 64 and written == expected  # report.json carries its hash
     assert [r["name"] for r in written["extractor_results"]] == ["raw", "raw[pca_3]", "pca3", "pca3[pca_3]"]
     widths = {r["name"]: r["metrics"]["embedding_width"]["score"] for r in written["extractor_results"]}

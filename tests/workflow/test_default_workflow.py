@@ -40,6 +40,9 @@ EXPECTED_JOBS = {
     "merge_retrieval_partials": 4,  # one merge per candidate, writing the score one job would have written
     "figures": 6,  # ranking + detail figure per report (6 reports)
     "report_tables": 6,  # the HTML report's table pages per report
+    "report_page": 6,  # results/reports/<name>/report.html, one page per report
+    "leaderboard_page": 1,  # results/leaderboard.html
+    "results_index": 1,  # results/index.html, linking every page and the leaderboard
     # topics (zero-shot): 1 protocol + 1 prompt embed + 1 compress + 2 score + 1 report; its samples share
     # topics_labelled's minilm embedding job (same rows, same branch-less encoder)
     "plan_zero_shot": 6,
@@ -53,7 +56,8 @@ EXPECTED_JOBS = {
 }
 ZERO_SHOT_PROMPT_JOBS = {"plan_zero_shot": 5, "plan": 1, "embed_zero_shot_prompts": 1, "merge_zero_shot": 1,
                          "write_zero_shot_protocol": 1, "score_zero_shot": 2, "compare": 1, "report": 1, "figures": 1,
-                         "report_tables": 1, "summary": 1, "all": 1}
+                         "report_tables": 1, "report_page": 1, "leaderboard_page": 1, "results_index": 1,
+                         "summary": 1, "all": 1}
 
 
 
@@ -121,8 +125,8 @@ def test_scoring_change_reruns_only_scores_and_report(workdir_copy, default_conf
     changed["benchmarks"]["digits"]["scoring"]["k"] = 20
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 8, "score": 6, "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "summary": 1,
-                      "all": 1}
+    assert counts == {"plan": 8, "score": 6, "compare": 1, "report": 1, "figures": 1, "report_tables": 1,
+                      "report_page": 1, "leaderboard_page": 1, "results_index": 1, "summary": 1, "all": 1}
 
 
 def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_config):
@@ -131,7 +135,8 @@ def test_extractor_change_reruns_only_that_extractor(workdir_copy, default_confi
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
     assert counts == {"plan": 7, "fit_extractor": 1, "embed_shard": 2, "merge_embeddings": 1, "compress": 1, "score": 2,
-                      "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "summary": 1, "all": 1}
+                      "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "report_page": 1,
+                      "leaderboard_page": 1, "results_index": 1, "summary": 1, "all": 1}
 
 
 def test_prompt_edit_reruns_only_prompt_side_jobs(workdir_copy, default_config):
@@ -147,13 +152,14 @@ def test_comparison_settings_rerun_only_comparisons_and_reports(workdir_copy, de
     changed["comparison"] = {"resamples": 2000, "adjustment": "bonferroni"}  # every benchmark
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 6, "compare": 6, "report": 6, "figures": 6, "report_tables": 6, "summary": 1,
-                      "all": 1}  # no score
+    assert counts == {"plan": 6, "compare": 6, "report": 6, "figures": 6, "report_tables": 6, "report_page": 6,
+                      "leaderboard_page": 1, "results_index": 1, "summary": 1, "all": 1}  # no score
     changed = json.loads(json.dumps(default_config))
     changed["retrieval"]["digits_search"]["comparison"] = {"confidence_level": 0.9}  # one benchmark
     write_config(workdir_copy, changed)
     counts = job_counts(snakemake(workdir_copy, "-n", "--quiet", "rules").stdout)
-    assert counts == {"plan": 1, "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "summary": 1, "all": 1}
+    assert counts == {"plan": 1, "compare": 1, "report": 1, "figures": 1, "report_tables": 1, "report_page": 1,
+                      "leaderboard_page": 1, "results_index": 1, "summary": 1, "all": 1}
     snakemake(workdir_copy)
     report = written_report(workdir_copy, "digits_search")
     assert report["comparison"]["config"]["confidence_level"] == 0.9

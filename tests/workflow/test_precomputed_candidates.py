@@ -83,7 +83,8 @@ def config():
     }
 
 
-REPORT_RULES = {"report", "compare", "figures", "report_tables", "summary", "all"}  # run after any candidate changes
+REPORT_RULES = {"report", "compare", "figures", "report_tables", "report_page", "leaderboard_page", "results_index",
+                "summary", "all"}  # run after any candidate changes
 
 
 def split_counts(counts):

@@ -30,7 +30,8 @@ except ImportError:  # pragma: no cover - the environment lacks the extra
 
 SECTION = "## Your own data in the workflow"
 SEVERAL = "### Embeddings from several models, one file each"
-REPORT_SIDE = {"compare", "report", "figures", "report_tables", "summary", "all"}  # rerun after any candidate change
+REPORT_SIDE = {"compare", "report", "figures", "report_tables", "report_page", "leaderboard_page",
+               "results_index", "summary", "all"}  # rerun after any candidate change
 
 
 def section(title: str, page: str = "docs/data.md") -> str:

@@ -101,7 +101,7 @@ class Chromium:
             pass_fds=tuple(high), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for fd in high:
             os.close(fd)
-        self._buffer, self._id, self.session = b"", 0, None
+        self._buffer, self._id, self.session, self.events = b"", 0, None, []
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         self.call("Page.enable")
@@ -125,6 +125,8 @@ class Chromium:
                 self._buffer += chunk
             raw, _, self._buffer = self._buffer.partition(b"\0")
             reply = json.loads(raw)
+            if "method" in reply:  # an event (console messages, exceptions, log entries): kept for the tests
+                self.events.append(reply)
             if reply.get("id") == self._id:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
@@ -245,5 +247,93 @@ def test_a_reader_sees_tables_captions_and_no_mailto_links_in_chromium(html_repo
                         "document.querySelectorAll('ul.warnings li').length", context=frame))
                 browser.screenshot(shots / f"{name}-{item}-table.png")
             assert len(set(captions.values())) == len(OUTPUTS), f"{name}: two kinds share a caption"
+    finally:
+        browser.close()
+
+
+# -- the pages a reader opens first: results/index.html, each benchmark's report.html, the leaderboard ------------
+
+PAGE_STATE = """(() => ({
+  ready: document.readyState,
+  images: [...document.images].map(i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0})),
+  tables: document.querySelectorAll('table').length,
+  headings: [...document.querySelectorAll('h2')].map(h => h.textContent.trim()),
+  links: [...document.querySelectorAll('a')].map(a => a.getAttribute('href')),
+  ranking: (t => t ? t.rows[0].cells.length : null)(document.querySelector('#ranking table')),
+  text: document.body.innerText,
+}))()"""
+
+
+def _errors(events: list[dict]) -> list[str]:
+    """Console errors, uncaught exceptions and error log entries (a resource that failed to load is one)."""
+    out = []
+    for event in events:
+        method, params = event.get("method"), event.get("params") or {}
+        if method == "Runtime.exceptionThrown":
+            out.append(json.dumps(params.get("exceptionDetails"))[:300])
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            out.append(json.dumps(params.get("args"))[:300])
+        elif method == "Log.entryAdded" and (params.get("entry") or {}).get("level") == "error":
+            out.append(json.dumps(params["entry"])[:300])
+    return out
+
+
+def test_the_workflow_writes_one_page_per_benchmark_and_the_index(default_run):
+    results = default_run / "results"
+    names = sorted(_reports(default_run))
+    index = (results / "index.html").read_text(encoding="utf-8")
+    assert "leaderboard.html" in index and (results / "leaderboard.html").is_file()
+    for name in names:
+        assert f'href="reports/{name}/report.html"' in index, name
+        page = (results / "reports" / name / "report.html").read_text(encoding="utf-8")
+        for figure in ("ranking", "comparison", "detail"):
+            assert f'<img src="{figure}.png"' in page and (results / "reports" / name / f"{figure}.png").is_file()
+        assert "Quality vs cost" in page and "cheapest candidate statistically tied with the leader" in page
+        assert "primary_metric" not in page.split("Quality vs cost")[0], name  # one header vocabulary
+        markdown = (results / "reports" / name / "report.md").read_text(encoding="utf-8")
+        assert "(ranking.png)" in markdown and "(comparison.png)" in markdown and "(detail.png)" in markdown
+        document = json.loads((results / "reports" / name / "report.json").read_text(encoding="utf-8"))
+        key = "extractor_results" if "extractor_results" in document else "candidate_results"
+        for candidate in document[key]:  # every candidate's cost, from the jobs' benchmark records
+            cost = candidate["metadata"]["cost"]
+            assert cost["source"] == "benchmark records", (name, candidate["name"], cost)
+            assert cost["dim"] > 0 and cost["bytes_per_vector"] > 0 and cost["score_seconds"] > 0
+            if (candidate["compression_metadata"] or {}).get("applied") and key == "candidate_results":
+                # a compressed pair names no source embedding in its report: unknown (None), never zero
+                assert cost["embed_seconds_per_1k_rows"] in (None,) or cost["embed_seconds_per_1k_rows"] > 0
+                continue
+            assert cost["embed_seconds_per_1k_rows"] > 0 and cost["peak_memory_mb"] > 0, (name, candidate["name"])
+
+
+@pytest.mark.skipif(CHROMIUM is None and not REQUIRE_CHROMIUM,
+                    reason="Chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)")
+def test_every_page_loads_in_chromium_without_errors_and_with_every_image(default_run):
+    assert CHROMIUM is not None, "VERTEBRAE_REQUIRE_CHROMIUM=1 but no chromium on PATH"
+    results = default_run / "results"
+    pages = [results / "index.html", results / "leaderboard.html",
+             *(results / "reports" / name / "report.html" for name in sorted(_reports(default_run)))]
+    shots = Path(os.environ.get("VERTEBRAE_SCREENSHOTS") or default_run.parent / "page-screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    browser = Chromium(CHROMIUM)
+    try:
+        for method in ("Runtime.enable", "Log.enable"):
+            browser.call(method)
+        for path in pages:
+            browser.events.clear()
+            browser.call("Page.navigate", url=path.resolve().as_uri())
+            browser.wait_for("document.readyState === 'complete' && [...document.images].every(i => i.complete)")
+            state = browser.eval(PAGE_STATE)
+            assert not _errors(browser.events), (path, _errors(browser.events))
+            assert state["tables"] >= 1, (path, state["text"][:300])
+            assert all(image["ok"] for image in state["images"]), (path, state["images"])
+            if path.name == "report.html":
+                assert len(state["images"]) == 3, (path, state["images"])
+                assert 2 <= state["ranking"] <= 8, (path, state["ranking"])  # the ranking: at most 8 columns
+                assert {"Ranking", "Figures", "Is the leader really ahead?", "Quality vs cost", "Warnings"} <= \
+                    set(state["headings"]), (path, state["headings"])
+            if path.name == "index.html":
+                for name in _reports(default_run):
+                    assert f"reports/{name}/report.html" in state["links"], (name, state["links"])
+            browser.screenshot(shots / f"{path.parent.name}-{path.stem}.png")
     finally:
         browser.close()

@@ -17,7 +17,8 @@ import yaml
 from vertebrae.workflow import plan
 from workflow_support import BIN, job_counts, three_files_config
 
-REPORT_SIDE = {"compare": 1, "report": 1, "figures": 1, "report_tables": 1, "summary": 1, "all": 1}
+REPORT_SIDE = {"compare": 1, "report": 1, "figures": 1, "report_tables": 1, "report_page": 1,
+               "leaderboard_page": 1, "results_index": 1, "summary": 1, "all": 1}
 
 
 def vertebrae(work: Path, *args: str) -> str:

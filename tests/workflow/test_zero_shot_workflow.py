@@ -37,8 +37,8 @@ ENCODERS = textwrap.dedent('''
 ''')
 
 PROMPT_JOBS = {"plan_zero_shot", "embed_zero_shot_prompts", "merge_zero_shot", "write_zero_shot_protocol",
-               "score_zero_shot", "plan", "compare", "report", "figures", "report_tables", "summary",
-               "all"}  # plan: compare's
+               "score_zero_shot", "plan", "compare", "report", "figures", "report_tables", "report_page",
+               "leaderboard_page", "results_index", "summary", "all"}  # plan: compare's
 
 
 def _config(prompts: list[dict]) -> dict:

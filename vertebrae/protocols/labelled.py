@@ -18,6 +18,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.config import CacheConfig, EmbeddingConfig
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.extractors.base import Extractor
+from vertebrae.reports.costs import peak_memory_mb, reset_peak_memory
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.compression import EmbeddingCompressionConfig, variant_name
 from vertebrae.scoring.metrics import Metric, OverlapMetric
@@ -126,11 +127,12 @@ class Benchmark:
 
     def _variants(self, extractor: Extractor) -> list[tuple[str, EmbeddingBlock, str, dict[str, Any] | None, dict[str, Any]]]:
         """(name, block, embedding fingerprint, compression metadata, embedding metadata) per variant."""
+        reset = reset_peak_memory()
         started = time.perf_counter()
         block, embed_fp, cache_status = _embed_cached(extractor, self.dataset, self.embedding_config, self.cache_config)
         provenance = {"fingerprint": embed_fp, "extractor": extractor.recipe(), "cache_status": cache_status,
                       "cache_eligible": extractor.reusable and self.dataset.identity.reusable,
-                      "embed_s": time.perf_counter() - started}
+                      "embed_s": time.perf_counter() - started, "embed_peak_mb": peak_memory_mb() if reset else None}
         variants = [(extractor.name, block, embed_fp, None, provenance)]
         for config in self.compression_configs:
             compressed, metadata = compress_block(block, config)
@@ -149,13 +151,15 @@ class Benchmark:
             for name, block, embed_fp, compression, provenance in self._variants(extractor):
                 started = time.perf_counter()
                 payload = score_embeddings(block, protocol, self.plan)
-                timings = {"embed_s": provenance.pop("embed_s"), "score_s": time.perf_counter() - started}
+                timings = {"embed_s": provenance.pop("embed_s"), "embed_peak_mb": provenance.pop("embed_peak_mb"),
+                           "score_s": time.perf_counter() - started}
                 results.append(candidate_result(
                     name, payload, plan=self.plan, embedding_metadata=provenance, compression_metadata=compression,
                     metadata={"score_fingerprint": fingerprint("score", score_recipe(embed_fp, protocol_fp, self.plan)),
                               "timings": timings},
                 ))
-        return build_report(results, protocol, benchmark=self.name, plan=self.plan).with_comparison(self.comparison_config)
+        report = build_report(results, protocol, benchmark=self.name, plan=self.plan)
+        return report.with_comparison(self.comparison_config).with_costs(measured=True)
 
 
 class Evaluator:

@@ -18,6 +18,7 @@ from vertebrae.core.memory import MemoryConfig
 from vertebrae.data.retrieval import RetrievalDataset
 from vertebrae.extractors.base import Extractor
 from vertebrae.core.config import EmbeddingConfig
+from vertebrae.reports.costs import peak_memory_mb, reset_peak_memory
 from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig
 from vertebrae.scoring.paired import ComparisonConfig
@@ -103,6 +104,7 @@ class RetrievalBenchmark:
         protocol_fp = fingerprint("protocol", retrieval_protocol_recipe(dataset.identity_key(), dataset.exclude_same_id))
         candidates = []
         for extractor in self.extractors:
+            reset = reset_peak_memory()
             started = time.perf_counter()
             gallery, gallery_fp = self._embed(extractor, GALLERY, dataset.gallery, dataset.gallery_ids, fit=True)
             queries, query_fp = self._embed(extractor, QUERY, dataset.queries, dataset.query_ids, fit=False)
@@ -112,7 +114,7 @@ class RetrievalBenchmark:
                 pair_fp = fingerprint("compressed", retrieval_compression_recipe(query_fp, gallery_fp, self.compression_config))
                 variants.append((variant_name(extractor.name, self.compression_config), q_c, g_c, f"{pair_fp}/query",
                                  f"{pair_fp}/gallery", metadata))
-            embedded = time.perf_counter()
+            embedded, peak = time.perf_counter(), peak_memory_mb() if reset else None
             for name, q, g, q_fp, g_fp, compression in variants:
                 score = score_retrieval(q, g, protocol, self.config, device=self.device)
                 candidates.append(RetrievalCandidateResult(
@@ -121,8 +123,9 @@ class RetrievalBenchmark:
                      "extractor": extractor.recipe()},
                     compression,
                     {"score_fingerprint": fingerprint("score", retrieval_score_recipe(q_fp, g_fp, protocol_fp, self.config)),
-                     "timings": {"embed_s": embedded - started, "score_s": time.perf_counter() - embedded}},
+                     "timings": {"embed_s": embedded - started, "embed_peak_mb": peak,
+                                 "score_s": time.perf_counter() - embedded}},
                 ))
         report = retrieval_report(candidates, protocol, benchmark=self.name, config=self.config,
                                   dataset_summary=retrieval_protocol_summary(protocol, dataset.identity_key()))
-        return report.with_comparison(self.comparison_config)
+        return report.with_comparison(self.comparison_config).with_costs(measured=True)

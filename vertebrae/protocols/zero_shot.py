@@ -22,6 +22,7 @@ from vertebrae.core.memory import MemoryConfig
 from vertebrae.data.zero_shot import ZeroShotDataset
 from vertebrae.extractors.base import Extractor
 from vertebrae.core.config import CacheConfig, EmbeddingConfig
+from vertebrae.reports.costs import peak_memory_mb, reset_peak_memory
 from vertebrae.scoring.overlap import OverlapScoringConfig
 from vertebrae.scoring.zero_shot import ZeroShotConfig
 from vertebrae.scoring.paired import ComparisonConfig
@@ -126,6 +127,7 @@ class ZeroShotBenchmark:
         results = []
         for entry in self.candidates:
             extractor = entry.extractor
+            reset = reset_peak_memory()
             started = time.perf_counter()
             samples, sample_fp, sample_cache = self._embed(
                 extractor, SAMPLES, zs.dataset.inputs, zs.dataset.row_ids, entry.sample_branch,
@@ -144,7 +146,7 @@ class ZeroShotBenchmark:
                 variants.append((variant_name(extractor.name, self.compression_config), samples_c,
                                  compress_prompts(fitted, prompts), f"{pair_fp}/samples", f"{pair_fp}/prompts:{prompt_fp}",
                                  pair_fp, metadata))
-            embedded = time.perf_counter()
+            embedded, peak = time.perf_counter(), peak_memory_mb() if reset else None
             for name, s, p, s_key, p_key, pair, compression in variants:
                 begun = time.perf_counter()
                 result, overlap = score_zero_shot(s, p, protocol, self.config, self.overlap_config, self.seed,
@@ -155,7 +157,8 @@ class ZeroShotBenchmark:
                     name, result, overlap, endpoint_metadata(s, p),
                     {**provenance, "scored_samples": s_key, "scored_prompts": p_key}, compression,
                     {"score_fingerprint": score_fp,
-                     "timings": {"embed_s": embedded - started, "score_s": time.perf_counter() - begun}}))
+                     "timings": {"embed_s": embedded - started, "embed_peak_mb": peak,
+                                 "score_s": time.perf_counter() - begun}}))
         report = zero_shot_report(results, protocol, benchmark=self.name, config=self.config,
                                   overlap_config=self.overlap_config, seed=self.seed, protocol_fingerprint=protocol_fp)
-        return report.with_comparison(self.comparison_config)
+        return report.with_comparison(self.comparison_config).with_costs(measured=True)

@@ -5,15 +5,21 @@ In the workflow the times and memory come from the jobs' own Snakemake ``benchma
 (``benchmarks/<rule>/<fingerprint>[/shard-i-of-n].tsv`` beside ``results/``, columns ``s`` and ``max_rss`` in MB):
 
 - embedding seconds: the ``s`` of every embed-shard job (and fit-extractor job) of the candidate's endpoints (found by
-  the embedding fingerprints its report records), divided by their rows, times 1,000; unknown unless every endpoint
-  has records;
+  the embedding fingerprints its report records; a compressed labelled variant: its source embedding's jobs and its
+  compress job), divided by their rows, times 1,000; unknown unless every endpoint has records (a compressed
+  retrieval variant names no source embedding in its report: unknown);
 - peak memory: the largest ``max_rss`` among those jobs;
 - scoring seconds: the ``s`` of its score job (fanned-out retrieval: its partial jobs and their merge, summed).
 
 The dimension and the bytes per vector need no records: the dimension of the matrix scored (after compression) and
 that many values of its stored dtype (``float32``: 4 bytes); unknown for a sparse matrix (its size varies per row).
-In-process results (``Benchmark(...).run()``) have no records, so their times are unknown here; ``Cost.measured``
-takes times the caller measured itself.
+In-process results (``Benchmark(...).run()``) have no records: ``measured_cost`` takes the times the run measured
+itself (``metadata["timings"]``: ``embed_s`` over every endpoint's rows, unknown when an embedding came from the
+cache; ``embed_peak_mb``, the process's peak resident memory while it embedded, where Linux can reset and read it;
+``score_s``).
+
+Every report.json carries a candidate's costs in its ``metadata["cost"]`` (``cost_document``): the five columns and
+``source`` (``benchmark records``, ``measured in process`` or ``none``); a null column is unknown, never zero.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 
 EMBED_RULES = ("fit_extractor", "embed_shard", "embed_retrieval_shard", "embed_zero_shot_samples",
                "embed_zero_shot_prompts")
+COMPRESS_RULES = ("compress",)
 SCORE_RULES = ("score", "score_retrieval", "score_zero_shot", "score_retrieval_partial", "merge_retrieval_partials")
 DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
                "bool": 1}
@@ -117,6 +124,10 @@ def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None)
     complete = True
     for endpoint in _endpoints(candidate.get("embedding_metadata") or {}):
         found = _records(records_dir, EMBED_RULES, str(endpoint["fingerprint"]))
+        source = endpoint.get("source_fingerprint")
+        if not found and isinstance(source, str):  # a compressed variant: its source's embedding and the compression
+            compressed = _records(records_dir, COMPRESS_RULES, str(endpoint["fingerprint"]))
+            found = _records(records_dir, EMBED_RULES, source) + compressed if compressed else []
         complete = complete and bool(found)
         embed += found
         rows += int(endpoint["n_rows"])
@@ -128,5 +139,78 @@ def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None)
                 dim=dim, bytes_per_vector=size, score_seconds=sum(r["s"] for r in scored) if scored else None)
 
 
-__all__ = ["Cost", "DTYPE_BYTES", "EMBED_RULES", "SCORE_RULES", "candidate_cost", "embedding_endpoints", "read_record",
-           "stored_size"]
+COST_KEY = "cost"
+COST_FIELDS = ("embed_seconds_per_1k_rows", "peak_memory_mb", "dim", "bytes_per_vector", "score_seconds")
+SOURCES = ("benchmark records", "measured in process", "none")
+
+
+def cost_document(cost: Cost, source: str) -> dict[str, Any]:
+    """The ``metadata["cost"]`` a report carries for a candidate (None: unknown)."""
+    if source not in SOURCES:
+        raise ValueError(f"cost source {source!r}: expected one of {SOURCES}")
+    return {**{name: getattr(cost, name) for name in COST_FIELDS}, "source": source}
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def stored_cost(candidate: Mapping[str, Any]) -> Cost | None:
+    """The cost a report.json carries for a candidate (``metadata["cost"]``); None when it carries none."""
+    document = (candidate.get("metadata") or {}).get(COST_KEY)
+    if not isinstance(document, Mapping):
+        return None
+    values = {name: _finite(document.get(name)) for name in COST_FIELDS}
+    for name in ("dim", "bytes_per_vector"):
+        values[name] = None if values[name] is None else int(values[name])
+    return Cost(**values)
+
+
+def _cache_hit(status: Any) -> bool:
+    if isinstance(status, Mapping):
+        return any(_cache_hit(v) for v in status.values())
+    return str(status) == "hit"
+
+
+def measured_cost(candidate: Mapping[str, Any]) -> Cost:
+    """The cost of a candidate of an in-process run, from the times it measured (``metadata["timings"]``): embedding
+    seconds per 1,000 rows over every endpoint (unknown when any embedding was read from the cache), the peak
+    resident memory while it embedded, the scoring seconds."""
+    dim, size = stored_size(candidate)
+    meta = candidate.get("embedding_metadata") or {}
+    timings = (candidate.get("metadata") or {}).get("timings") or {}
+    rows = sum(int(e.get("n_rows") or 0) for e in _endpoints(meta)) or int(meta.get("n_rows") or 0)
+    embed = _finite(timings.get("embed_s"))
+    seconds = embed / rows * 1000 if embed is not None and rows and not _cache_hit(meta.get("cache_status")) else None
+    memory = _finite(timings.get("embed_peak_mb")) if not _cache_hit(meta.get("cache_status")) else None
+    return Cost(embed_seconds_per_1k_rows=seconds, peak_memory_mb=memory, dim=dim, bytes_per_vector=size,
+                score_seconds=_finite(timings.get("score_s")))
+
+
+def reset_peak_memory() -> bool:
+    """Reset this process's peak resident memory (Linux: ``/proc/self/clear_refs``); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory_mb() -> float | None:
+    """This process's peak resident memory since the last reset, in MB (Linux ``VmHWM``); None where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+__all__ = ["COST_FIELDS", "COST_KEY", "Cost", "DTYPE_BYTES", "EMBED_RULES", "SCORE_RULES", "SOURCES", "candidate_cost",
+           "cost_document", "embedding_endpoints",
+           "measured_cost", "peak_memory_mb", "read_record", "reset_peak_memory", "stored_cost", "stored_size"]

@@ -9,7 +9,8 @@ text, for every protocol:
 - **detail** — every other section before the comparison: per-class or per-label scores, regression diagnostics,
   custom metrics and Separatix (labelled), similarity diagnostics (retrieval), prompts per class and per-class
   recall (zero-shot);
-- **comparison** — ``## Is the leader really ahead?`` (or a line saying the report has none);
+- **comparison** — ``## Is the leader really ahead?`` (or a line saying the report has none) and ``## Quality vs
+  cost`` (``reports.cost_report``);
 - **warnings** — ``## Warnings``.
 
 Only the Markdown the report renderers write is understood: ``#`` / ``##`` headings, paragraphs, pipe tables
@@ -28,6 +29,8 @@ from typing import Any
 
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.reports.comparison import TITLE as COMPARISON_TITLE
+from vertebrae.reports.cost_report import FIGURES_TITLE
+from vertebrae.reports.cost_report import TITLE as COST_TITLE
 from vertebrae.reports.text import html_text, markdown_plain
 
 ITEMS = ("ranking", "detail", "comparison", "warnings")
@@ -172,8 +175,10 @@ def report_items(markdown: str, *, benchmark: str) -> dict[str, str]:
     for heading, lines in sections:
         if heading == "Ranking":
             parts["ranking"].append(f"<h2>Ranking</h2>{_blocks(lines)}")
-        elif heading == COMPARISON_TITLE:
+        elif heading in (COMPARISON_TITLE, COST_TITLE):
             parts["comparison"].append(f"<h2>{_inline(heading)}</h2>{_blocks(lines)}")
+        elif heading == FIGURES_TITLE:
+            continue  # the report shows the figures themselves, beside these pages
         elif heading == "Warnings":
             warned, notes = _split_warnings(lines)
             parts["warnings"].append(f"<h2>Warnings</h2>{_blocks(warned, list_class='warnings')}")

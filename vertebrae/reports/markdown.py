@@ -30,6 +30,7 @@ import numpy as np
 from vertebrae.reports.comparison import cell as _cell
 from vertebrae.reports.comparison import result_comparison_lines
 from vertebrae.reports.comparison import table as _table
+from vertebrae.reports.cost_report import cost_lines, figure_lines
 from vertebrae.reports.separatix import separatix_lines, separatix_warnings
 from vertebrae.scoring.degenerate import CODE as COLLAPSE_CODE
 
@@ -40,9 +41,10 @@ def _opening(title: str, introduction: str) -> list[str]:
 
 
 def _row_table(rows: list[dict[str, Any]]) -> list[str]:
-    """A table whose columns are the keys of the first row (``rank``, ``extractor`` when there is none)."""
-    header = list(rows[0]) if rows else ["rank", "extractor"]
-    return _table(header, [list(row.values()) for row in rows])
+    """A table whose columns are the keys of the first row (``rank``, ``extractor`` when there is none), headed in
+    the words every protocol's ranking uses (:data:`HEADERS`, :data:`COLUMN_WORDS`); metric names stay as named."""
+    keys = list(rows[0]) if rows else ["rank", "extractor"]
+    return _table([HEADERS.get(k, COLUMN_WORDS.get(k, k)) for k in keys], [list(row.values()) for row in rows])
 
 
 def _not_ranked(result) -> list[str]:
@@ -79,6 +81,8 @@ HEADERS = {  # every column of BenchmarkResult.to_dataframe(), in the same order
     "probe_metric": "probe metric", "probe_score": "probe score", "embedding_dim": "dim", "compression": "compression",
     "recommendation": "recommendation",
 }
+
+COLUMN_WORDS = {"margin_mean": "margin mean", "reverse_primary": "reverse primary"}  # retrieval, zero-shot columns
 
 
 def _interval(value: Any) -> str | None:
@@ -205,6 +209,7 @@ def render_markdown(result) -> str:
                                                  for r in ranked])
     lines += separatix_lines(ranked)
     lines += result_comparison_lines(result)
+    lines += cost_lines(result)
     lines += _warnings([(r.name, w) for r in ranked for w in list(r.warnings) + list(r.overlap.warnings)
                         + (list(r.compression_metadata.get("warnings", [])) if r.compression_metadata else [])
                         + [f"stability: {w}" for w in (r.stability.warnings if r.stability is not None else [])
@@ -212,6 +217,7 @@ def render_markdown(result) -> str:
                         + [f"{m.name}: {text}" for m in r.custom_metrics.values() for text in m.warnings]
                         + separatix_warnings(r)])
     lines += _closing_note(result, target_type)
+    lines += figure_lines()
     return "\n".join(lines)
 
 
@@ -257,9 +263,11 @@ def render_retrieval_markdown(result) -> str:
     )
     lines += _similarity_lines(result.ranked_results())
     lines += result_comparison_lines(result)
+    lines += cost_lines(result)
     lines += _warnings([(r.name, w) for r in _all_candidates(result) for w in r.score.forward.warnings
                         + (r.score.reverse.warnings if r.score.reverse is not None else [])])
     lines.append("")
+    lines += figure_lines()
     return "\n".join(lines)
 
 
@@ -288,9 +296,11 @@ def render_zero_shot_markdown(result) -> str:
                     [[labels.get(k, k)] + [r.zero_shot.per_class[k]["recall"] for r in ranked] for k in counts])
     lines += _fitted_on_samples(_all_candidates(result), summary.get("n_samples"))
     lines += result_comparison_lines(result)
+    lines += cost_lines(result)
     candidates = _all_candidates(result)
     lines += _warnings([], _grouped_warning_lines(candidates))
     lines.append("")
+    lines += figure_lines()
     return "\n".join(lines)
 
 

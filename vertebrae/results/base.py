@@ -107,6 +107,25 @@ class RankedReport:
         except ComparisonUnavailable as exc:
             return replace(self, comparison=None, comparison_skipped=str(exc))
 
+    def with_costs(self, records_dir: str | Path | None = None, *, measured: bool = False):
+        """This report with every candidate's ``metadata["cost"]`` (``vertebrae.reports.costs``): from the times the
+        in-process run measured (``measured``), else from the Snakemake benchmark records under ``records_dir``
+        (None: no records, every time unknown)."""
+        from vertebrae.reports.costs import COST_KEY, candidate_cost, cost_document, measured_cost
+
+        candidates = []
+        for candidate in self.candidates:
+            document = {**provenance_dict(candidate), "name": candidate.name}
+            if measured:
+                cost, source = measured_cost(document), "measured in process"
+            else:
+                cost, source = candidate_cost(document, records_dir), "benchmark records"
+            if cost.embed_seconds_per_1k_rows is None and cost.peak_memory_mb is None and cost.score_seconds is None:
+                source = "none"
+            metadata = {**candidate.metadata, COST_KEY: cost_document(cost, source)}
+            candidates.append(replace(candidate, metadata=metadata))
+        return replace(self, **{self.CANDIDATES_KEY: candidates})
+
     def _columns(self, candidate: Any) -> dict[str, Any]:
         raise NotImplementedError
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.reports.across import across
-from vertebrae.reports.costs import candidate_cost
+from vertebrae.reports.costs import candidate_cost, stored_cost
 from vertebrae.reports.leaderboard import COST_KINDS, leaderboard_rows, paired_verdicts
 from vertebrae.reports.leaderboard_render import (
     leaderboard_csv,
@@ -52,13 +52,14 @@ def build(results_dir: str | Path = "results", *, metric: str | None = None, rec
     for path, document in reports:
         key = "extractor_results" if PROTOCOLS[document["schema"]] == "labelled" else "candidate_results"
         for candidate in document[key]:
-            costs[(path, str(candidate["name"]))] = candidate_cost(candidate, records)
+            # the cost the report carries (report.json since issue 30), else the records beside results/
+            costs[(path, str(candidate["name"]))] = stored_cost(candidate) or candidate_cost(candidate, records)
         written[path] = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
     rows = leaderboard_rows(reports, metric=metric, costs=costs, written=written)
     return rows, across(rows, paired_verdicts(reports)), skipped
 
 
-REPORT_FILES = (("ranking", "ranking.html"), ("details", "detail.html"), ("comparison", "comparison.html"),
+REPORT_FILES = (("page", "report.html"), ("ranking", "ranking.html"), ("details", "detail.html"), ("comparison", "comparison.html"),
                 ("warnings", "warnings.html"), ("report.md", "report.md"), ("report.json", "report.json"))
 
 

@@ -46,9 +46,13 @@ def run_compare(plan: str | Path, report_plan: str | Path, protocol: str | Path,
 
 
 def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
-               markdown_output: str | Path, *, comparison: str | Path | None = None) -> None:
+               markdown_output: str | Path, *, comparison: str | Path | None = None,
+               records_dir: str | Path | None = None) -> None:
     """Rank the score artifacts ``scores`` of the report spec ``plan`` into JSON and Markdown, carrying the
-    comparison artifact ``comparison`` (which must have been made for this report spec)."""
+    comparison artifact ``comparison`` (which must have been made for this report spec) and every candidate's cost
+    (``RankedReport.with_costs``) from the Snakemake benchmark records under ``records_dir`` (None: no records, so
+    every time and memory is unknown). The records are read, not declared as inputs: they are no part of any
+    fingerprint, and the jobs that write them are upstream of this one."""
     report = load_report(plan, protocol, scores)
     if comparison is not None:
         payload = read_json_artifact(comparison, "comparison", fingerprint=None)
@@ -65,6 +69,7 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
             planned = [r.name for r in report.ranked_results()]
             if [c["name"] for c in report.comparison.to_dict()["candidates"]] != planned:
                 raise ArtifactError(f"{comparison}: compares other candidates than the report ranks ({planned})")
+    report = report.with_costs(records_dir)
     report = report.with_software(software())  # the version (and git revision) that wrote it
     report.save_json(json_output)
     report.save_markdown(markdown_output)

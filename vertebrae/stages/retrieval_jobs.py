@@ -87,7 +87,7 @@ def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | P
 def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
                markdown_output: str | Path) -> None:
     """``vertebrae retrieval-from-artifacts``: the report of ``load_report`` with the default paired comparison."""
-    report = load_report(plan, protocol, scores).with_comparison()
+    report = load_report(plan, protocol, scores).with_comparison().with_costs()  # no records: times unknown
     report = report.with_software(software())  # the version (and git revision) that wrote it
     report.save_json(json_output)
     report.save_markdown(markdown_output)

@@ -165,7 +165,7 @@ def run_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[s
     """``vertebrae zero-shot-from-artifacts``: the report of ``load_report`` with the default paired comparison,
     resampled with the scores' seed (as the workflow's default comparison is)."""
     report = load_report(plan, protocol, scores, benchmark=benchmark)
-    report = report.with_comparison(ComparisonConfig(seed=report.metadata["seed"]))
+    report = report.with_comparison(ComparisonConfig(seed=report.metadata["seed"])).with_costs()  # times unknown
     report = report.with_software(software())  # the version (and git revision) that wrote it
     report.save_json(json_output)
     report.save_markdown(markdown_output)

@@ -31,6 +31,10 @@ def get_report_item_outputs():
     return vertebrae.reports.html_items.item_targets(PLAN.final_outputs())
 
 
+def get_page_outputs():
+    return [f"results/reports/{name}/report.html" for name in vertebrae.reports.figures.report_names(PLAN.final_outputs())]
+
+
 def get_summary_outputs():
     return vertebrae.reports.summary.summary_targets(PLAN.final_outputs())
 

@@ -23,7 +23,8 @@ rule report:
         "benchmarks/report/{benchmark}.tsv"
     shell:
         "vertebrae report --plan-json {input.plan} --protocol {input.protocol} --comparison {input.comparison}"
-        " --json-output {output.json} --markdown-output {output.markdown} {input.scores} > {log} 2>&1"
+        " --records-dir benchmarks --json-output {output.json} --markdown-output {output.markdown}"
+        " {input.scores} > {log} 2>&1"
 
 
 rule figures:
@@ -82,6 +83,51 @@ rule compare:
     shell:
         "vertebrae compare --plan-json {input.plan} --report-plan {input.report_plan} --protocol {input.protocol}"
         " --output {output.comparison} {input.scores} > {log} 2>&1"
+
+
+# A benchmark's one-page report.html (ranking, figures inline, comparison, cost, warnings, details), the results
+# index linking every page under results/ (whichever config wrote it) and the leaderboard page over all of them.
+rule report_page:
+    input:
+        markdown=report_paths("{report_name}")["markdown"],
+        figures=rules.figures.output,
+    output:
+        page="results/reports/{report_name}/report.html",
+    wildcard_constraints:
+        report_name=get_report_names_pattern(),
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/report_page/{report_name}.log",
+    shell:
+        "vertebrae report-page --markdown {input.markdown} --output {output.page} > {log} 2>&1"
+
+
+rule leaderboard_page:
+    input:
+        reports=vertebrae.reports.summary.summary_inputs(get_final_outputs()),
+    output:
+        page="results/leaderboard.html",
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/leaderboard/leaderboard.log",
+    shell:
+        "vertebrae leaderboard results --format html --output {output.page} > {log} 2>&1"
+
+
+rule results_index:
+    input:
+        pages=get_page_outputs(),
+        leaderboard="results/leaderboard.html",
+    output:
+        index="results/index.html",
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/results_index/index.log",
+    shell:
+        "vertebrae results-index results --output {output.index} > {log} 2>&1"
 
 
 # The cross-benchmark summary (candidates x benchmarks table of primary scores) of every report.json.
