@@ -1,0 +1,64 @@
+"""A layer sweep through the workflow: ``hidden_layers: [0, 1, 2]`` on a tiny timm ViT is three candidates (vit@0,
+vit@1, vit@2) embedded by ONE job per shard (one forward pass per batch); each layer's merged embedding is bit for
+bit the single-layer candidate's, under the same fingerprint, and the report equals the in-process benchmark's."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+
+from vertebrae.workflow import benchmarks_from_config, plan
+from workflow_support import comparable, job_counts, snakemake, write_config, written_report
+
+
+def _config(decl):
+    return {
+        "embedding": {"shards": 2, "batch_size": 6},
+        "benchmarks": {"pictures": {
+            "dataset": {"source": {"type": "manifest", "path": "data/images.csv", "image_column": "image",
+                                   "id_column": "id"}, "identity": {"kind": "declared", "revision": "1", "name": "pics"}},
+            "extractors": decl, "scoring": {"k": 2, "min_samples_per_cluster": 2},
+        }},
+    }
+
+
+def test_layer_sweep_is_one_pass_per_batch_and_equals_single_layers(tmp_path, monkeypatch):
+    import tiny_models
+
+    from vertebrae.core.artifacts import read_embeddings
+    from vertebrae.data.declared import load_declared_rows
+    from vertebrae.extractors.registry import build_extractor
+    from vertebrae.stages.common import embed_endpoint
+
+    tiny_models.build_timm(tmp_path / "models" / "vit")
+    paths = tiny_models.write_images(tmp_path / "data" / "images", 12)
+    with open(tmp_path / "data" / "images.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "label", "id"])
+        for i, path in enumerate(paths):
+            writer.writerow([f"images/{path.name}", ["red", "green", "blue"][i % 3], f"img-{i:02d}"])
+    base = {"type": "timm", "checkpoint": "models/vit", "device": "cpu", "batch_size": 4}
+    config = _config({"vit": {**base, "hidden_layers": [0, 1, -1]}})
+    write_config(tmp_path, config)
+    counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout)
+    assert counts["embed_sweep_shard"] == 2 and "embed_shard" not in counts and counts["merge_embeddings"] == 3
+    snakemake(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    report = written_report(tmp_path, "pictures")
+    assert sorted(r["name"] for r in report["extractor_results"]) == ["vit@-1", "vit@0", "vit@1"]
+    assert comparable(report) == comparable(benchmarks_from_config(config, base_dir=tmp_path)["pictures"].run().to_dict())
+    dataset = config["benchmarks"]["pictures"]["dataset"]
+    inputs, ids = load_declared_rows(dataset, base_dir=tmp_path, where="d", start=0, stop=12)
+    for layer in (0, 1, -1):  # the single-layer candidate: its own plan's fingerprint, its own embed path's bytes
+        single = plan(_config({"one": {**base, "hidden_layer": layer}}), base_dir=tmp_path)
+        (fp,) = single.fingerprints("embed")
+        merged = read_embeddings(tmp_path / "results" / "embeddings" / f"{fp}.h5", fingerprint=fp)
+        expected = embed_endpoint(build_extractor("one", {**base, "hidden_layer": layer}, where="x"), inputs, ids,
+                                  shards=2, batch_size=6, endpoint="samples")
+        assert np.array_equal(merged.matrix, expected.matrix) and merged.row_ids == expected.row_ids
+    # back to one single-layer candidate: the same fingerprint, but Snakemake ties a merge to the shard files it read
+    # (the sweep's folders), so the layer's own embed jobs run once (one pass, as the sweep's was)
+    write_config(tmp_path, _config({"vit@1": {**base, "hidden_layer": 1}}))
+    counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout)
+    assert "embed_sweep_shard" not in counts and counts["embed_shard"] == 2 and counts["merge_embeddings"] == 1
