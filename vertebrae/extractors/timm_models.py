@@ -260,9 +260,12 @@ class TimmExtractor(ModelExtractor, Extractor):
         """The pooled output of every block / stage of ``layers``, from one ``forward_intermediates`` pass."""
         cls = self.pooling == "cls"
         kwargs = {"return_prefix_tokens": True} if cls else {}
-        outs = self.loaded().module.forward_intermediates(batch.to(self.torch_device()), indices=list(layers),
+        blocks = [layer + self.depth if layer < 0 else layer for layer in layers]
+        taken = sorted(set(blocks))  # timm returns the intermediates in block order
+        outs = self.loaded().module.forward_intermediates(batch.to(self.torch_device()), indices=taken,
                                                           intermediates_only=True, **kwargs)
-        return [self._finish(out[1][:, 0] if cls else out.mean(dim=(2, 3))) for out in outs]
+        pooled = [self._finish(out[1][:, 0] if cls else out.mean(dim=(2, 3))) for out in outs]
+        return [pooled[taken.index(block)] for block in blocks]
 
     def _finish(self, features: Any) -> Any:
         if self.normalize:
