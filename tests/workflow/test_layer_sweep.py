@@ -62,3 +62,33 @@ def test_layer_sweep_is_one_pass_per_batch_and_equals_single_layers(tmp_path, mo
     write_config(tmp_path, _config({"vit@1": {**base, "hidden_layer": 1}}))
     counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout)
     assert "embed_sweep_shard" not in counts and counts["embed_shard"] == 2 and counts["merge_embeddings"] == 1
+
+
+def test_plan_groups_the_layers_and_refuses_bad_ones(tmp_path, monkeypatch):
+    import pytest
+    import tiny_models
+
+    from vertebrae.core.errors import ConfigError
+    from vertebrae.stages.plan import load_plan, run_plan
+
+    tiny_models.build_timm(tmp_path / "models" / "vit")
+    tiny_models.write_images(tmp_path / "data" / "images", 4)
+    (tmp_path / "data" / "images.csv").write_text(
+        "image,label,id\n" + "".join(f"images/img_{i:03d}.png,{'ab'[i % 2]},i{i}\n" for i in range(4)))
+    monkeypatch.chdir(tmp_path)
+    base = {"type": "timm", "checkpoint": "models/vit", "device": "cpu"}
+    result = plan(_config({"vit": {**base, "hidden_layers": [2, 0]}, "two": {**base, "hidden_layer": 2}}))
+    (sweep_fp,) = result.fingerprints("embed-sweep")
+    sweep = result.spec(sweep_fp)
+    single = plan(_config({"one": {**base, "hidden_layer": 0}})).fingerprints("embed")
+    assert [layer["layer"] for layer in sweep["layers"]] == [2, 0] and sweep["recipe"]["embeddings"][1] == single[0]
+    assert len(result.fingerprints("embed")) == 2  # two@... and vit@2 are one embedding, under one fingerprint
+    assert [c["name"] for c in result.spec(result.reports["pictures"])["candidates"]] == ["vit@2", "vit@0", "two"]
+    assert result.inputs(single[0], merge=True)["shards"] == ["results/sweeps/%s/shard-0-of-1" % sweep_fp]
+    result.write_spec_files(tmp_path)
+    run_plan(None, tmp_path / f"{sweep_fp}.json", spec_file=tmp_path / result.spec_file(sweep_fp))  # re-derived
+    assert load_plan(tmp_path / f"{sweep_fp}.json", "embed-sweep")["fingerprint"] == sweep_fp
+    with pytest.raises(ConfigError, match=r"extractors\.vit@3\.hidden_layer: 3 is beyond the depth of vit_tiny"):
+        plan(_config({"vit": {**base, "hidden_layers": [0, 3]}}))
+    with pytest.raises(ConfigError, match=r"extractors\.vit\.hidden_layers: a layer sweep needs an extractor of type"):
+        plan(_config({"vit": {"type": "precomputed", "hidden_layers": [1]}}))
