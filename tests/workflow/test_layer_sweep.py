@@ -57,6 +57,9 @@ def test_layer_sweep_is_one_pass_per_batch_and_equals_single_layers(tmp_path, mo
         expected = embed_endpoint(build_extractor("one", {**base, "hidden_layer": layer}, where="x"), inputs, ids,
                                   shards=2, batch_size=6, endpoint="samples")
         assert np.array_equal(merged.matrix, expected.matrix) and merged.row_ids == expected.row_ids
+    from vertebrae.stages.verify import verify
+
+    assert verify(tmp_path / "results") == []  # each layer's shard file in a sweep folder is checked as a shard
     # back to one single-layer candidate: the same fingerprint, but Snakemake ties a merge to the shard files it read
     # (the sweep's folders), so the layer's own embed jobs run once (one pass, as the sweep's was)
     write_config(tmp_path, _config({"vit@1": {**base, "hidden_layer": 1}}))
