@@ -1,12 +1,13 @@
-# Two commands on a fresh machine: `make demo` (run the workflow on config/config.yaml) and `make test`.
+# Two commands on a fresh machine: `make demo` (run the workflow on config/config.yaml) and `make test`;
+# `make docs` builds the documentation site into site/ (offline, warnings are errors).
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup demo test test-slurm lint bench clean report slurm-profile slurm-start slurm-stop
+.PHONY: setup demo test docs test-slurm lint bench clean report slurm-profile slurm-start slurm-stop
 
-EXTRAS := workflow,test,models,formats
+EXTRAS := workflow,test,models,formats,docs
 # Setup installs with uv (itself pip-installed into the venv first; ~3x faster than pip here: it fetches and unpacks
 # wheels in parallel) and falls back to pip when uv cannot be had or
 # fails. uv is given pip's configured sources (find-links, index URLs, constraints: `pip config list`) and, like
@@ -63,6 +64,10 @@ test: setup
 test-slurm: setup
 	VERTEBRAE_SLURM=1 $(BIN)/python -m pytest tests/workflow/test_slurm.py -x -q -s
 
+# The documentation site (mkdocs.yml, docs/): the reference pages are generated from the code while it builds
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 bench: setup
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/retrieval.py
@@ -87,4 +92,4 @@ slurm-stop:
 	profiles/slurm/localhost/cluster.sh stop
 
 clean:
-	rm -rf results logs benchmarks .snakemake
+	rm -rf results logs benchmarks .snakemake site

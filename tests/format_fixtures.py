@@ -117,3 +117,20 @@ def prompt_features(rows) -> np.ndarray:
                 out[i, c] += 150.0
         out[i, 3:] = 40.0
     return out
+
+
+def write_captions(root: Path, rows) -> dict[str, Path]:
+    """Text queries for an image gallery of ``rows``: one caption per class (ids ``q-<class>``, label the class) as
+    a ``save_to_disk`` dataset ``captions`` and as a manifest ``captions.csv``, and the relevance file ``qrels.tsv``
+    (each caption to every image of its class, by image key) and ``qrels-folder.tsv`` (by image folder id)."""
+    import datasets
+
+    ids, texts = [f"q-{name}" for name in CLASSES], [f"a {name} picture" for name in CLASSES]
+    datasets.disable_progress_bars()
+    datasets.Dataset.from_dict({"id": ids, "caption": texts, "label": list(CLASSES)}).save_to_disk(str(root / "captions"))
+    with open(root / "captions.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows([("id", "caption"), *zip(ids, texts)])
+    for name, key in (("qrels.tsv", lambda rid, label: rid), ("qrels-folder.tsv", lambda rid, label: f"{label}/{rid}.png")):
+        lines = [f"q-{label}\t{key(rid, label)}\t1\n" for rid, label, _ in rows]
+        (root / name).write_text("".join(sorted(lines)), encoding="utf-8")
+    return {"hf": root / "captions", "manifest": root / "captions.csv"}

@@ -37,7 +37,11 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0
-    assert capsys.readouterr().out.strip() == f"vertebrae {__version__}"
+    from vertebrae.core.provenance import software  # from this checkout: the version and its git commit
+
+    info = software()
+    dirty = ", uncommitted changes" if info["git_dirty"] else ""
+    assert capsys.readouterr().out.strip() == f"vertebrae {__version__} (git {info['git_revision'][:12]}{dirty})"
 
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)
@@ -328,3 +332,9 @@ def test_several_config_files_merge_as_snakemake_merges_them(tmp_path):
         "seed": 1, "embedding": {"batch_size": 8, "shards": 3}, "benchmarks": {"x": {"k": 1}, "y": {"k": 2}}}
     assert snakemake_command([tmp_path / "a.yaml", tmp_path / "b.yaml"], "-n")[-4:] == [
         "--configfile", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), "-n"]
+
+
+def test_an_error_line_cannot_drive_the_terminal(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", "gone\x1b[2J"]) == 2
+    assert capsys.readouterr().err == "vertebrae: error: results directory gone\\x1b[2J: not found\n"

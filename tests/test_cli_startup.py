@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("torch", "torchvision", "transformers", "open_clip", "sentence_transformers", "tensorflow", "jax")
+HEAVY = ("torch", "torchvision", "transformers", "open_clip", "sentence_transformers", "tensorflow", "jax", "numba")
 MODEL_COMMANDS = ("plan", "plan-zero-shot", "fit-extractor", "embed-shard", "embed-retrieval-shard",
                   "embed-zero-shot-shard")
 

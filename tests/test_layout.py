@@ -1,6 +1,6 @@
 """The house rules of vertebrae/, checked on the source: imports flow one way and no module is too long.
 
-Floors, lowest first (README, "How the code is laid out"); a module may import its own floor or any lower one,
+Floors, lowest first (docs/development.md, "How the code is laid out"); a module may import its own floor or any lower one,
 never a higher one, and the import graph has no circles. Function-level imports and
 ``importlib.import_module("vertebrae....")`` calls count like top-level ones.
 """
@@ -76,7 +76,7 @@ def import_graph() -> dict[str, set[str]]:
 def floor(module: str) -> int:
     top = module.split(".")[1]
     if top not in FLOORS:
-        raise AssertionError(f"{module}: its folder {top!r} has no floor; add it to FLOORS and the README")
+        raise AssertionError(f"{module}: its folder {top!r} has no floor; add it to FLOORS and docs/development.md")
     return FLOORS[top]
 
 

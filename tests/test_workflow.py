@@ -56,7 +56,7 @@ def test_validate_config_fills_defaults_without_mutating_the_input():
     valid = validate_config(config)
     assert config == before  # the input is untouched
     assert valid["seed"] == 0
-    assert valid["embedding"] == {"shards": 4, "batch_size": 256}
+    assert valid["embedding"] == {"shards": "auto", "batch_size": 256}
     bench = valid["benchmarks"]["b"]
     assert bench["protocol"] == "labelled"
     assert "shards" not in bench  # no default: embedding.shards applies
@@ -213,7 +213,7 @@ def test_a_retrieval_only_config_is_valid_and_plans_only_retrieval(default_confi
     config = {"retrieval": {"digits_search": copy.deepcopy(default_config["retrieval"]["digits_search"])}}
     valid = validate_config(config)
     assert "benchmarks" not in valid and list(valid["retrieval"]) == ["digits_search"]
-    assert valid["seed"] == 0 and valid["embedding"] == {"shards": 4, "batch_size": 256}
+    assert valid["seed"] == 0 and valid["embedding"] == {"shards": "auto", "batch_size": 256}
     p = plan(config)
     assert p.reports == {} and list(p.retrieval_reports) == ["digits_search"]
     assert len(p.specs) == 14
@@ -803,6 +803,40 @@ def test_shard_count_is_capped_at_the_batch_count(tmp_path):
     (fp,) = p.fingerprints("embed")
     assert p.spec(fp)["shards"] == [[0, 2], [2, 4], [4, 5]]
     assert p.shard_counts[fp] == 3
+
+
+def test_auto_shards_plan_a_tiny_dataset_as_one_shard_with_the_same_merged_fingerprint(tmp_path):
+    # the default, shards: auto, plans a 5-row endpoint as one shard although 5 batches allow 5; a declared count
+    # (the config's or the benchmark's) still applies, and the merged embedding's fingerprint is the same either way
+    (tmp_path / "five.csv").write_text("f1,f2,label\n1,2,a\n3,4,b\n5,6,a\n7,8,b\n9,0,a\n", encoding="utf-8")
+    config = {
+        "embedding": {"batch_size": 1},
+        "benchmarks": {"five": {
+            "dataset": {"source": {"type": "csv", "path": "five.csv"}, "identity": {"kind": "declared", "name": "five", "revision": 1}},
+            "extractors": {"raw": {"type": "precomputed"}},
+        }},
+    }
+    auto = plan(config, base_dir=tmp_path)
+    (fp,) = auto.fingerprints("embed")
+    assert auto.spec(fp)["shards"] == [[0, 5]] and auto.shard_counts[fp] == 1
+    assert auto.shard_paths(fp) == [f"results/embeddings/{fp}/shard-0-of-1.h5"]
+    config["embedding"]["shards"] = 8
+    declared = plan(config, base_dir=tmp_path)
+    assert declared.fingerprints("embed") == [fp] and declared.shard_counts[fp] == 5
+    config["benchmarks"]["five"]["shards"] = "auto"  # a benchmark's own auto overrides the config's count
+    assert plan(config, base_dir=tmp_path).shard_counts[fp] == 1
+
+
+def test_auto_shards_follow_rows_and_model_cost():
+    from vertebrae.extractors.registry import build_extractor
+    from vertebrae.workflow.resources import AUTO_MAX_ROWS, auto_shards
+
+    precomputed = build_extractor("p", {"type": "precomputed"}, where="x")
+    model = build_extractor("m", {"type": "hf_text", "model": "org/some-model"}, where="x")
+    assert auto_shards(precomputed, 2_000) == auto_shards(model, 2_000) == 1  # a small endpoint: one job
+    assert auto_shards(precomputed, 150_000) == 1 and auto_shards(model, 150_000) == 50  # 20 ms a row, 60 s a shard
+    assert auto_shards(precomputed, 3 * AUTO_MAX_ROWS) == 3  # rows a shard bounded (memory)
+    assert auto_shards(model, 10 ** 9) == 64
 
 
 def test_a_content_identity_is_hashed_at_plan_time(npz_dir, tmp_path):

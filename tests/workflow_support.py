@@ -29,12 +29,12 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
 
 
 BIN = Path(sys.executable).parent  # the test environment's bin folder (.venv/bin): snakemake, vertebrae
-# A user's own small config (tests/workflow/test_user_config.py, test_slurm.py). Only `embedding.batch_size` is
-# set: alone, the schema's default of 4 shards applies (150 rows / 25 = 6 batches, so 4 shards); deep-merged into
-# the demo config, the demo's `shards: 2` would.
+# A user's own small config (tests/workflow/test_user_config.py, test_slurm.py). Its 4 shards (150 rows / 25 = 6
+# batches) apply alone; deep-merged into the demo config, the demo's `shards: 2` would not (the schema's default,
+# "auto", would plan this small endpoint as one shard).
 USER_CONFIG = {
     "seed": 0,
-    "embedding": {"batch_size": 25},
+    "embedding": {"batch_size": 25, "shards": 4},
     "benchmarks": {"my_iris": {
         "dataset": {"source": {"type": "sklearn", "name": "iris"},
                     "identity": {"kind": "declared", "name": "my-iris", "revision": "1"}},
@@ -96,8 +96,10 @@ def job_counts(dry_run_stdout: str) -> dict[str, int]:
     return counts
 
 
-# (and report.json's content_hash, a hash over the rest, timings included)
-TIMING_KEYS = ("timings", "runtime", "runtime_seconds", "total_seconds", "content_hash")
+# (and report.json's content_hash, a hash over the rest, timings included, and its metadata's "software": the
+# vertebrae version and git revision that wrote it, which an in-process report has not and a wheel's run has
+# without the git keys)
+TIMING_KEYS = ("timings", "runtime", "runtime_seconds", "total_seconds", "content_hash", "software")
 
 
 def written_report(workdir: Path, benchmark: str) -> dict:

@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vertebrae import __version__
 from vertebrae.core.errors import CorruptArtifactError, StaleArtifactError, VertebraeError
 
 
@@ -87,6 +86,16 @@ COMMANDS: dict[str, Command] = {
                      (PLAN, arg("--embeddings", required=True), PROTOCOL, OUTPUT,
                       arg("--metric", dest="extra_metrics", action="append", default=[], metavar="MODULE:FUNCTION",
                           help="an extra callable metric (importable path); repeatable"))),
+    "score-labelled-partial": Command("one part of a candidate's labelled score (OverlapIndex, a stability repeat, "
+                                      "Separatix or one declared metric), the workflow's per-metric job",
+                                      "vertebrae.stages.labelled_partials:run_score_partial",
+                                      (PLAN, arg("--embeddings", required=True), PROTOCOL, OUTPUT,
+                                       arg("--overlap", help="the overlap partial (the Separatix part's gate)"))),
+    "merge-labelled-partials": Command("merge a candidate's per-metric partials into its labelled score artifact",
+                                       "vertebrae.stages.labelled_partials:run_merge_partials",
+                                       (PLAN, arg("--embeddings", required=True), PROTOCOL, OUTPUT,
+                                        arg("partials", nargs="*", help="the partial artifacts (default: the paths "
+                                                                        "the merge spec plans)"))),
     "report": Command("rank a benchmark's scores into JSON and Markdown reports (labelled, retrieval or zero-shot plan)",
                       "vertebrae.stages.report_job:run_report",
                       (*REPORT, arg("--comparison", help="the benchmark's comparison artifact (vertebrae compare)"))),
@@ -179,8 +188,8 @@ COMMANDS: dict[str, Command] = {
              help="the report job spec (candidate names and expected score fingerprints)"),
          arg("--benchmark", help="report name when no --plan-json is given"),
          JSON_OUTPUT, MARKDOWN_OUTPUT)),
-    "run": Command("run this repository's workflow on CONFIG (several: merged in order) alone, in the current directory; further arguments go "
-                   "to Snakemake (e.g. -n, --cores 8, --profile slurm)", f"{USER}:run_workflow",
+    "run": Command("run the workflow on CONFIG (several: merged in order) alone, in the current directory; further arguments go "
+                   "to Snakemake (e.g. -n, --cores 8, --profile slurm: a profile of yours, or the one vertebrae carries)", f"{USER}:run_workflow",
                    (CONFIGS, arg("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
                                 help="passed to Snakemake as they are"))),
     "validate": Command("check CONFIG (schema and plan) and list its benchmarks, candidates and the jobs a run would "
@@ -228,6 +237,21 @@ COMMANDS: dict[str, Command] = {
 USER_COMMANDS = ("run", "eval", "validate", "status", "show", "verify", "leaderboard", "summary", "figures")
 
 
+class _Version(argparse.Action):
+    """``--version``: ``vertebrae VERSION``, and from a git checkout ``(git COMMIT[, uncommitted changes])``; git is
+    asked only when the option is given, so that no other command pays for it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **_: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="print the version (and the git commit when run from a checkout) and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from vertebrae.core.provenance import software, software_line
+
+        print(software_line(software()).removeprefix("Written by ").removesuffix("."))
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     jobs = [name for name in COMMANDS if name not in USER_COMMANDS]
     width = max(map(len, jobs)) + 2
@@ -235,7 +259,7 @@ def _parser() -> argparse.ArgumentParser:
         f"  {name:<{width}}{COMMANDS[name].help.split(';')[0].split(' (')[0]}" for name in jobs)
     parser = argparse.ArgumentParser(prog="vertebrae", description="Compare frozen embedding backbones on your data.",
                                      epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"vertebrae {__version__}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
     ordered = [n for n in USER_COMMANDS if n in COMMANDS] + jobs
     for name in ordered:
@@ -266,11 +290,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         moved = (quarantine_refused(exc.path, always=exc.always_move) if isinstance(exc, StaleArtifactError)
                  else quarantine(exc.path))
-        print(f"vertebrae: error: {exc}{describe_quarantine(moved)}", file=sys.stderr)
+        _error(f"{exc}{describe_quarantine(moved)}")
         return 2
     except VertebraeError as exc:
-        print(f"vertebrae: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
+
+
+def _error(message: str) -> None:
+    """The one error line (or lines) of a refusal, on stderr; text from data in it cannot drive the terminal."""
+    from vertebrae.reports.text import terminal_text
+
+    print(f"vertebrae: error: {terminal_text(message, lines=True)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def test_missing_files_and_bad_keys_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"src: the BEIR folder .* has no queries\.jsonl"):
         load_retrieval_source({"type": "beir", "path": "b"}, base_dir=tmp_path, where="src")
     with pytest.raises(ConfigError, match=r"src\.relevance_path: a key of retrieval source type\(s\) npz_pair, "
-                                          r"manifest_pair, not of type 'beir'"):
+                                          r"manifest_pair, source_pair, not of type 'beir'"):
         load_retrieval_source({"type": "beir", "path": "b", "relevance_path": "x"}, base_dir=tmp_path, where="src")
     with pytest.raises(ConfigError, match=r"src\.path: not a folder"):
         load_retrieval_source({"type": "beir", "path": "nowhere"}, base_dir=tmp_path, where="src")

@@ -98,8 +98,26 @@ def make_manifest_parquet(tmp: Path):
     return {"type": "manifest", "path": "m.parquet", "text_column": "text", "groups_column": "site"}, INT_GROUPS, "site"
 
 
+def make_hf_parquet(tmp: Path):
+    table = pa.table({"text": [f"text {i}" for i in range(N)], "label": LABELS, "site": INT_GROUPS})
+    (tmp / "hf").mkdir()
+    pq.write_table(table, tmp / "hf" / "train-00000-of-00001.parquet")
+    return {"type": "hf_dataset", "path": "hf", "text_column": "text", "groups_column": "site"}, INT_GROUPS, "site"
+
+
+def make_hf_saved(tmp: Path):
+    """A save_to_disk dataset whose groups are a ClassLabel: the group is its name."""
+    datasets = pytest.importorskip("datasets")
+    names = sorted(set(STR_GROUPS))
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.Value("string"),
+                                  "site": datasets.ClassLabel(names=names)})
+    datasets.Dataset.from_dict({"text": [f"text {i}" for i in range(N)], "label": LABELS,
+                                "site": [names.index(g) for g in STR_GROUPS]}, features=features).save_to_disk(str(tmp / "saved"))
+    return {"type": "hf_dataset", "path": "saved", "text_column": "text", "groups_column": "site"}, STR_GROUPS, "site"
+
+
 MAKERS = [make_npz, make_npy_npy_groups, make_npy_text_groups, make_sparse, make_hdf5, make_csv, make_manifest_csv,
-          make_manifest_parquet]
+          make_manifest_parquet, make_hf_parquet, make_hf_saved]
 
 
 @pytest.fixture(params=MAKERS, ids=lambda f: f.__name__[len("make_"):])
@@ -111,9 +129,10 @@ def grouped(request, tmp_path):
 def test_every_labelled_file_source_declares_groups():
     from vertebrae.data.source_formats import FORMAT_SOURCES
 
-    # image folders, HF datasets and WebDataset shards hold no groups declaration (yet): not in GROUPS_KEYS
-    assert sorted(GROUPS_KEYS) == sorted(set(SOURCE_TYPES) - {"sklearn", *FORMAT_SOURCES})
-    assert {m.__name__.split("_")[1] for m in MAKERS} >= {"npz", "npy", "sparse", "hdf5", "csv", "manifest"}
+    # image folders and WebDataset shards hold no groups declaration (yet): not in GROUPS_KEYS
+    assert sorted(GROUPS_KEYS) == sorted(set(SOURCE_TYPES) - {"sklearn", "image_folder", "webdataset"})
+    assert set(FORMAT_SOURCES) >= {"image_folder", "webdataset"}
+    assert {m.__name__.split("_")[1] for m in MAKERS} >= {"npz", "npy", "sparse", "hdf5", "csv", "manifest", "hf"}
 
 
 def test_groups_round_trip(grouped):
@@ -157,7 +176,8 @@ def test_a_sklearn_source_has_no_groups_key(tmp_path):
 # ---------------------------------------------------------------------------------------------------- refusals
 
 @pytest.mark.parametrize("maker, missing", [(make_npz, "absent"), (make_hdf5, "meta/absent"), (make_csv, "absent"),
-                                            (make_manifest_csv, "absent"), (make_manifest_parquet, "absent")])
+                                            (make_manifest_csv, "absent"), (make_manifest_parquet, "absent"),
+                                            (make_hf_parquet, "absent")])
 def test_a_missing_groups_key_is_refused_naming_the_key_and_file(tmp_path, maker, missing):
     decl, _, _ = maker(tmp_path)
     key = GROUPS_KEYS[decl["type"]]
@@ -271,3 +291,26 @@ def test_a_declared_dataset_with_groups_is_the_grouped_dataset(tmp_path, kind):
     assert key == dataset.identity_key()
     plain = {"source": {k: v for k, v in decl.items() if k != "groups_key"}, "identity": identity}
     assert declared_identity_key(plain, base_dir=tmp_path, where=where) == by_hand.identity.key() != key
+
+
+def test_an_empty_hf_dataset_group_is_refused_naming_the_row(tmp_path):
+    table = pa.table({"text": ["a", "b", "c"], "label": ["x", "y", "x"], "id": ["r0", "r1", "r2"], "site": ["s", None, "t"]})
+    pq.write_table(table, tmp_path / "t.parquet")
+    decl = {"type": "hf_dataset", "path": "t.parquet", "text_column": "text", "id_column": "id", "groups_column": "site"}
+    for read in (lambda: load_source(decl, base_dir=tmp_path, where=WHERE),
+                 lambda: source_groups(decl, base_dir=tmp_path, where=WHERE)):
+        with pytest.raises(ValidationError, match=r"t\.parquet, row 'r1' \(index 1\): group None in 'site' must be"):
+            read()
+    with pytest.raises(ConfigError, match=rf"{WHERE}\.groups_column: 'id' is also the label, id or input column"):
+        load_source({**decl, "groups_column": "id"}, base_dir=tmp_path, where=WHERE)
+
+
+def test_hf_dataset_groups_tracked_by_files_in_the_plan_and_in_python(tmp_path, monkeypatch):
+    decl, groups, name = make_hf_saved(tmp_path)
+    where = "benchmarks.demo.dataset"
+    dataset = load_declared_dataset({"source": decl}, base_dir=tmp_path, where=where)
+    assert dataset.groups == tuple(groups) and dataset.groups_name == "site" and "|groups:" in dataset.identity_key()
+    assert declared_identity_key({"source": decl}, base_dir=tmp_path, where=where) == dataset.identity_key()
+    monkeypatch.chdir(tmp_path)
+    in_python = BenchmarkDataset.from_hf_dataset("saved", text_column="text", groups_column="site")
+    assert in_python.groups == dataset.groups and in_python.identity_key() == dataset.identity_key()

@@ -1,4 +1,4 @@
-"""Labels-only tables (issue 27): a csv / npz / hdf5 source with ids and labels and no features is valid when every
+"""Labels-only tables (issue 27): a csv / npz / hdf5 / hf_dataset source with ids and labels and no features is valid when every
 candidate brings its own rows (precomputed files aligned by id); a candidate that needs the dataset's inputs is
 refused at plan time, naming it."""
 
@@ -23,13 +23,20 @@ def _write(tmp_path, kind: str) -> dict:
     if kind == "npz":
         np.savez(tmp_path / "labels.npz", labels=np.array(LABELS), ids=np.array(IDS))
         return {"type": "npz", "path": "labels.npz", "ids_key": "ids"}
+    if kind == "hf_dataset":  # a Hub-style folder of Parquet files, without a text or image column
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        (tmp_path / "labels.hf").mkdir()
+        pq.write_table(pa.table({"id": IDS, "label": LABELS}), tmp_path / "labels.hf" / "train-00000-of-00001.parquet")
+        return {"type": "hf_dataset", "path": "labels.hf", "id_column": "id"}
     with h5py.File(tmp_path / "labels.h5", "w") as handle:
         handle["labels"] = np.array(LABELS, dtype="S")
         handle["ids"] = np.array(IDS, dtype="S")
     return {"type": "hdf5", "path": "labels.h5", "ids_dataset": "ids"}
 
 
-@pytest.mark.parametrize("kind", ["csv", "npz", "hdf5"])
+@pytest.mark.parametrize("kind", ["csv", "npz", "hdf5", "hf_dataset"])
 def test_a_table_of_ids_and_labels_loads_as_labels_only(tmp_path, kind):
     decl = _write(tmp_path, kind)
     why = source_labels_only(decl, base_dir=tmp_path, where="s")
@@ -50,13 +57,29 @@ def test_a_table_with_features_is_not_labels_only(tmp_path):
     assert load_source({"type": "npz", "path": "t.npz"}, base_dir=tmp_path, where="s").labels_only is None
 
 
+def test_a_labels_only_hf_dataset_is_refused_in_python_and_as_a_retrieval_side(tmp_path, monkeypatch):
+    from vertebrae.core.errors import ValidationError
+    from vertebrae.data.labelled import BenchmarkDataset
+    from vertebrae.data.retrieval_sources import load_retrieval_source
+
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "hf_dataset")
+    with pytest.raises(ValidationError, match=r"labels\.hf declares no text_column nor image_column: a dataset built "
+                                              r"in Python needs its inputs"):
+        BenchmarkDataset.from_hf_dataset("labels.hf", id_column="id")
+    side = {"type": "hf_dataset", "path": "labels.hf", "id_column": "id"}
+    with pytest.raises(ConfigError, match=r"r\.queries: a retrieval side embeds its rows"):
+        load_retrieval_source({"type": "source_pair", "queries": side, "gallery": side, "relevance": "same_label"},
+                              base_dir=tmp_path, where="r")
+
+
 def _config(decl: dict, extractors: dict) -> dict:
     return {"embedding": {"shards": 1, "batch_size": 64}, "benchmarks": {"tbl": {
         "dataset": {"source": decl}, "extractors": extractors,
         "stability": {"enabled": False}, "separatix": {"enabled": False}}}}
 
 
-@pytest.mark.parametrize("kind", ["csv", "npz", "hdf5"])
+@pytest.mark.parametrize("kind", ["csv", "npz", "hdf5", "hf_dataset"])
 def test_candidates_with_their_own_rows_plan_and_others_are_refused_by_name(tmp_path, kind, monkeypatch):
     monkeypatch.chdir(tmp_path)
     decl = _write(tmp_path, kind)

@@ -88,3 +88,18 @@ def test_identity_follows_the_shards_and_python_constructor(tmp_path, rows):
     assert dataset.identity.key() == first and dataset.n_rows == 13
     write_tar_shards(tmp_path / "shards", rows[::-1], label="txt")
     assert key() != first
+
+
+def test_a_gzip_compressed_shard_is_refused_naming_the_file(tmp_path, rows):
+    import gzip
+    import shutil
+
+    write_tar_shards(tmp_path / "shards", rows)
+    with open(tmp_path / "shards" / "train-000001.tar", "rb") as src, gzip.open(tmp_path / "shards" / "train-000001.tar.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    decl = {"type": "webdataset", "path": "shards/train-{000000.tar,000001.tar.gz}"}
+    for read in (lambda: source_row_count(decl, base_dir=tmp_path, where="source"),
+                 lambda: load_source(decl, base_dir=tmp_path, where="source")):
+        with pytest.raises(ConfigError, match=r"source.path: shard .*train-000001.tar.gz is not an uncompressed .tar "
+                                              r"file \(gzip-compressed: `gunzip` it"):
+            read()

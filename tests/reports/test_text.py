@@ -17,7 +17,7 @@ from vertebrae.extractors import PrecomputedExtractor
 from vertebrae.reports.html_items import report_items
 from vertebrae.reports.markdown import render_markdown
 from vertebrae.reports.summary import build_summary, summary_markdown
-from vertebrae.reports.text import markdown_plain, markdown_text
+from vertebrae.reports.text import markdown_plain, markdown_text, terminal_text
 
 HOSTILE = ["<img src=x onerror=alert(1)>", "<script>alert(2)</script>", "[click](javascript:alert(3))",
            "a\n# Heading from data", "![i](http://evil.example/x.png)", "<javascript:alert(4)>", "**bold** _em_ ~~s~~",
@@ -96,3 +96,14 @@ def test_the_summary_escapes_candidate_names(hostile_report):
     rendered = _parse(RENDER.render(summary_markdown(summary)))
     assert {"img", "script", "a", "b", "i"}.isdisjoint(tag for tag, _ in rendered.tags)
     assert [tag for tag, _ in rendered.tags].count("h2") == 2
+
+
+@pytest.mark.parametrize("text,shown", [
+    ("evil\x1b[2J\x1b]0;title\x07", "evil\\x1b[2J\\x1b]0;title\\x07"),  # clear screen, set title, bell
+    ("a\rb\tc\nd", "a\\rb\\tc\\nd"), ("\x9b31m\x85", "\\x9b31m\\x85"),  # C1: 8-bit CSI, NEL
+    ("abc\u202edef\u2028", "abc\\u202edef\\u2028"), ("tag\U000e0041", "tag\\U000e0041"),  # bidi, separator, tag
+    ("caf\u00e9 \u4e2d <b> \\ ok", "caf\u00e9 \u4e2d <b> \\ ok"),  # printable text stays as it is
+])
+def test_terminal_text_writes_every_unprintable_character_as_its_escape(text, shown):
+    assert terminal_text(text) == shown and terminal_text(text).isprintable()
+    assert terminal_text("one\ntwo\x1b", lines=True) == "one\ntwo\\x1b"

@@ -158,3 +158,17 @@ def test_a_cohort_report_ranks_only_aggregate_valid_candidates():
 def test_cohort_reports_answer_to_the_labelled_name_of_their_candidates():
     result = _toy(0.2, 0.4)
     assert result.extractor_results is result.candidate_results and len(result.extractor_results) == 2
+
+
+def test_a_stamped_report_names_the_vertebrae_that_wrote_it_and_round_trips(tmp_path):
+    """Issue 34, item 4: the workflow's report jobs stamp the version (and git revision) into every report."""
+    software = {"vertebrae": "9.9.9", "git_revision": "0123456789abcdef" * 2 + "01234567", "git_dirty": True}
+    result = _toy(0.1, 0.3).with_software(software)
+    assert result.to_dict()["metadata"] == {"software": software}
+    assert Toy.from_dict(result.to_dict()) == result
+    assert result.markdown() == "# c1, c0\n\nWritten by vertebrae 9.9.9 (git 0123456789ab, uncommitted changes).\n"
+    wheel = _toy(0.1).with_software({"vertebrae": "9.9.9"})
+    assert wheel.markdown().endswith("\n\nWritten by vertebrae 9.9.9.\n")
+    sectioned = type("Sectioned", (Toy,), {"RENDER": staticmethod(lambda r: "# t\n\nintro\n\n## Ranking\n\n| 1 |\n")})
+    stamped = sectioned([Candidate("c0", 0.5)], {}, {}).with_software({"vertebrae": "9.9.9"})
+    assert stamped.markdown() == "# t\n\nintro\n\nWritten by vertebrae 9.9.9.\n\n## Ranking\n\n| 1 |\n"

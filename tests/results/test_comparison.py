@@ -188,11 +188,11 @@ def test_the_readme_snippet_runs_as_written():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "statistics.md").read_text(encoding="utf-8")
     section = readme.split("## Is the leader really ahead?", 1)[1].split("\n## ", 1)[0]
     (snippet,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     namespace = {"result": _retrieval()}
-    exec(compile(snippet, "README.md", "exec"), namespace)
+    exec(compile(snippet, "docs/statistics.md", "exec"), namespace)
     comparison = namespace["comparison"]
     assert comparison.to_dict()["config"]["resamples"] == 2000
     assert comparison.tied_with_leader()[0] == comparison.leader == "clean"

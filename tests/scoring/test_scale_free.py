@@ -83,6 +83,8 @@ def test_every_protocol_scores_a_multiple_of_an_embedding_as_the_embedding(scale
             assert _close(_labelled(scale, normalize), _labelled(1.0, normalize))
         assert "degeneracy" not in _labelled(scale, False)  # collapse detection sees the rescaled values
         assert _close(_regression(scale, scale), _regression(1.0, 1.0))  # multiples of embedding and target
+        assert _close(_regression(1.0, scale), _regression(1.0, 1.0))  # of the target alone (1e-20, 1e154 misscored)
+        assert _close(_regression(scale, 1.0), _regression(1.0, 1.0))  # of the embedding alone
         assert _close(_retrieval(scale), _retrieval(1.0))
         assert _close(_retrieval_benchmark(scale), _retrieval_benchmark(1.0))
         assert _close(_zero_shot(scale), _zero_shot(1.0))

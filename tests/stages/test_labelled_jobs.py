@@ -15,6 +15,7 @@ from sklearn.decomposition import PCA
 
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_embeddings, read_json_artifact
+from vertebrae.core.provenance import software
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.stages import jobs, labelled_jobs, report_job
 from vertebrae.stages.plan import load_plan, run_plan
@@ -106,6 +107,7 @@ def test_the_chain_by_hand_equals_the_in_process_benchmark(workdir):
     expected = benchmarks_from_config(CONFIG)["toy"].run().to_dict()
     for result in expected["extractor_results"]:
         assert set(result["metadata"].pop("timings")) == {"embed_s", "score_s"}
+    assert written["metadata"].pop("software") == software()  # the report job stamps the vertebrae that wrote it
     assert len(written.pop("content_hash")) == 64 and written == expected  # report.json carries its hash
     assert [r["name"] for r in written["extractor_results"]] == ["raw", "pca3"]
     assert written["metadata"]["seed"] == 3
@@ -287,6 +289,7 @@ def test_the_chain_with_compression_and_a_custom_metric_equals_the_in_process_be
     expected = benchmarks_from_config(COMPRESSED_CONFIG)["toy"].run().to_dict()
     for result in expected["extractor_results"]:
         assert set(result["metadata"].pop("timings")) == {"embed_s", "score_s"}
+    assert written["metadata"].pop("software") == software()  # the report job stamps the vertebrae that wrote it
     assert len(written.pop("content_hash")) == 64 and written == expected  # report.json carries its hash
     assert [r["name"] for r in written["extractor_results"]] == ["raw", "raw[pca_3]", "pca3", "pca3[pca_3]"]
     widths = {r["name"]: r["metrics"]["embedding_width"]["score"] for r in written["extractor_results"]}

@@ -188,3 +188,57 @@ def test_a_plan_whose_declaration_does_not_hash_to_its_fingerprint_is_refused(tm
         load_plan(path, "score")
     assert info.value.path == path
     assert [bad for bad, _ in verify("results", repair=True)] == [path] and not os.path.exists(path)
+
+
+def _flip_image_byte(path):
+    data = path.read_bytes()
+    at = data.index(b"IDAT") + 40
+    path.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:])
+
+
+FIGURE_EDITS = {
+    "flipped byte": (lambda folder: _flip_image_byte(folder / "ranking.png"), "ranking.png", "CRC mismatch"),
+    "truncated": (lambda folder: (folder / "detail.png").write_bytes((folder / "detail.png").read_bytes()[:500]),
+                  "detail.png", "truncated"),
+    "swapped names": (lambda folder: os.replace(folder / "detail.png", folder / "ranking.png"), "ranking.png",
+                      "it is the 'detail' figure, not 'ranking'"),
+}
+
+
+@pytest.fixture(scope="module")
+def raw_only_report() -> dict:
+    X, y = load_iris(return_X_y=True)
+    dataset = BenchmarkDataset.from_arrays(X, y, identity=DatasetIdentity.declared("iris", "1"))
+    result = Benchmark(dataset, [PrecomputedExtractor("raw")], scoring_config=OverlapScoringConfig(k=3), seed=0,
+                       name="iris").run()
+    return json.loads(json.dumps(result.to_dict()))
+
+
+def _figures(path, folder) -> None:
+    outputs = [str(folder / f"{name}.png") for name in ("ranking", "detail", "comparison")]
+    assert main(["figures", "--report", path, "--ranking-output", outputs[0], "--detail-output", outputs[1],
+                 "--comparison-output", outputs[2]]) == 0
+
+
+@pytest.mark.parametrize("edit", [*FIGURE_EDITS, "drawn from another report"])
+def test_verify_checks_the_figures_and_repair_moves_a_bad_one_aside(iris_report, raw_only_report, tmp_path, edit):
+    """Issue 32, item 2: a figure PNG is an artifact too: a flipped byte, a cut, a figure under another's name or one
+    drawn from another report (stale, or foreign) is found; ``--repair`` moves it aside (the figures job then draws
+    it again)."""
+    folder = tmp_path / "results" / "reports" / "iris"
+    if edit in FIGURE_EDITS:
+        change, name, problem = FIGURE_EDITS[edit]
+        _figures(_write(tmp_path, iris_report), folder)
+        assert verify(tmp_path / "results") == []
+        change(folder)
+    else:  # the ranking drawn from another report, beside this report and its own other figures
+        name, problem = "ranking.png", "drawn from another report"
+        _figures(_write(tmp_path, raw_only_report), folder)
+        other = (folder / name).read_bytes()
+        _figures(_write(tmp_path, iris_report), folder)
+        assert verify(tmp_path / "results") == []
+        (folder / name).write_bytes(other)
+    bad = folder / name
+    found = verify(tmp_path / "results", repair=True)
+    assert [item for item, _ in found] == [str(bad)] and problem in found[0][1], found
+    assert not bad.exists() and verify(tmp_path / "results") == []

@@ -1,11 +1,17 @@
-"""A digits benchmark declaring all four built-in labelled metrics in its config runs through Snakemake; its
-report equals the in-process Benchmark's, and a built-in metric ranks (``primary_metric``) and is compared."""
+"""A digits benchmark declaring all four built-in labelled metrics in its config runs through Snakemake, each metric
+(and OverlapIndex and Separatix) a job of its own (``fanout: true``); each merged score equals the one ``vertebrae
+score`` job's, the report equals the in-process Benchmark's, and a built-in metric ranks (``primary_metric``) and is
+compared. ``vertebrae verify`` checks the per-metric partials."""
 
 from __future__ import annotations
 
 import json
 
-from vertebrae.workflow import benchmarks_from_config
+from vertebrae.core.artifacts import read_json_document
+from vertebrae.stages.labelled_jobs import run_score
+from vertebrae.stages.plan import run_plan
+from vertebrae.stages.verify import verify
+from vertebrae.workflow import artifact_path, benchmarks_from_config, plan
 from workflow_support import comparable, snakemake, write_config
 
 CONFIG = {
@@ -28,6 +34,8 @@ CONFIG = {
             ],
             "primary_metric": "knn",
             "comparison": {"resamples": 500},
+            "fanout": True,
+            "separatix": {"enabled": True, "max_samples": 200, "budget": "fast"},
         },
     },
 }
@@ -47,3 +55,32 @@ def test_all_four_metrics_through_snakemake_equal_in_process(tmp_path):
     assert set(report["metric_comparisons"]) == set(scores)
     markdown = (tmp_path / "results/reports/digits/report.md").read_text()
     assert "## Metrics" in markdown
+    _check_parts_merge_to_the_one_job_score(tmp_path)
+
+
+def _check_parts_merge_to_the_one_job_score(tmp_path):
+    workflow_plan = plan(CONFIG, base_dir=tmp_path)
+    merges = workflow_plan.fingerprints("merge-labelled-partials")
+    assert len(merges) == 2 and not workflow_plan.fingerprints("score")
+    spec = workflow_plan.spec(merges[0])
+    assert [workflow_plan.spec(ref["fingerprint"])["recipe"]["part"] for ref in spec["partials"]] == \
+        ["overlap", "metric", "metric", "metric", "metric", "separatix"]
+    one_job = {key: value for key, value in spec.items() if key != "partials"}
+    plan_path = tmp_path / "one-job" / f"{spec['fingerprint']}.json"
+    run_plan(json.dumps({**one_job, "stage": "score"}), plan_path)
+    out = tmp_path / "one-job" / "score.json"
+    run_score(plan_path, tmp_path / spec["embedding"]["path"], tmp_path / spec["protocol"]["path"], out)
+    merged = read_json_document(tmp_path / artifact_path("score", spec["fingerprint"]), "score",
+                                fingerprint=spec["fingerprint"])
+    single = read_json_document(out, "score", fingerprint=spec["fingerprint"])
+    assert comparable(merged) == comparable(single)  # manifest and payload, but for Separatix's timings
+    # verify reads the partials too: a hand-edited one is found and moved aside with the score built from it
+    assert verify(tmp_path / "results") == []
+    partial = tmp_path / spec["partials"][1]["path"]
+    document = json.loads(partial.read_text())
+    document["payload"]["result"]["score"] = 1.0
+    partial.write_text(json.dumps(document))
+    bad = verify(tmp_path / "results", repair=True)
+    assert [path for path, _ in bad] == [str(partial)], bad
+    assert not (tmp_path / artifact_path("score", spec["fingerprint"])).exists()
+    assert verify(tmp_path / "results") == []

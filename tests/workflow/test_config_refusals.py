@@ -65,6 +65,21 @@ def _with(bench=None, **top):
     (_with({"scoring": {"exclude_classes": ["zebra"]}}),
      r"benchmarks\.tiny\.scoring: exclude_classes names class 'zebra', which is not in the dataset"),
     (_with({"scoring": {"exclude_classes": [0, 1, 2]}}), r"exclude_classes excludes every class"),
+    # issue 29: built-in metrics and subsample stability refused from the targets at plan time, not in a score job
+    (_with({"metrics": [{"type": "knn", "folds": 60}]}),
+     r"benchmarks\.tiny\.metrics\[0\] \('knn'\): .*key 'folds' = 60: classes \['0', '1', '2'\] have fewer rows"),
+    (_with({"metrics": [{"type": "knn", "k": 200}]}), r"metrics\[0\] \('knn'\): .*key 'k' = 200 must be below the 120"),
+    (_with({"metrics": [{"type": "few_shot", "shots": [1, 60]}]}),
+     r"metrics\[0\] \('few_shot'\): .*key 'shots' = \[1, 60\]: classes \['0', '1', '2'\] have fewer rows"),
+    (_with({"metrics": [{"type": "knn", "split": ["train", "test"]}]}), r"key 'split' has 2 values for 150 rows"),
+    (_with({"metrics": [{"type": "linear_probe", "split": {"train": ["0"], "test": ["nope"]}}]}),
+     r"key 'split\.train' names row ids absent from the dataset"),
+    (_with({"stability": {"enabled": True, "mode": "subsample", "subsample_fraction": 0.01}}),
+     r"benchmarks\.tiny\.stability: subsample stability: subsample_fraction=0\.01 keeps fewer than 2"),
+    ({"benchmarks": {"d": {"dataset": {"source": {"type": "sklearn", "name": "diabetes"}, "target_type": "regression",
+                                       "identity": {"kind": "declared", "name": "d", "revision": "1"}},
+                           "extractors": {"raw": {"type": "precomputed"}}, "metrics": [{"type": "clustering"}]}}},
+     r"benchmarks\.d\.metrics\[0\] \('clustering'\): .*not defined for regression targets"),
     ({"benchmarks": {"x" * 300: TINY["benchmarks"]["tiny"]}}, r"benchmark name of 300 characters is too long"),
     ({"benchmarks": {"b": TINY["benchmarks"]["tiny"], "B": TINY["benchmarks"]["tiny"]}},
      r"config key benchmarks\.B: benchmarks\.b differs from it only in case"),
@@ -76,3 +91,28 @@ def test_plan_refuses_what_a_job_would_fail_on(config, message):
 
     with pytest.raises(ConfigError, match=message):
         plan(config)
+
+
+@pytest.mark.parametrize("exclude", [None, ["dog"]])
+def test_validate_refuses_multilabel_targets_whose_labels_always_come_together(tmp_path, monkeypatch, capsys, exclude):
+    # issue 32: every label on every row passed `vertebrae validate` and failed the score job (a dependency's
+    # ValueError, later vertebrae's own refusal); validate now refuses it, naming the dataset key and the labels
+    import numpy as np
+    import yaml
+
+    from vertebrae.cli import main
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "tags.npz", embeddings=rng.normal(size=(30, 4)), labels=np.ones((30, 2), dtype=np.int8))
+    bench = {"dataset": {"source": {"type": "npz", "path": "tags.npz"}, "target_type": "multilabel",
+                         "label_names": ["cat", "dog"], "identity": {"kind": "declared", "name": "tags", "revision": "1"}},
+             "extractors": {"raw": {"type": "precomputed"}}, "scoring": {"k": 2}}
+    if exclude:
+        bench["scoring"]["exclude_classes"] = exclude
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump({"benchmarks": {"tags": bench}}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "cfg.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vertebrae: error: benchmarks.tags.dataset: multilabel targets: every row that carries one "
+                          "of the labels ['cat', 'dog'] carries all of them"), err
+    assert not (tmp_path / ".snakemake").exists()  # refused at plan time, before Snakemake's dry run

@@ -56,9 +56,9 @@ def test_bad_specs_are_refused_naming_the_argument():
 
 
 def readme_command() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
     block = re.search(r"```bash\n(vertebrae eval .*?)```", text, re.S)
-    assert block, "README: no vertebrae eval example"
+    assert block, "docs/models.md: no vertebrae eval example"
     return block.group(1).replace("\\\n", " ").strip()
 
 
@@ -79,12 +79,12 @@ def test_the_readme_example_runs_as_written_and_its_config_plans_nothing_new(tmp
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-2000:]
 
 
-def test_the_readme_timm_example_sweeps_layers_and_its_config_plans_nothing_new(tmp_path):
-    """The README's timm example as written (a tiny timm ViT and images built offline by tests/tiny_models.py): the
+def test_the_docs_timm_example_sweeps_layers_and_its_config_plans_nothing_new(tmp_path):
+    """The docs' timm example as written (a tiny timm ViT and images built offline by tests/tiny_models.py): the
     layer sweep's three candidates and the pre-logits one are ranked; --print-config, run by hand, plans nothing."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
     block = re.search(r"```bash\n(python tests/tiny_models.py timm .*?)```", text, re.S)
-    assert block, "README: no timm eval example"
+    assert block, "docs/models.md: no timm eval example"
     build, command = block.group(1).replace("\\\n", " ").strip().split("\n")
     (tmp_path / "tests").mkdir()
     shutil.copy(ROOT / "tests" / "tiny_models.py", tmp_path / "tests" / "tiny_models.py")

@@ -1,4 +1,4 @@
-"""README, "Bring your data as it is": its config (a labels-only table and a BEIR folder) and its Python snippet run
+"""docs/data.md, "Bring your data as it is": its config (a labels-only table and a BEIR folder) and its Python snippet run
 as written, on files this test writes where the snippets name them."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_the_bring_your_data_snippets_run_as_written(tmp_path, monkeypatch):
     work = tmp_path / "mine"
     work.mkdir()
     _write_files(work)
-    (work / "my-config.yaml").write_text(first_yaml(text), encoding="utf-8")  # as pasted from the README
+    (work / "my-config.yaml").write_text(first_yaml(text), encoding="utf-8")  # as pasted from the docs
     proc = subprocess.run([str(BIN / "vertebrae"), "validate", "my-config.yaml"], cwd=work, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -71,6 +71,6 @@ def test_the_bring_your_data_snippets_run_as_written(tmp_path, monkeypatch):
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(_python_block(text), "README.md", "exec"), {})
+        exec(compile(_python_block(text), "docs/data.md", "exec"), {})
     assert float(printed.getvalue().strip()) == score  # the Python face equals the config's
     assert 0.5 < score <= 1.0

@@ -1,6 +1,6 @@
-"""README, "Your own data in the workflow": its snippets run as written.
+"""docs/data.md, "Your own data in the workflow": its snippets run as written.
 
-The YAML is taken from README.md (never retyped here) and the commands are the README's own, run by a shell in a
+The YAML is taken from docs/data.md (never retyped here) and the commands are the page's own, run by a shell in a
 temporary directory holding a fresh clone of the workflow (``clone_workflow``: what a user has after ``git clone``),
 with small synthetic data files at the paths the YAML names; ``vertebrae`` and ``snakemake`` are the test
 environment's (its bin folder first on PATH, as in an activated environment).
@@ -33,10 +33,10 @@ SEVERAL = "### Embeddings from several models, one file each"
 REPORT_SIDE = {"compare", "report", "figures", "report_tables", "summary", "all"}  # rerun after any candidate change
 
 
-def section(title: str) -> str:
-    """The text of README.md under ``title``, up to the next heading of the same or a higher level."""
-    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines(keepends=True)
-    assert title + "\n" in lines, f"README.md has no heading {title!r}"
+def section(title: str, page: str = "docs/data.md") -> str:
+    """The text of ``page`` (docs/data.md) under ``title``, up to the next heading of the same or a higher level."""
+    lines = (REPO / page).read_text(encoding="utf-8").splitlines(keepends=True)
+    assert title + "\n" in lines, f"{page} has no heading {title!r}"
     level, body, fenced = len(title.split(" ", 1)[0]), [], False
     for line in lines[lines.index(title + "\n") + 1:]:
         fenced ^= line.startswith("```")
@@ -54,11 +54,11 @@ def first_yaml(text: str) -> str:
 
 
 def command(text: str, start: str) -> str:
-    """The first inline `code` span of ``text`` that starts with ``start`` (a command the README tells users to type;
+    """The first inline `code` span of ``text`` that starts with ``start`` (a command the docs tell users to type;
     a span wrapped over two lines is one command)."""
     spans = [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", text)]
     spans = [span for span in spans if span.startswith(start)]
-    assert spans, f"the README section shows no `{start}...` command"
+    assert spans, f"the docs section shows no `{start}...` command"
     return spans[0]
 
 
@@ -80,11 +80,11 @@ def age(*paths: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# 1. the `my_embeddings` config: validate, run, the README's own snakemake command, and a data edit
+# 1. the `my_embeddings` config: validate, run, the docs' own snakemake command, and a data edit
 
 
 def write_clip_npz(path: Path, source: dict) -> None:
-    """The npz the README's source block names, with the members it names: 4 well separated classes of 60 rows in
+    """The npz the docs' source block names, with the members it names: 4 well separated classes of 60 rows in
     72 dimensions (PCA to 64 needs at least 64 of each), and string image ids in shuffled order."""
     rng = np.random.default_rng(0)
     n, dim = 240, 72
@@ -100,7 +100,7 @@ def write_clip_npz(path: Path, source: dict) -> None:
 def test_my_embeddings_config_validates_runs_and_reruns_after_a_data_edit(tmp_path):
     text = section(SECTION)
     work = clone_workflow(tmp_path / "checkout")
-    (work / "my-config.yaml").write_text(first_yaml(text), encoding="utf-8")  # as pasted from the README
+    (work / "my-config.yaml").write_text(first_yaml(text), encoding="utf-8")  # as pasted from the docs
     config = yaml.safe_load(first_yaml(text))
     (bench,) = config["benchmarks"]
     assert bench == "my_embeddings"
@@ -125,7 +125,7 @@ def test_my_embeddings_config_validates_runs_and_reruns_after_a_data_edit(tmp_pa
     assert [rank for rank, _ in rows] == ["1", "2"] and sorted(name for _, name in rows) == \
         ["clip_b32", "clip_b32_pca64"], ranking
 
-    # the README's first command, in the clone: a real run would repeat the one above, so it is run dry (-n) and
+    # the docs' first command, in the clone: a real run would repeat the one above, so it is run dry (-n) and
     # must find the same workflow finished (same Snakefile, same config, same outputs)
     first = command(text, "snakemake ")
     assert first == "snakemake --cores all --configfile my-config.yaml"
@@ -151,7 +151,7 @@ N_ROWS, N_QUERIES, N_GALLERY = 120, 12, 30
 
 
 def wrap(extractors: dict) -> dict:
-    """A minimal config around the README's extractors: the labelled ones (one ``path`` each) compared on a dataset
+    """A minimal config around the docs' extractors: the labelled ones (one ``path`` each) compared on a dataset
     of their rows, the per-endpoint one (``files``) on a retrieval dataset."""
     labelled = {name: decl for name, decl in extractors.items() if "files" not in decl}
     retrieval = {name: decl for name, decl in extractors.items() if "files" in decl}
@@ -171,7 +171,7 @@ def wrap(extractors: dict) -> dict:
 
 
 def write_model_files(work: Path, extractors: dict) -> None:
-    """The dataset files of ``wrap`` and every embedding file the README's extractors name, in the formats and
+    """The dataset files of ``wrap`` and every embedding file the docs' extractors name, in the formats and
     under the member / dataset / column / ids names they declare, each file's rows in its own order."""
     rng = np.random.default_rng(5)
     ids = np.array([f"row-{i:03d}" for i in range(N_ROWS)])

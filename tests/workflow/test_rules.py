@@ -10,7 +10,8 @@ import pytest
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "workflow" / "rules"
 THREADED = {"fit_extractor", "embed_shard", "embed_retrieval_shard", "embed_zero_shot_samples",
-            "embed_zero_shot_prompts", "score", "score_retrieval", "score_retrieval_partial", "score_zero_shot",
+            "embed_zero_shot_prompts", "score", "score_labelled_partial", "score_retrieval", "score_retrieval_partial",
+            "score_zero_shot",
             "compress", "compress_retrieval", "compress_zero_shot"}
 
 

@@ -1,28 +1,33 @@
 """Repairs converge (issue 32, item 2): for each kind of artifact a small run with a fanned-out retrieval benchmark
-writes, a single tampering (a changed number, a swapped file, a foreign partial, an edited report) is found by
-``vertebrae verify``; ``verify --repair`` then a plain ``snakemake`` gives the original reports, and a second
-``verify`` exits 0. One run is shared by the module; each case works on a copy of it."""
+writes, a single tampering (a changed number, a swapped file, a foreign partial, an edited report, a damaged or
+foreign figure) is found by ``vertebrae verify``; ``verify --repair`` then a plain ``snakemake`` gives the original
+reports and figures, and a second ``verify`` exits 0. One run is shared by the module; each case works on a copy of
+it. ``verify`` runs through the CLI's ``main`` in this process (the jobs, through Snakemake, in their own)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
 import pytest
 
+from vertebrae.cli import main
 from workflow_support import comparable, snakemake, write_config
 
+# issue 32, item 4: a name from data written raw into report.md made markup, a link and a heading there
+HOSTILE = "my-iris <img src=x onerror=alert(1)>\n# owned [click](javascript:alert(2))"
 CONFIG = {
     "seed": 0,
     "embedding": {"shards": 2, "batch_size": 64},
     "benchmarks": {"iris": {
         "dataset": {"source": {"type": "sklearn", "name": "iris"},
-                    "identity": {"kind": "declared", "name": "my-iris", "revision": "1"}},
+                    "identity": {"kind": "declared", "name": HOSTILE, "revision": "1"}},
         "extractors": {"raw": {"type": "precomputed"},
                        "pca2": {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA",
                                                               "params": {"n_components": 2}}]}},
@@ -40,14 +45,22 @@ CONFIG = {
 }
 
 
-def _vertebrae(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vertebrae", *args], cwd=workdir, capture_output=True, text=True)
+def _verify(workdir: Path, *args: str) -> tuple[int, str]:
+    """``vertebrae verify [args] <workdir>/results`` through the CLI's own ``main`` (in this process: a fresh
+    interpreter per call cost seconds each, three calls a case): exit status and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["verify", *args, str(workdir / "results")])
+    return status, out.getvalue() + err.getvalue()
 
 
 def _reports(workdir: Path) -> dict:
-    found = {p.parent.name: comparable(json.loads(p.read_text(encoding="utf-8")))
-             for p in (workdir / "results" / "reports").glob("*/report.json")}
+    """Every report.json (timings aside), the summary, and every figure's bytes."""
+    reports = workdir / "results" / "reports"
+    found = {p.parent.name: comparable(json.loads(p.read_text(encoding="utf-8"))) for p in reports.glob("*/report.json")}
     found["summary"] = json.loads((workdir / "results" / "summary" / "summary.json").read_text(encoding="utf-8"))
+    found["figures"] = {str(p.relative_to(reports)): hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in sorted(reports.glob("*/*.png"))}
     return found
 
 
@@ -90,6 +103,17 @@ def _foreign_partial(workdir: Path) -> None:
     shutil.copyfile(other, mine)
 
 
+def _flip_figure_byte(workdir: Path) -> None:
+    path = _first(workdir, "reports/search/detail.png")
+    data = path.read_bytes()
+    at = data.index(b"IDAT") + 40  # inside the image data: the chunk's CRC no longer matches
+    path.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:])
+
+
+def _foreign_figure(workdir: Path) -> None:  # a valid figure of another benchmark, under this one's name
+    shutil.copyfile(_first(workdir, "reports/iris/ranking.png"), _first(workdir, "reports/search/ranking.png"))
+
+
 def _append(pattern: str):
     def tamper(workdir: Path) -> None:
         path = _first(workdir, pattern)
@@ -116,6 +140,8 @@ CASES = {
     "report-json-number": lambda w: _edit_json(_first(w, "reports/iris/report.json")),
     "report-md": _append("reports/search/report.md"),
     "report-html-page": _append("reports/iris/warnings.html"),
+    "figure-byte": _flip_figure_byte,
+    "figure-of-another-report": _foreign_figure,
     "summary-json": lambda w: _edit_json(_first(w, "summary/summary.json")),
     "summary-csv": _append("summary/summary.csv"),
     "summary-md": _append("summary/summary.md"),
@@ -127,8 +153,11 @@ def clean_run(tmp_path_factory) -> tuple[Path, dict]:
     workdir = tmp_path_factory.mktemp("tamper-run")
     write_config(workdir, CONFIG)
     snakemake(workdir)
-    proc = _vertebrae(workdir, "verify", "results")
-    assert proc.returncode == 0, proc.stdout + proc.stderr  # a clean run verifies (partials included)
+    status, printed = _verify(workdir)
+    assert status == 0, printed  # a clean run verifies (partials and figures included)
+    markdown = (workdir / "results" / "reports" / "iris" / "report.md").read_text(encoding="utf-8")
+    assert "my-iris &lt;img src=x onerror=alert(1)> # owned [click]\\(javascript:alert(2))" in markdown, markdown
+    assert not [part for part in ("<img", "\n# owned", "](javascript") if part in markdown]
     return workdir, _reports(workdir)
 
 
@@ -138,14 +167,14 @@ def test_a_tampered_artifact_is_found_and_repair_then_a_plain_run_restores_the_r
     workdir = tmp_path / "run"
     shutil.copytree(source, workdir, symlinks=True)
     CASES[case](workdir)
-    found = _vertebrae(workdir, "verify", "results")
-    assert found.returncode == 2, found.stdout + found.stderr
-    repaired = _vertebrae(workdir, "verify", "--repair", "results")
-    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    status, printed = _verify(workdir)
+    assert status == 2, printed
+    status, printed = _verify(workdir, "--repair")
+    assert status == 0, printed
     snakemake(workdir)
     assert _reports(workdir) == original
-    again = _vertebrae(workdir, "verify", "results")
-    assert again.returncode == 0, again.stdout + again.stderr
+    status, printed = _verify(workdir)
+    assert status == 0, printed
 
 
 @pytest.mark.parametrize("case", ["merged-embedding-swapped-with-its-shard", "foreign-partial"])
@@ -163,4 +192,4 @@ def test_a_job_that_refuses_a_stale_or_foreign_input_moves_it_aside_so_a_plain_r
     assert "moved it aside to" in logs
     snakemake(workdir)
     assert _reports(workdir) == original
-    assert _vertebrae(workdir, "verify", "results").returncode == 0
+    assert _verify(workdir)[0] == 0

@@ -111,3 +111,24 @@ def test_show_lists_the_plan_and_the_written_ranking(done):
 
     proc = vertebrae(done, "show", "mine.yaml", "nope", check=False)
     assert proc.returncode == 2 and "no benchmark 'nope'; its benchmarks: my_iris" in proc.stderr
+
+
+def test_show_prints_text_from_data_safely_for_a_terminal(tmp_path, monkeypatch, capsys):
+    # issue 32: show printed the dataset identity and the ranking read from report.md raw: an escape sequence in
+    # them cleared the screen, set the title or reordered the line (a bidirectional override) on the user's terminal
+    from vertebrae.cli import main
+
+    hostile = "evil\x1b[2J\x1b]0;title\x07\x9b31m\u202eend\rline"
+    config = {"benchmarks": {"tiny": {**USER_CONFIG["benchmarks"]["my_iris"], "dataset": {
+        "source": {"type": "sklearn", "name": "iris"}, "identity": {"kind": "declared", "name": hostile, "revision": "1"}}}}}
+    write(tmp_path / "cfg.yaml", config)
+    report = tmp_path / "results/reports/tiny/report.md"
+    report.parent.mkdir(parents=True)
+    report.write_text(f"# tiny\n\n## Ranking\n\n| 1 | raw\x1b[8m | 0.9\u202e |\n\n## Detail\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", "cfg.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert all(line.isprintable() for line in out.splitlines()), out
+    assert "  dataset: declared:evil\\x1b[2J\\x1b]0;title\\x07\\x9b31m\\u202eend\\rline@1" in out.splitlines()
+    assert "    | 1 | raw\\x1b[8m | 0.9\\u202e |" in out.splitlines()
+

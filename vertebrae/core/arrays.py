@@ -81,7 +81,9 @@ def power_of_two_factor(*matrices: Any) -> float:
     largest = 0.0
     for matrix in matrices:
         values = matrix.data if sp.issparse(matrix) else np.asarray(matrix)
-        if values.size:
+        if values.size and values.dtype.kind == "f":  # max |v| without a copy (NaN propagates as through np.abs)
+            largest = max(largest, float(np.maximum(np.max(values), -np.min(values))))
+        elif values.size:
             largest = max(largest, float(np.max(np.abs(values))))
     if largest == 0.0 or not np.isfinite(largest):
         return 1.0

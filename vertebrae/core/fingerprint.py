@@ -31,6 +31,7 @@ SCHEMAS: dict[str, str] = {
     "retrieval-partial": "vertebrae.retrieval-partial/v2",
     "embedding-sweep": "vertebrae.embedding-sweep/v1",  # a folder of layer shards (names a layer sweep job)
     "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
+    "labelled-partial": "vertebrae.labelled-partial/v1",
 }
 
 FINGERPRINT_LENGTH = 16

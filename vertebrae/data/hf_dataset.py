@@ -2,9 +2,11 @@
 DatasetDict with one folder per split), an ``.arrow`` / ``.parquet`` file, or a folder of such files (the Hub's
 ``data/<split>-00000-of-00001.parquet`` layout; ``split`` picks the files whose name starts with it).
 
-Columns: exactly one of ``image_column`` (an ``Image`` feature, raw image bytes, or image paths relative to the
-dataset's folder) or ``text_column``; ``label_column`` (a ``ClassLabel`` gives the label names, other values are
-kept as they are); ``id_column`` (row ids; the row order when absent). Embedded image bytes are not copied out:
+Columns: at most one of ``image_column`` (an ``Image`` feature, raw image bytes, or image paths relative to the
+dataset's folder) or ``text_column`` (neither: a labels-only table, valid when every candidate brings its own rows
+from a file aligned by id); ``label_column`` (a ``ClassLabel`` gives the label names, other values are kept as they
+are); ``id_column`` (row ids; the row order when absent); ``groups_column`` (each row's independence group, text or
+an integer; a ``ClassLabel`` gives its name). Embedded image bytes are not copied out:
 each row is a reference into its Arrow / Parquet file (:mod:`vertebrae.core.image_refs`), decoded when a model
 reads it. The features (``ClassLabel`` names, ``Image``) are read with the ``datasets`` library
 (``Features.from_arrow_schema``), the split's files from ``save_to_disk``'s own ``dataset_dict.json`` /
@@ -36,9 +38,11 @@ IMAGES_SCHEMA = "vertebrae.hf-dataset-images/v1"
 
 @dataclass(frozen=True)
 class HFRows:
-    inputs: RawInputs
+    inputs: RawInputs | None  # None for a labels-only table
     labels: list
     row_ids: list | None
+    groups: list | None = None
+    n_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -50,13 +54,15 @@ class HFDatasetSpec:
     label_column: str | None = "label"
     id_column: str | None = None
     where: str = "hf_dataset"
+    groups_column: str | None = None
 
     def __post_init__(self) -> None:
-        if (self.text_column is None) == (self.image_column is None):
-            raise ConfigError(f"{self.where}: declare exactly one of text_column or image_column")
-        used = [c for c in (self.image_column, self.text_column, self.label_column, self.id_column) if c is not None]
+        if self.text_column is not None and self.image_column is not None:
+            raise ConfigError(f"{self.where}: declare one of text_column or image_column, not both")
+        used = [c for c in (self.image_column, self.text_column, self.label_column, self.id_column, self.groups_column)
+                if c is not None]
         if len(set(used)) != len(used):
-            raise ConfigError(f"{self.where}: the input, label and id columns must differ, got {used}")
+            raise ConfigError(f"{self.where}: the input, label, id and groups columns must differ, got {used}")
 
     @classmethod
     def from_decl(cls, opts: Mapping[str, Any], *, base_dir: Path, where: str) -> HFDatasetSpec:
@@ -66,11 +72,19 @@ class HFDatasetSpec:
         if not path.exists():
             raise ConfigError(f"{where}.path: dataset not found: {path}")
         return cls(path, opts.get("split"), opts.get("image_column"), opts.get("text_column"),
-                   opts.get("label_column", "label"), opts.get("id_column"), where)
+                   opts.get("label_column", "label"), opts.get("id_column"), where, opts.get("groups_column"))
 
     @property
-    def input_column(self) -> str:
-        return self.image_column if self.image_column is not None else self.text_column  # type: ignore[return-value]
+    def input_column(self) -> str | None:
+        """The text or image column; None for a labels-only table."""
+        return self.image_column if self.image_column is not None else self.text_column
+
+    @property
+    def labels_only(self) -> str | None:
+        """Why the table has no input rows (no text_column nor image_column), or None."""
+        if self.input_column is not None:
+            return None
+        return f"{self.where}: Hugging Face dataset {self.path} declares no text_column nor image_column"
 
     @property
     def folder(self) -> Path:
@@ -164,7 +178,7 @@ def features_of(spec: HFDatasetSpec, files: list[Path]) -> Any:
 
     features = datasets.Features.from_arrow_schema(_schema(files[0]))
     keys = {"image_column": spec.image_column, "text_column": spec.text_column, "label_column": spec.label_column,
-            "id_column": spec.id_column}
+            "id_column": spec.id_column, "groups_column": spec.groups_column}
     for key, column in keys.items():
         if column is not None and column not in features:
             raise ConfigError(f"{spec.where}.{key}: column {column!r} not found in {_split_name(spec)}; its columns: "
@@ -194,6 +208,16 @@ def _label(value: Any, feature: Any, name: str, spec: HFDatasetSpec) -> Any:
     raise ValidationError(f"{name}: label {value!r} in {spec.label_column!r} is not a class name or number")
 
 
+def _group(value: Any, feature: Any, name: str, spec: HFDatasetSpec) -> Any:
+    import datasets
+
+    if isinstance(feature, datasets.ClassLabel) and isinstance(value, int) and 0 <= value < feature.num_classes:
+        return feature.names[value]
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise ValidationError(f"{name}: group {value!r} in {spec.groups_column!r} must be a non-empty text or an integer")
+    return value
+
+
 def _image(value: Any, path: Path, row: int, spec: HFDatasetSpec, name: str) -> str:
     if isinstance(value, Mapping):
         if value.get("bytes") is not None:
@@ -218,8 +242,8 @@ def read_hf_rows(spec: HFDatasetSpec, rows: Any = None) -> HFRows:
     start, stop = (0, n) if rows is None else (operator.index(rows[0]), operator.index(rows[1]))
     if not 0 <= start <= stop <= n:
         raise ValidationError(f"{spec.where}: rows=({start}, {stop}) out of range for {_split_name(spec)} with {n} rows")
-    columns = [c for c in (spec.input_column, spec.label_column, spec.id_column) if c is not None]
-    values, labels, ids = [], [], []
+    columns = [c for c in (spec.input_column, spec.label_column, spec.id_column, spec.groups_column) if c is not None]
+    values, labels, ids, groups = [], [], [], []
     offset = 0
     for path, count in zip(files, counts):
         lo, hi = max(start - offset, 0), min(stop - offset, count)
@@ -232,28 +256,34 @@ def read_hf_rows(spec: HFDatasetSpec, rows: Any = None) -> HFRows:
                 name = f"{_split_name(spec)}, row {rid!r}" + (f" (index {row})" if spec.id_column is not None else "")
                 if rid is None or rid == "":
                     raise ValidationError(f"{name}: empty id in column {spec.id_column!r}")
-                value = cells[spec.input_column][i]
-                if spec.image_column is not None:
-                    value = _image(value, path, lo + i, spec, name)
-                elif not isinstance(value, str) or not value.strip():
-                    raise ValidationError(f"{name}: empty or non-text {spec.text_column!r} cell ({value!r})")
-                values.append(value)
+                if spec.input_column is not None:
+                    value = cells[spec.input_column][i]
+                    if spec.image_column is not None:
+                        value = _image(value, path, lo + i, spec, name)
+                    elif not isinstance(value, str) or not value.strip():
+                        raise ValidationError(f"{name}: empty or non-text {spec.text_column!r} cell ({value!r})")
+                    values.append(value)
                 ids.append(rid)
+                if spec.groups_column is not None:
+                    groups.append(_group(cells[spec.groups_column][i], features[spec.groups_column], name, spec))
                 if spec.label_column is not None:
                     labels.append(_label(cells[spec.label_column][i], features[spec.label_column], name, spec))
         offset += count
     kind = "image" if spec.image_column is not None else "text"
-    return HFRows(RawInputs(kind, tuple(values), tuple(ids)), labels, ids if spec.id_column is not None else None)
+    inputs = None if spec.input_column is None else RawInputs(kind, tuple(values), tuple(ids))
+    return HFRows(inputs, labels, ids if spec.id_column is not None else None,
+                  groups if spec.groups_column is not None else None, len(ids))
 
 
 def hf_recipe(spec: HFDatasetSpec, options: Mapping[str, Any], digests: FileDigests) -> dict[str, Any]:
     """The ``files`` identity recipe: the options, the SHA-256 of every data file of the split in order and, for
     image paths, one digest over the images' digests."""
     files = data_files(spec)
-    recipe: dict[str, Any] = {**{k: v for k, v in options.items() if k != "path"},
+    recipe: dict[str, Any] = {**{k: v for k, v in options.items()
+                                 if k != "path" and not (k == "groups_column" and v is None)},
                               "files": [digests.digest(path) for path in files]}
     if spec.image_column is not None:
-        values = read_hf_rows(spec).inputs.values
+        values = read_hf_rows(spec).inputs.values  # type: ignore[union-attr]
         paths = [v for v in values if not v.startswith("vertebrae-")]
         if paths:
             images = hashlib.sha256(f"{IMAGES_SCHEMA}|".encode())

@@ -167,13 +167,15 @@ class BenchmarkDataset:
     @classmethod
     def from_hf_dataset(cls, path: str | os.PathLike, *, split: str | None = None, image_column: str | None = None,
                         text_column: str | None = None, label_column: str = "label", id_column: str | None = None,
-                        identity: DatasetIdentity | None = None,
+                        groups_column: str | None = None, identity: DatasetIdentity | None = None,
                         metadata: Mapping[str, Any] | None = None) -> BenchmarkDataset:
         """A Hugging Face dataset as ``datasets.save_to_disk`` wrote it (or Arrow / Parquet files): one of
         ``image_column`` (an Image feature, image bytes or paths) or ``text_column``; ``label_column`` (a ClassLabel
-        gives the label names); ``id_column`` (default the row order). ``identity`` None: the files' bytes."""
+        gives the label names); ``id_column`` (default the row order); ``groups_column`` (independence groups, as
+        ``with_groups(..., name=groups_column)``). ``identity`` None: the files' bytes."""
         decl = {"type": "hf_dataset", "path": os.fspath(path), "split": split, "image_column": image_column,
-                "text_column": text_column, "label_column": label_column, "id_column": id_column}
+                "text_column": text_column, "label_column": label_column, "id_column": id_column,
+                "groups_column": groups_column}
         return cls._from_format(decl, identity, metadata)
 
     @classmethod
@@ -198,11 +200,16 @@ class BenchmarkDataset:
 
         where = str(decl["type"])
         data = load_source(decl, base_dir=Path.cwd(), where=where)
+        if data.labels_only is not None:
+            raise ValidationError(f"{data.labels_only}: a dataset built in Python needs its inputs; name the "
+                                  "text_column or image_column (a labels-only table is for a config whose candidates "
+                                  "read their own rows from files)")
         if identity is None:
             recipe = source_files_recipe(decl, base_dir=Path.cwd(), where=where, digests=FileDigests(None))
             identity = DatasetIdentity.from_files(recipe)
-        return cls._build(data.features, data.labels, identity, data.row_ids, data.features.kind, None, None, None,
-                          metadata)
+        dataset = cls._build(data.features, data.labels, identity, data.row_ids, data.features.kind, None, None, None,
+                             metadata)
+        return dataset if data.groups is None else dataset.with_groups(data.groups, name=data.groups_name)
 
     @classmethod
     def from_dataframe(

@@ -25,6 +25,7 @@ Relevance and exclusions are parsed in :mod:`vertebrae.data.relevance`; the prot
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -401,6 +402,46 @@ class RetrievalDataset(QueryGallerySizes):
                                RawInputs.texts(data.corpus_texts, data.corpus_ids), list(data.records),
                                query_ids=list(data.query_ids), gallery_ids=list(data.corpus_ids), identity=identity,
                                exclude_same_id=exclude_same_id, metadata=metadata)
+        return dataset if keys is None else replace(dataset, endpoint_keys=keys)
+
+    @classmethod
+    def from_sources(
+        cls,
+        queries: Mapping[str, Any],
+        gallery: Mapping[str, Any],
+        *,
+        relevance_path: Any = None,
+        relevance: str | None = None,
+        identity: DatasetIdentity | None = None,
+        exclude_same_id: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RetrievalDataset:
+        """Each side as it is held, a source declaration (``{"type": "hf_dataset", "path": ..., "text_column":
+        "caption", "id_column": "id"}``, ``{"type": "image_folder", "path": ...}``, ``{"type": "webdataset",
+        "path": "shards/{000..009}.tar"}`` or a ``manifest``; relative paths: the working folder), read as ``source:
+        {type: source_pair}`` reads them (``vertebrae.data.retrieval_sides``), with relevance from ``relevance_path``
+        (records naming rows by id) or ``relevance="same_label"``. ``identity`` defaults to the files' identity, the
+        one the workflow gives the same data, and each side's embeddings are keyed by that side's files alone."""
+        from dataclasses import replace
+        from pathlib import Path
+
+        from vertebrae.core.file_digests import FileDigests
+        from vertebrae.data.retrieval_sides import load_source_pair, pair_endpoint_recipes, pair_files_recipe
+
+        decl = {"type": "source_pair", "queries": dict(queries), "gallery": dict(gallery), "relevance": relevance,
+                "relevance_path": None if relevance_path is None else os.fspath(relevance_path)}
+        base, where = Path.cwd(), "from_sources"
+        pair = load_source_pair(decl, base_dir=base, where=where)
+        keys = None
+        if identity is None:
+            digests = FileDigests(None)
+            identity = DatasetIdentity.from_files(pair_files_recipe(decl, base_dir=base, where=where, digests=digests))
+            keys = {side: endpoint_key({"files": recipe, "side": side}) for side, recipe in
+                    pair_endpoint_recipes(decl, base_dir=base, where=where, digests=digests).items()}
+        dataset = cls.from_arrays(pair.queries.inputs, pair.gallery.inputs, pair.records, query_ids=pair.queries.ids,
+                                  gallery_ids=pair.gallery.ids, query_modality=pair.queries.inputs.kind,
+                                  gallery_modality=pair.gallery.inputs.kind, identity=identity,
+                                  exclude_same_id=exclude_same_id, metadata=metadata)
         return dataset if keys is None else replace(dataset, endpoint_keys=keys)
 
     @classmethod

@@ -13,6 +13,11 @@ Three declarations:
   inputs of each side from its own manifest (``path``, ``text_column`` or ``image_column``, ``id_column``,
   optional ``format``; see ``manifest.py``, without a label column), e.g. text queries against an image gallery,
   and the same relevance records as ``npz_pair``.
+- ``{"type": "source_pair", "queries": <source>, "gallery": <source>, "relevance_path": qrels.tsv}`` (or
+  ``"relevance": "same_label"`` instead of the file): each side read as it is held, a ``manifest``,
+  ``hf_dataset``, ``image_folder`` or ``webdataset`` source declaration (see ``retrieval_sides.py``), e.g. the
+  captions of a Hugging Face dataset against an image folder or WebDataset shards; ``same_label`` makes a gallery
+  row relevant (grade 1) to every query with an equal label.
 - ``{"type": "beir", "path": folder, "split": "test"}``: a BEIR folder (``corpus.jsonl``, ``queries.jsonl``,
   ``qrels/<split>.tsv``; see ``beir.py``): corpus texts as the gallery, the split's queries as the queries.
 
@@ -24,7 +29,7 @@ Ids are kept as given (ints for row positions of a label split, strings from fil
 
 Identity (:func:`retrieval_identity`): a declared ``identity`` when the dataset gives one, else the ``files``
 identity of everything the source reads: the labelled source of a label split (with ``query_every`` and
-``grade``), the ``.npz`` of a pair (with its keys), each side's manifest (and its images), a BEIR folder's three files
+``grade``), the ``.npz`` of a pair (with its keys), each side's manifest (and its images), each side's files of a source pair (with the relevance rule), a BEIR folder's three files
 (with the split), and the relevance file; editing any of them (deleting a qrels line, say) changes the key and every fingerprint below it.
 """
 
@@ -45,6 +50,9 @@ from vertebrae.data.beir import beir_endpoint_recipes, beir_files, beir_files_re
 from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
 from vertebrae.data.qrels import check_qrels_ids, read_qrels, typed_qrels
+from vertebrae.data.retrieval_sides import (
+    load_source_pair, pair_endpoint_recipes, pair_files_recipe, pair_row_counts,
+)
 from vertebrae.data.source_decl import GROUPS_KEYS
 from vertebrae.data.source_files import manifest_recipe, source_files_recipe
 from vertebrae.data.sources import load_source, source_row_count
@@ -187,12 +195,19 @@ def _beir(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourc
                                list(data.corpus_ids), list(data.records))
 
 
+def _source_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
+    pair = load_source_pair(decl, base_dir=base_dir, where=where)
+    return RetrievalSourceData(pair.queries.inputs, pair.gallery.inputs, pair.queries.ids, pair.gallery.ids,
+                               pair.records)
+
+
 #: The keys each retrieval source type takes besides ``type``.
 RETRIEVAL_SOURCE_KEYS: dict[str, tuple[str, ...]] = {
     "label_split": ("source", "query_every", "grade"),
     "npz_pair": ("path", "queries_key", "gallery_key", "query_ids_key", "gallery_ids_key", "relevance_path"),
     "manifest_pair": ("queries", "gallery", "relevance_path"),
     "beir": ("path", "split"),
+    "source_pair": ("queries", "gallery", "relevance_path", "relevance"),
 }
 
 
@@ -214,7 +229,8 @@ def check_source_keys(decl: Any, where: str) -> str:
     return kind
 
 
-LOADERS = {"beir": _beir, "label_split": _label_split, "manifest_pair": _manifest_pair, "npz_pair": _npz_pair}
+LOADERS = {"beir": _beir, "label_split": _label_split, "manifest_pair": _manifest_pair, "npz_pair": _npz_pair,
+           "source_pair": _source_pair}
 
 
 def load_retrieval_source(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> RetrievalSourceData:
@@ -237,6 +253,8 @@ def retrieval_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: st
         raise ConfigError(f"{where}.type: unknown retrieval source {kind!r}; known: {sorted(LOADERS)}")
     if kind == "beir":
         return beir_files_recipe(beir_files(*parse_beir_decl(decl, where), base_dir=base_dir, where=where), digests)
+    if kind == "source_pair":
+        return pair_files_recipe(decl, base_dir=base_dir, where=where, digests=digests)
     relevance = {"sha256": digests.digest(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"))}
     if kind == "npz_pair":
         keys = {key: decl.get(key, default) for key, default in _NPZ_KEYS}
@@ -263,6 +281,8 @@ def retrieval_endpoint_recipes(decl: Mapping[str, Any], *, base_dir: Path, where
         path, split = parse_beir_decl(decl, where)
         files = beir_files(path, split, base_dir=base_dir, where=where)
         return beir_endpoint_recipes(files, load_beir(path, split, base_dir=base_dir, where=where), digests)
+    if kind == "source_pair":  # a side's rows, never its labels
+        return pair_endpoint_recipes(decl, base_dir=base_dir, where=where, digests=digests)
     if kind == "npz_pair":
         digest = {"sha256": digests.digest(_resolve(base_dir, decl.get("path"), f"{where}.path"))}
         keys = {key: decl.get(key, default) for key, default in _NPZ_KEYS}
@@ -330,5 +350,7 @@ def retrieval_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str)
         queries, gallery = (manifest_row_count(_manifest_spec(decl.get(side), base_dir, f"{where}.{side}"))
                             for side in ("queries", "gallery"))
         return queries, gallery
+    if decl.get("type") == "source_pair":
+        return pair_row_counts(decl, base_dir=base_dir, where=where)
     data = load_retrieval_source(decl, base_dir=base_dir, where=where)
     return len(data.query_ids), len(data.gallery_ids)

@@ -51,7 +51,7 @@ _SPECS: dict[str, dict[str, Any]] = {
     # data as researchers hold it (vertebrae/data/source_formats.py)
     "image_folder": {"path": _REQUIRED},
     "hf_dataset": {"path": _REQUIRED, "split": None, "image_column": None, "text_column": None,
-                   "label_column": "label", "id_column": None},
+                   "label_column": "label", "id_column": None, "groups_column": None},
     "webdataset": {"path": _REQUIRED, "image_key": "jpg;jpeg;png;webp", "label_key": "cls", "label_field": None},
 }
 
@@ -62,7 +62,8 @@ _PATH_KEYS = frozenset({"path", "labels_path", "ids_path", "groups_path"})
 
 #: The key naming each source type's independence groups (one group per row); sklearn sources have none.
 GROUPS_KEYS: dict[str, str] = {"npz": "groups_key", "npy": "groups_path", "sparse_npz": "groups_path",
-                               "hdf5": "groups_dataset", "csv": "groups_column", "manifest": "groups_column"}
+                               "hdf5": "groups_dataset", "csv": "groups_column", "manifest": "groups_column",
+                               "hf_dataset": "groups_column"}
 _MAX_LISTED = 50  # cap on names listed in "available ..." messages
 
 
@@ -133,7 +134,7 @@ def _parse_decl(decl: Any, where: str) -> tuple[str, dict[str, Any]]:
             raise ConfigError(
                 f"{_key(where, 'id_column')}: {opts['id_column']!r} is also the label column"
             )
-    if kind in ("csv", "manifest") and opts["groups_column"] is not None:
+    if kind in ("csv", "manifest", "hf_dataset") and opts["groups_column"] is not None:
         others = {opts.get("label_column"), opts.get("id_column"), opts.get("text_column"), opts.get("image_column")}
         if opts["groups_column"] in others - {None}:
             raise ConfigError(f"{_key(where, 'groups_column')}: {opts['groups_column']!r} is also the label, id or "

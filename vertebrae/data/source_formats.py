@@ -3,8 +3,8 @@
 
 - ``{"type": "image_folder", "path": <folder>}``: one sub-folder per class (:mod:`vertebrae.data.image_folder`);
 - ``{"type": "hf_dataset", "path": ..., "split": None, "image_column": None, "text_column": None,
-  "label_column": "label", "id_column": None}``: a ``datasets.save_to_disk`` folder or Arrow / Parquet files
-  (:mod:`vertebrae.data.hf_dataset`);
+  "label_column": "label", "id_column": None, "groups_column": None}``: a ``datasets.save_to_disk`` folder or
+  Arrow / Parquet files (:mod:`vertebrae.data.hf_dataset`; neither input column: a labels-only table);
 - ``{"type": "webdataset", "path": "shards/train-{000000..000099}.tar", "image_key": "jpg;jpeg;png;webp",
   "label_key": "cls", "label_field": None}``: WebDataset tar shards (:mod:`vertebrae.data.webdataset`).
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.data.image_folder import image_folder_inputs, image_folder_recipe, list_image_folder, resolve_folder
-from vertebrae.data.source_checks import SourceData
+from vertebrae.data.source_checks import SourceData, labels_only_rows
 from vertebrae.data.source_decl import _check_rows
 
 FORMAT_SOURCES = ("image_folder", "hf_dataset", "webdataset")
@@ -63,7 +63,23 @@ def _load_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any
 
     spec = _hf_spec(opts, base_dir, where)
     data = read_hf_rows(spec, rows)
-    return SourceData(data.inputs, data.labels, data.row_ids)
+    if spec.labels_only is not None:
+        return SourceData(labels_only_rows(data.n_rows), data.labels, data.row_ids, data.groups, spec.groups_column,
+                          spec.labels_only)
+    return SourceData(data.inputs, data.labels, data.row_ids, data.groups, spec.groups_column)
+
+
+def _groups_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    from vertebrae.data.hf_dataset import read_hf_rows
+
+    if opts["groups_column"] is None:
+        return None
+    spec = _hf_spec({**opts, "image_column": None, "text_column": None}, base_dir, where)  # no input cells read
+    return read_hf_rows(spec).groups
+
+
+def _labels_only_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
+    return _hf_spec(opts, base_dir, where).labels_only
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -62,6 +62,8 @@ from vertebrae.data.source_formats import (
     _count_hf_dataset,
     _count_image_folder,
     _count_webdataset,
+    _groups_hf_dataset,
+    _labels_only_hf_dataset,
     _load_hf_dataset,
     _load_image_folder,
     _load_webdataset,
@@ -170,7 +172,8 @@ def _hdf5_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str |
         return h5_labels_only(handle, opts, path)  # type: ignore[arg-type]
 
 
-_LABELS_ONLY = {"csv": _csv_labels_only, "npz": _npz_labels_only, "hdf5": _hdf5_labels_only}
+_LABELS_ONLY = {"csv": _csv_labels_only, "npz": _npz_labels_only, "hdf5": _hdf5_labels_only,
+                "hf_dataset": _labels_only_hf_dataset}
 
 _COUNTERS: dict[str, Callable[[dict[str, Any], Path, str], int]] = {
     "sklearn": _count_sklearn,
@@ -205,4 +208,5 @@ _GROUP_READERS: dict[str, Callable[[dict[str, Any], Path, str], list | None]] = 
     "hdf5": _groups_hdf5,
     "csv": _groups_csv,
     "manifest": _groups_manifest,
+    "hf_dataset": _groups_hf_dataset,
 }

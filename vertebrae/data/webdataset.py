@@ -53,7 +53,7 @@ class WebDatasetSpec:
     pattern: str
     shards: tuple[Path, ...]
     image_key: str = "jpg;jpeg;png;webp"
-    label_key: str = "cls"
+    label_key: str | None = "cls"  # None: unlabelled samples (a retrieval gallery matched through a relevance file)
     label_field: str | None = None
     where: str = "webdataset"
 
@@ -72,8 +72,10 @@ class WebDatasetSpec:
                               f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
         for path in shards:
             if path.suffix.lower() != ".tar":
-                raise ConfigError(f"{where}.path: shard {path} is not an uncompressed .tar file (members are read by "
-                                  "offset, which a compressed shard does not allow)")
+                hint = " (gzip-compressed: `gunzip` it, or name the .tar files it holds)" if path.name.lower().endswith(
+                    (".tar.gz", ".tgz")) else ""
+                raise ConfigError(f"{where}.path: shard {path} is not an uncompressed .tar file{hint}; members are read "
+                                  "by offset, so each row is read alone, which a compressed shard does not allow")
         label_key = opts.get("label_key", "cls")
         if label_key == "json" and not opts.get("label_field"):
             raise ConfigError(f"{where}.label_field: required with label_key 'json' (the field holding the label)")
@@ -170,7 +172,8 @@ def read_wds_rows(spec: WebDatasetSpec, rows: Any = None) -> WDSRows:
                 for key, members in shard_index(path)[lo:hi]:
                     data_offset, size = _image_member(spec, path, key, members)
                     values.append(tar_ref(name, data_offset, size))
-                    labels.append(_label(spec, path, handle, key, members))
+                    if spec.label_key is not None:
+                        labels.append(_label(spec, path, handle, key, members))
                     ids.append(key)
         offset += count
     return WDSRows(RawInputs("image", tuple(values), tuple(ids)), labels, ids)
@@ -184,7 +187,7 @@ def check_first_shard(spec: WebDatasetSpec) -> None:
         raise ValidationError(f"shard {first} holds no sample")
     for key, members in samples:
         _image_member(spec, first, key, members)
-        if spec.label_key not in members:
+        if spec.label_key is not None and spec.label_key not in members:
             raise ValidationError(f"shard {first}, sample {key!r}: no label member ({key}.{spec.label_key}); its "
                                   f"members: {', '.join(sorted(members))}")
 

@@ -13,12 +13,14 @@ The building blocks take plain numbers and return a ``matplotlib.figure.Figure``
 
 :func:`report_figures` picks the right figures for a report JSON (labelled, retrieval or zero-shot; the ranking's
 whiskers and the comparison figure come from its ``comparison``) and :func:`write_report_figures` renders them to
-files atomically. Bad input raises ValidationError naming what is
+files atomically, each PNG stamped with its name and the report's content hash (``reports.png``, which
+``vertebrae verify`` reads). Bad input raises ValidationError naming what is
 wrong (the candidate, the class, the matrix shape); nothing is drawn from invalid numbers.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -27,6 +29,7 @@ from typing import Any
 
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.reports.comparison import UNITS, check_comparison, ranked_names, versus
+from vertebrae.reports.png import stamp
 from vertebrae.reports.schemas import (
     LABELLED_SCHEMA,
     RETRIEVAL_SCHEMA,
@@ -374,6 +377,11 @@ def write_report_figures(report_path: str | Path, ranking_path: str | Path, deta
         path = paths.get(key)
         if path is not None:
             suffix = Path(path).suffix.lstrip(".") or "png"
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format=suffix, dpi=110, metadata={"Software": None} if suffix == "png" else None)
+            data = buffer.getvalue()
+            if suffix == "png":  # stamped for `vertebrae verify` (reports.png)
+                data = stamp(data, figure=key, report_hash=report.get("content_hash"))  # results.base.CONTENT_HASH_KEY
             with atomic_write(path) as tmp:
-                figure.savefig(tmp, format=suffix, dpi=110, metadata={"Software": None} if suffix == "png" else None)
+                Path(tmp).write_bytes(data)
         plt.close(figure)

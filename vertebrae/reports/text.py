@@ -6,6 +6,9 @@ a warning) plain text in Markdown: no raw HTML (``&``, and ``<`` before a letter
 (``](``/``][`` are broken, ``<`` is an entity, and ``://``, ``www.`` and ``name@host.tld`` are broken so that
 no autolink forms) and no line break (every line or paragraph separator and control character becomes a space).
 ``markdown_plain`` undoes exactly that, for the HTML pages cut from report.md; ``html_text`` is ``html.escape``.
+``terminal_text`` is text for a terminal (``vertebrae show``, ``eval``, error lines): every character that is not
+printable (an escape sequence's ESC, a bell, a carriage return, C1 controls, bidirectional overrides) is written as its
+Python escape (``\\x1b``, ``\\u202e``), so data can neither drive the terminal nor hide or reorder text.
 """
 
 from __future__ import annotations
@@ -62,4 +65,20 @@ def html_text(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-__all__ = ["html_text", "markdown_plain", "markdown_text"]
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char in _SHORT:
+        return _SHORT[char]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def terminal_text(value: object, *, lines: bool = False) -> str:
+    """``value`` for a terminal: every non-printable character as its Python escape (see the module docstring); with
+    ``lines``, line feeds stay (a message of several lines)."""
+    return "".join(c if c.isprintable() or (lines and c == "\n") else _escape(c) for c in str(value))
+
+
+__all__ = ["html_text", "markdown_plain", "markdown_text", "terminal_text"]

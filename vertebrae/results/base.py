@@ -4,7 +4,8 @@ A report holds its candidates in declaration order, a ``dataset_summary`` and ``
 orders the rankable candidates by ``-primary_score`` (a stable sort: ties keep declaration order); a candidate whose
 ``aggregate_valid`` is False (e.g. a collapsed embedding) is listed without a rank. The JSON form is
 ``{"schema", "ranking", <summary keys>, <candidates key>: [...], "dataset_summary", "metadata"}``; ``from_dict``
-refuses any other schema with ArtifactError. ``save_json`` and ``save_markdown`` write atomically.
+refuses any other schema with ArtifactError. ``save_json`` and ``save_markdown`` write atomically (the workflow's
+report jobs stamp the writing vertebrae's version and git revision first: ``with_software``).
 
 Every report may carry the paired comparison of its ranked candidates (``comparison``, a ``PairedComparison``) or
 say why it has none (``comparison_skipped``); both are None on a report built without one. ``compare(config)``
@@ -22,6 +23,7 @@ from typing import Any, ClassVar
 from vertebrae.core.artifacts import atomic_write, write_json
 from vertebrae.core.errors import ArtifactError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex, to_json_value
+from vertebrae.core.provenance import software_line
 from vertebrae.results.comparison import ComparisonUnavailable
 from vertebrae.scoring.paired import ComparisonConfig, PairedComparison, PairedUnits, compare_units
 
@@ -140,14 +142,31 @@ class RankedReport:
                    dict(data["dataset_summary"]), dict(data["metadata"]),
                    None if comparison is None else PairedComparison.from_dict(comparison), data.get("comparison_skipped"))
 
+    def with_software(self, software: Mapping[str, Any]):
+        """This report stamped with the vertebrae that writes it (``vertebrae.core.provenance.software()``: version,
+        and git revision from a checkout) as ``metadata["software"]``, as the workflow's report jobs write it."""
+        return replace(self, metadata={**self.metadata, "software": dict(software)})
+
+    def markdown(self) -> str:
+        """The rendered report; a stamped one (``with_software``) says which vertebrae wrote it at the end of its
+        introduction, before the first ``## `` section."""
+        text = self.RENDER(self)
+        software = self.metadata.get("software")
+        if not isinstance(software, Mapping):
+            return text
+        head, sep, rest = text.partition("\n## ")
+        line = software_line(dict(software))
+        return f"{head.rstrip()}\n\n{line}\n\n{sep.lstrip()}{rest}" if sep else f"{text.rstrip()}\n\n{line}\n"
+
     def save_json(self, path: str | Path) -> None:
         """The report document with its ``content_hash`` (``with_content_hash``), which ``vertebrae verify``, the
         figures and the summary check before they read it."""
         write_json(path, with_content_hash(to_json_value(self.to_dict())))
 
     def save_markdown(self, path: str | Path) -> None:
+        """``markdown()``, written atomically."""
         with atomic_write(path) as tmp:
-            Path(tmp).write_text(self.RENDER(self), encoding="utf-8")
+            Path(tmp).write_text(self.markdown(), encoding="utf-8")
 
 
 CONTENT_HASH_KEY = "content_hash"

@@ -14,7 +14,7 @@ import warnings
 from importlib.metadata import version
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,6 +25,9 @@ from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
 from vertebrae.core.records import check_bool, from_record, is_int, one_of, positive_int, record_fields, seed_int
 from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids, power_of_two_factor, rescaled
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
+
+if TYPE_CHECKING:
+    from vertebrae.data.targets import Targets
 
 FORBIDDEN_KMEANS_KWARGS = ("n_clusters", "random_state")
 #: MiniBatchKMeans's own keyword arguments (scikit-learn), less the forbidden ones: anything else would fail the job
@@ -155,10 +158,11 @@ def _resolve_label(catalog: LabelCatalog, label: Any, what: str) -> str:
         raise ValidationError(f"{what} names class {label!r}, which is not in the dataset (classes: {known})") from None
 
 
-def check_config_classes(config: OverlapScoringConfig, catalog: LabelCatalog) -> None:
-    """Refuse a ``k`` mapping or ``exclude_classes`` that names a class ``catalog`` lacks, a ``k`` mapping that
-    misses one of its classes, and ``exclude_classes`` that leave nothing to aggregate (at plan time, before any job;
+def check_config_classes(config: OverlapScoringConfig, targets: Targets) -> None:
+    """Refuse a ``k`` mapping or ``exclude_classes`` that names a class the targets lack, a ``k`` mapping that misses
+    one of their classes, and ``exclude_classes`` that leave nothing to aggregate (at plan time, before any job;
     scoring refuses the same)."""
+    catalog = targets.catalog
     if isinstance(config.k, Mapping):
         named = {_resolve_label(catalog, label, "OverlapScoringConfig.k") for label in config.k}
         missing = [catalog.display(key) for key in catalog.keys if key not in named]
@@ -167,6 +171,18 @@ def check_config_classes(config: OverlapScoringConfig, catalog: LabelCatalog) ->
     excluded = {_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()}
     if excluded and len(excluded) >= len(catalog.keys):
         raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
+
+
+def check_separable(config: OverlapScoringConfig, targets: Targets) -> None:
+    """Refuse targets with fewer than 2 classes present, and multi-label targets in which no label occurs without
+    the others (at plan time, as scoring refuses them)."""
+    catalog, counts = targets.catalog, targets.counts()
+    present = [key for key in catalog.keys if counts[key] > 0]
+    if len(present) < 2:
+        raise ValidationError(f"class separation needs at least 2 classes, got {[catalog.display(k) for k in present]}")
+    if targets.target_type == "multilabel":
+        excluded = sorted({_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()})
+        _check_label_pairs(targets.values, catalog, present, excluded)
 
 
 def resolve_k(config: OverlapScoringConfig, catalog: LabelCatalog, counts: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:

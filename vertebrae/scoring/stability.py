@@ -329,29 +329,40 @@ def run_stability_analysis(
     else:
         sampling_seeds, plans = [], [None] * repeats
 
-    scores: list[float] = []
-    messages: list[str] = []
-    degenerate: list[int] = []
-    for r, plan in enumerate(plans):
-        if plan is None:
-            result = scorer.score_targets(matrix, targets, seed=scoring_seeds[r], row_ids=keys)
-        else:
-            result = scorer.score_targets(matrix[plan], targets.subset(plan), seed=scoring_seeds[r],
-                                          row_ids=tuple(keys[i] for i in plan))
-        scores.append(float(result.score))
-        messages += [m for m in result.warnings if m not in messages]
-        if not result.aggregate_valid:
-            degenerate.append(r)
+    repeats_done = [stability_repeat(scorer, matrix, targets, keys, scoring_seeds[r], plan) for r, plan in enumerate(plans)]
+    return stability_result(stability_config, repeats_done, n, scoring_seeds, sampling_seeds)
 
-    counts = [n if plan is None else int(plan.size) for plan in plans]
+
+def stability_repeat(scorer: OverlapIndexScorer, matrix: Any, targets, keys: Sequence[str], scoring_seed: int,
+                     plan: np.ndarray | None) -> dict[str, Any]:
+    """One repeat: ``{"score", "warnings", "degenerate", "count"}`` of the rows ``plan`` (all rows when None)
+    scored with ``scoring_seed``; the workflow runs each repeat as a job of its own."""
+    if plan is None:
+        result = scorer.score_targets(matrix, targets, seed=scoring_seed, row_ids=keys)
+    else:
+        result = scorer.score_targets(matrix[plan], targets.subset(plan), seed=scoring_seed,
+                                      row_ids=tuple(keys[i] for i in plan))
+    return {"score": float(result.score), "warnings": list(result.warnings), "degenerate": not result.aggregate_valid,
+            "count": int(matrix.shape[0] if plan is None else plan.size)}
+
+
+def stability_result(stability_config: StabilityConfig, repeats: Sequence[Mapping[str, Any]], n: int,
+                     scoring_seeds: Sequence[int], sampling_seeds: Sequence[int]) -> StabilityResult:
+    """The StabilityResult of the repeats (``stability_repeat``'s dicts, in repeat order) of ``n`` rows."""
+    scores = [float(r["score"]) for r in repeats]
+    messages: list[str] = []
+    for r in repeats:
+        messages += [m for m in r["warnings"] if m not in messages]
+    degenerate = [i for i, r in enumerate(repeats) if r["degenerate"]]
+    counts = [int(r["count"]) for r in repeats]
     return StabilityResult(
         mode=stability_config.mode,
-        repeats=repeats,
+        repeats=stability_config.repeats,
         interval_level=stability_config.interval_level,
         scores=scores,
         summary=stability_summary(scores, stability_config.interval_level),
-        scoring_seeds=scoring_seeds,
-        sampling_seeds=sampling_seeds,
+        scoring_seeds=list(scoring_seeds),
+        sampling_seeds=list(sampling_seeds),
         effective_sample_counts=counts,
         effective_subsample_fractions=[c / n for c in counts],
         warnings=messages + ([f"{COLLAPSE_CODE}: stability repeats {degenerate} scored collapsed rows; the "

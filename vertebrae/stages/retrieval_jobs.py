@@ -11,6 +11,7 @@ from pathlib import Path
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.core.provenance import software
 from vertebrae.data.retrieval_protocol import RetrievalProtocol
 from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_identity
 from vertebrae.results.retrieval import RetrievalCandidateResult
@@ -87,6 +88,7 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
                markdown_output: str | Path) -> None:
     """``vertebrae retrieval-from-artifacts``: the report of ``load_report`` with the default paired comparison."""
     report = load_report(plan, protocol, scores).with_comparison()
+    report = report.with_software(software())  # the version (and git revision) that wrote it
     report.save_json(json_output)
     report.save_markdown(markdown_output)
 

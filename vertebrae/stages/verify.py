@@ -6,7 +6,8 @@ the fingerprint its path names (``<fp>.json``, ``<fp>.h5``, ``<fp>/shard-i-of-n.
 sweep's ``shard-i-of-n/<layer fp>.h5``): a mismatch there is *stale*. A retrieval partial (``partials/<merge fp>/<fp>.h5``) is read in its own format, a plan
 must declare the recipe its fingerprint hashes. A ``report.json`` must match its ``content_hash`` and parse through
 its result class's strict ``from_dict`` back to the same document (a hand-edited ranking, score or key is refused);
-report.md, the HTML pages and the summary's CSV and Markdown must equal what their verified sources give.
+report.md, the HTML pages and the summary's CSV and Markdown must equal what their verified sources give; a figure
+(PNG) must read back whole and unchanged, under its own name, stamped with its report's content hash (``reports.png``).
 
 Moving aside renames a file to ``<name>.corrupt-<UTC time>`` next to it (``core.artifacts.move_aside``). Snakemake
 does not rebuild a missing intermediate while the reports built from it exist, so every artifact that depends on a
@@ -44,13 +45,14 @@ def _results_root(path: Path) -> Path | None:
 
 _PAGES = ("ranking", "detail", "comparison", "warnings")  # reports.html_items.ITEMS
 _TEXTS = {"report.md", *(f"{item}.html" for item in _PAGES), "summary.csv", "summary.md"}
+_FIGURES = {f"{figure}.png" for figure in ("ranking", "detail", "comparison")}  # reports.figures.FIGURES
 
 
 def _files(root: Path) -> Iterator[Path]:
     """Artifact files under ``root`` (and the text items made from them: report.md, the HTML pages, the summary's
     CSV and Markdown): no temporary, hidden or moved-aside files."""
     for path in sorted(root.rglob("*")):
-        if path.is_file() and (path.suffix in _ARTIFACT_SUFFIXES or path.name in _TEXTS) \
+        if path.is_file() and (path.suffix in _ARTIFACT_SUFFIXES or path.name in _TEXTS or path.name in _FIGURES) \
                 and not any(p.startswith(".") for p in path.relative_to(root).parts) and ".corrupt-" not in path.name:
             yield path
 
@@ -62,7 +64,7 @@ def _expected_text(path: Path) -> str | None:
     if folder.parent.name == "reports" and (path.name == "report.md" or path.stem in _PAGES):
         document = check_report(folder / "report.json")
         report = _report_class(document["schema"]).from_dict(document)
-        markdown = report.RENDER(report)
+        markdown = report.markdown()
         if path.name == "report.md":
             return markdown
         from vertebrae.reports.html_items import page, report_items
@@ -105,6 +107,26 @@ def _check_text(path: Path) -> None:
         raise CorruptArtifactError(f"{path}: unreadable ({exc})", str(path)) from None
     if expected is not None and text != expected:
         raise CorruptArtifactError(f"{path}: edited: it differs from what its source gives", str(path))
+
+
+def _check_figure(path: Path) -> None:
+    """A report figure checks out as the PNG it was drawn as (``reports.png.read_stamp``: every chunk whole, the
+    image unchanged), under its own name, and drawn from the report.json beside it as it is now (where that report
+    verifies: a bad report is reported itself and its repair redraws this); CorruptArtifactError if not."""
+    from vertebrae.reports.png import read_stamp
+    from vertebrae.results.base import report_content_hash
+
+    found = read_stamp(path)
+    if found.get("figure") != path.stem:
+        raise CorruptArtifactError(f"figure {path}: it is the {found.get('figure')!r} figure, not {path.stem!r}",
+                                   str(path))
+    try:
+        report_hash = report_content_hash(check_report(path.parent / "report.json"))
+    except (OSError, ArtifactError, VertebraeError):
+        return
+    if found.get("report") != report_hash:
+        raise CorruptArtifactError(f"figure {path}: stale or foreign: drawn from another report than "
+                                   f"{path.parent / 'report.json'}", str(path))
 
 
 def _path_fp(path: Path) -> str | None:
@@ -290,6 +312,9 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
         return
     if path.name in _TEXTS:
         _check_text(path)
+        return
+    if path.name in _FIGURES and path.parent.parent.name == "reports":
+        _check_figure(path)
         return
     fp = _path_fp(path)
     if path.suffix == ".h5" and "partials" in (path.parent.name, path.parent.parent.name):

@@ -13,6 +13,7 @@ from pathlib import Path
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.core.provenance import software
 from vertebrae.data.declared import load_declared_rows
 from vertebrae.data.zero_shot import ZeroShotProtocol, build_zero_shot_dataset
 from vertebrae.scoring.paired import ComparisonConfig
@@ -165,6 +166,7 @@ def run_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[s
     resampled with the scores' seed (as the workflow's default comparison is)."""
     report = load_report(plan, protocol, scores, benchmark=benchmark)
     report = report.with_comparison(ComparisonConfig(seed=report.metadata["seed"]))
+    report = report.with_software(software())  # the version (and git revision) that wrote it
     report.save_json(json_output)
     report.save_markdown(markdown_output)
 

@@ -1,9 +1,11 @@
 """The commands a user types: ``vertebrae run CONFIG [snakemake args...]``, ``validate CONFIG``, ``status CONFIG`` and
 ``show CONFIG [BENCHMARK]``.
 
-``run`` runs this repository's workflow (its ``Snakefile``) on CONFIG alone, in the current directory, as a
-subprocess of the interpreter vertebrae runs in (``python -m snakemake --snakefile ... --configfile CONFIG``); the
-extra arguments pass through to Snakemake, whose exit status it returns. A config file given on the command line
+``run`` runs the workflow vertebrae carries (``vertebrae.workflow.bundled``: from a checkout, the repository's own
+``Snakefile``) on CONFIG alone, in the current directory, as a subprocess of the interpreter vertebrae runs in
+(``python -m snakemake --snakefile ... --configfile CONFIG``); the extra arguments pass through to Snakemake (a
+``--profile NAME`` the user has no profile of goes to the packaged one, ``bundled.profile_args``), whose exit status
+it returns. A config file given on the command line
 replaces the workflow's default config (the Snakefile reads ``config/config.yaml`` only when none is given), so
 CONFIG is the whole config. Snakemake is never imported here: it runs in its own process.
 
@@ -26,6 +28,7 @@ the report is written, the ranking section of its report.md.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -35,26 +38,22 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vertebrae.core.errors import ConfigError, VertebraeError
+from vertebrae.reports.text import terminal_text
 from vertebrae.workflow import plan
+from vertebrae.workflow.bundled import profile_args, snakefile
 from vertebrae.workflow.config import load_config_file
 from vertebrae.workflow.paths import report_paths
 from vertebrae.workflow.retrieval import check_retrieval_sources
 
-# the repository checkout vertebrae is installed from (pip install -e .): vertebrae/workflow/commands.py -> repo
-SNAKEFILE = Path(__file__).resolve().parents[2] / "Snakefile"
 SECTION_KINDS = {"benchmarks": "labelled", "retrieval": "retrieval", "zero_shot": "zero-shot"}
-
-
-def snakefile() -> Path:
-    if not SNAKEFILE.is_file():
-        raise VertebraeError(f"the workflow's Snakefile is not at {SNAKEFILE}: `vertebrae run` and `validate` need "
-                             "vertebrae installed from a checkout of its repository (pip install -e .)")
-    return SNAKEFILE
 
 
 def snakemake_command(config: str | Path | Sequence[str | Path], *args: str) -> list[str]:
     """The Snakemake command line that runs the workflow on ``config`` alone (several files: merged by Snakemake)."""
     configs = [config] if isinstance(config, (str, Path)) else list(config)
+    if importlib.util.find_spec("snakemake") is None:
+        raise VertebraeError(f"the workflow runs with Snakemake, which this environment ({sys.prefix}) lacks: install "
+                             "vertebrae with its workflow extra, pip install 'vertebrae[workflow]'")
     return [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile()), "--configfile",
             *(str(c) for c in configs), *args]
 
@@ -90,7 +89,7 @@ def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequ
     (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses."""
     for path in _configs(config):
         load_config_file(_config_file(path))
-    return subprocess.call(snakemake_command(config, *snakemake_args))
+    return subprocess.call(snakemake_command(config, *profile_args(snakemake_args)))
 
 
 def job_table(dry_run_stdout: str) -> dict[str, int]:
@@ -308,7 +307,8 @@ def _written(path: str) -> str:
 
 
 def show(config: str | Path, benchmark: str | None = None) -> int:
-    """``vertebrae show``: the plan of CONFIG (or of its benchmark BENCHMARK) as a user reads it."""
+    """``vertebrae show``: the plan of CONFIG (or of its benchmark BENCHMARK) as a user reads it; text from data (the
+    dataset identity, the ranking read from report.md) is printed with ``terminal_text``."""
     path = _config_file(config)
     planned = plan(load_config_file(path))
     benchmarks = _benchmarks(planned)
@@ -322,7 +322,7 @@ def show(config: str | Path, benchmark: str | None = None) -> int:
         protocol = spec["protocol"]
         reports = report_paths(name)
         print(("\n" if index else "") + f"{kind} benchmark {name} ({section}.{name})")
-        print(f"  dataset: {planned.spec(protocol['fingerprint']).get('identity', 'unknown')}")
+        print(f"  dataset: {terminal_text(planned.spec(protocol['fingerprint']).get('identity', 'unknown'))}")
         print(f"  protocol: {protocol['path']} ({_written(protocol['path'])})")
         candidates = spec["candidates"]
         state = _written(reports["json"])
@@ -333,14 +333,15 @@ def show(config: str | Path, benchmark: str | None = None) -> int:
         width = max(len(c["name"]) for c in candidates) if candidates else 0
         for candidate in candidates:
             score = candidate["score"]
-            print(f"    {candidate['name']:<{width}}  {score['fingerprint']}  {score['path']} "
+            print(f"    {terminal_text(candidate['name']):<{width}}  {score['fingerprint']}  {score['path']} "
                   f"({_written(score['path'])})")
         markdown = Path(reports["markdown"])
         if markdown.is_file():
             print(f"  ranking (from {markdown}; `vertebrae status` says whether it is up to date):")
-            print("\n".join(f"    {line}" for line in _ranking_section(markdown.read_text(encoding="utf-8"))))
+            ranking = _ranking_section(markdown.read_text(encoding="utf-8", errors="replace"))
+            print("\n".join(f"    {terminal_text(line)}" for line in ranking))
     return 0
 
 
-__all__ = ["SNAKEFILE", "benchmark_fingerprints", "describe", "job_table", "run_workflow", "show",
+__all__ = ["benchmark_fingerprints", "describe", "job_table", "run_workflow", "show",
            "snakemake_command", "status", "summary_rows", "validate"]

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.config import EmbeddingConfig
 from vertebrae.core.errors import ConfigError
+from vertebrae.workflow.resources import auto_shards
 from vertebrae.core.records import seed_int
 from vertebrae.extractors.registry import expand_layer_sweeps
 
@@ -253,17 +254,26 @@ def paired_compression(bench: Mapping[str, Any], where: str) -> EmbeddingCompres
     return None if decl is None else compression_from_decl(decl, where=f"{where}.compression")
 
 
-def shard_count(bench: Mapping[str, Any], config: Mapping[str, Any]) -> int:
-    """The benchmark's ``shards``, else the config's ``embedding.shards``."""
+def shard_count(bench: Mapping[str, Any], config: Mapping[str, Any]) -> int | str:
+    """The benchmark's ``shards``, else the config's ``embedding.shards``: a count or "auto"."""
     return bench.get("shards", config["embedding"]["shards"])
 
 
+def endpoint_shards(bench: Mapping[str, Any], config: Mapping[str, Any], extractor: Any, rows: int) -> int:
+    """Shards of one endpoint of ``rows`` rows embedded by ``extractor``: the declared count, or for "auto" the
+    count its rows are worth (``resources.auto_shards``); ``shard_bounds`` caps it at the batch count."""
+    requested = shard_count(bench, config)
+    return auto_shards(extractor, rows) if requested == "auto" else requested
+
+
 def embedding_config(bench: Mapping[str, Any], config: Mapping[str, Any]) -> EmbeddingConfig:
-    """The in-process twin of the workflow's embedding settings for one benchmark."""
-    return EmbeddingConfig(batch_size=config["embedding"]["batch_size"], shards=shard_count(bench, config))
+    """The in-process twin of the workflow's embedding settings for one benchmark ("auto" shards: one, as no
+    process is started per shard in process; the embeddings do not depend on it)."""
+    shards = shard_count(bench, config)
+    return EmbeddingConfig(batch_size=config["embedding"]["batch_size"], shards=1 if shards == "auto" else shards)
 
 
 __all__ = ["SCHEMA_PATH", "SECTIONS", "check_benchmark_name", "check_benchmark_names", "check_config_files",
            "compression_from_decl", "compressions_from_decl",
            "config_from_decl", "config_schema", "embedding_config", "load_config_file", "paired_compression",
-           "shard_count", "validate_config"]
+           "endpoint_shards", "shard_count", "validate_config"]

@@ -28,6 +28,8 @@ INPUTS = {
     "score": {"embeddings": "embedding", "protocol": "protocol"},
     "score-retrieval": {"queries": "query", "gallery": "gallery", "protocol": "protocol"},
     "merge-retrieval-partials": {"protocol": "protocol"},
+    "score-labelled-partial": {"embeddings": "embedding", "protocol": "protocol", "overlap": "overlap"},
+    "merge-labelled-partials": {"embeddings": "embedding", "protocol": "protocol"},
     "score-zero-shot": {"samples": "samples", "prompts": "prompts", "protocol": "protocol",
                         "raw_samples": "raw_samples"},
     "report": {"protocol": "protocol"},

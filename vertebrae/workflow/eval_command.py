@@ -193,6 +193,7 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
     import yaml
 
     from vertebrae.reports.comparison import TITLE
+    from vertebrae.reports.text import terminal_text
     from vertebrae.workflow import plan
     from vertebrae.workflow.commands import run_workflow
     from vertebrae.workflow.paths import report_paths
@@ -214,7 +215,8 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
         return status
     markdown = Path(report_paths(name)["markdown"]).read_text(encoding="utf-8")
     print(f"\n{name} ({protocol}; config {path}, report {report_paths(name)['markdown']})")
-    print("\n".join(_section(markdown, "Ranking") + [""] + _section(markdown, TITLE)).rstrip())
+    lines = _section(markdown, "Ranking") + [""] + _section(markdown, TITLE)
+    print("\n".join(terminal_text(line) for line in lines).rstrip())
     return 0
 
 

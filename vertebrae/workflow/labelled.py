@@ -18,14 +18,19 @@ from vertebrae.data.declared import (
 )
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.scoring.metric_registry import metric_from_config
-from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig, check_config_classes
+from vertebrae.scoring.overlap import (
+    ContinuousOverlapScoringConfig,
+    OverlapScoringConfig,
+    check_config_classes,
+    check_separable,
+)
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
-    compressions_from_decl, config_from_decl, embedding_config, shard_count, validate_config,
+    compressions_from_decl, config_from_decl, embedding_config, endpoint_shards, validate_config,
 )
 from vertebrae.workflow.dag import WorkflowPlan, ref
 from vertebrae.workflow.paths import artifact_path
@@ -57,16 +62,54 @@ def scoring_plan_from_decl(bench: Mapping[str, Any], seed: int, *, where: str) -
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def _check_named_classes(scoring: Any, dataset: Mapping[str, Any], base_dir: Path, where: str) -> None:
-    """A ``k`` mapping or ``exclude_classes`` naming classes is checked against the dataset's classes at plan time
-    (the dataset is read for it only then), so validate refuses what the score job would."""
-    if not isinstance(scoring, OverlapScoringConfig) or not (isinstance(scoring.k, Mapping) or scoring.exclude_classes):
+def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_dir: Path, where: str) -> None:
+    """What the score jobs would refuse from the targets alone, refused at plan time so that validate catches it
+    (the dataset is read for it only when something needs checking): a ``k`` mapping or ``exclude_classes`` naming
+    classes, and multi-label targets whose labels always come together; every built-in metric's folds, shots,
+    ``k``, split and target type (``BuiltinMetric.check``); a subsample stability analysis's minimums."""
+    from vertebrae.scoring.labelled_common import BuiltinMetric
+
+    scoring = plan.scoring
+    overlap = isinstance(scoring, OverlapScoringConfig)
+    named = overlap and (isinstance(scoring.k, Mapping) or bool(scoring.exclude_classes)
+                         or dataset.get("target_type") == "multilabel")
+    builtin = [(i, m) for i, m in enumerate(plan.metrics) if isinstance(m, BuiltinMetric)]
+    subsample = plan.stability is not None and plan.stability.enabled and plan.stability.mode == "subsample"
+    if not (named or builtin or subsample):
         return
     loaded = load_declared_dataset(dataset, base_dir=base_dir, where=f"{where}.dataset")
-    try:
-        check_config_classes(scoring, loaded.targets.catalog)
-    except ValueError as exc:
-        raise ConfigError(f"{where}.scoring: {exc}") from None
+    if named:
+        for check, key in ((check_config_classes, "scoring"), (check_separable, "dataset")):
+            try:
+                check(scoring, loaded.targets)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.{key}: {exc}") from None
+    for i, metric in builtin:
+        try:
+            metric.check(loaded.targets, row_ids=loaded.row_ids, seed=plan.seed)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.metrics[{i}] ({metric.name!r}): {exc}") from None
+    if subsample:
+        from vertebrae.scoring.stability import check_subsample_minimums
+
+        try:
+            check_subsample_minimums(loaded.targets, plan.stability.subsample_fraction)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.stability: {exc}") from None
+
+
+def _add_score(result: WorkflowPlan, spec: dict[str, Any], plan: ScoringPlan, fanout: bool) -> str:
+    """Plan one candidate's score: the one score job, or (``fanout``) one partial job per metric and the merge job,
+    which writes the same score artifact under the same fingerprint (``stages.labelled_partials``). A score an
+    earlier benchmark planned (same fingerprint) keeps that plan."""
+    if not fanout or spec["fingerprint"] in result.specs:
+        return result.add(spec)
+    from vertebrae.stages.labelled_partials import fanout_specs
+
+    partials, merge = fanout_specs(spec, plan, lambda fp: artifact_path("labelled-partial", fp))
+    for partial in partials:
+        result.add(partial)
+    return result.add(merge)
 
 
 def check_own_rows(source: Mapping[str, Any], extractor: Any, *, base_dir: Path, where: str, ext_where: str) -> None:
@@ -91,9 +134,8 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
     n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
     batch_size = config["embedding"]["batch_size"]
-    bounds = shard_bounds(n_rows, shard_count(bench, config), batch_size=batch_size)
     scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
-    _check_named_classes(scoring_plan.scoring, dataset, base_dir, where)
+    _check_against_targets(scoring_plan, dataset, base_dir, where)
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
     p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
@@ -117,6 +159,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
             result.size(fit_fp, extractor, rows=n_rows, batch_size=batch_size)
             fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp))
         e_recipe = embedding_recipe(identity_key, ENDPOINT, extractor)
+        bounds = shard_bounds(n_rows, endpoint_shards(bench, config, extractor, n_rows), batch_size=batch_size)
         embed_fp = result.add({
             "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
             "n_rows": n_rows, "shards": [list(b) for b in bounds], "batch_size": batch_size, "fit": fit_ref,
@@ -134,11 +177,11 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
                              compression.to_dict()))
         for variant, scored_ref, compression in variants:
             s_recipe = score_recipe(scored_ref["fingerprint"], protocol_fp, scoring_plan)
-            score_fp = result.add({
+            score_fp = _add_score(result, {
                 "stage": "score", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
                 "embedding": scored_ref, "protocol": protocol_ref, "plan": scoring_plan.to_dict(),
                 "target_type": dataset["target_type"],
-            })
+            }, scoring_plan, bench["fanout"])
             candidates.append({"name": variant, "score": ref(score_fp, artifact_path("score", score_fp)), "embedding": embed_fp,
                                "scored_embedding": scored_ref["fingerprint"], "extractor": extractor.recipe(),
                                "compression": compression})

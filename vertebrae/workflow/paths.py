@@ -19,6 +19,7 @@ LAYOUT = {
         "score": "scores/{fp}.json",
         "comparison": "comparisons/{fp}.json",  # every protocol's: the compare job is protocol-blind
         "sweep-shard": "sweeps/{fp}/shard-{index}-of-{count}",  # a folder: every layer's shard of a layer sweep
+        "labelled-partial": "partials/{fp}.json",  # one metric of one candidate (keyed by that metric alone)
     },
     "retrieval": {  # plans and fitted extractors are shared with the labelled layout
         "plan": "plans/{fp}.json",

@@ -12,6 +12,11 @@ Partial-score jobs (``partial_mem_mb``): query and gallery rows at ``DIM_BOUND``
 (float64 rows and their float32 scan copy) + one score block (query_block_size x gallery_block_size x 8), with a
 quarter on top; never more than the one-job score's admission budget (max_dense_bytes) allows.
 
+Embedding shards (``auto_shards``, config ``shards: auto``): a shard is a job of its own (a process start, imports,
+a model load: seconds), so an endpoint gets one shard per ``AUTO_SHARD_SECONDS`` of estimated embedding work (a
+model's rows ``MODEL_ROW_SECONDS`` each, other extractors' ``PLAIN_ROW_SECONDS``), and enough that no shard holds
+more than ``AUTO_MAX_ROWS`` rows (its memory, above): a small endpoint is one job.
+
 Other rules ask for fixed amounts (the workflow profile, ``profiles/default``): their working set is admitted
 against ``max_dense_bytes`` before any work.
 """
@@ -31,6 +36,11 @@ UNKNOWN_WEIGHTS_MB = 2_048  # a model whose weights are not local files the plan
 ITEM_MB = 4  # one batch item's activations in a model's forward pass (inference, no gradients)
 DIM_BOUND = 1_024  # columns assumed for a job's rows (widths are known only once a job has run)
 _MIB = 2 ** 20
+AUTO_SHARD_SECONDS = 60.0  # embedding work that pays for a shard's own job
+MODEL_ROW_SECONDS = 0.02  # a torch model's forward pass per row on a CPU (order of magnitude)
+PLAIN_ROW_SECONDS = 1e-5  # a precomputed row, a callable's or a scikit-learn pipeline's
+AUTO_MAX_ROWS = 200_000  # rows a shard at most (its job's memory, embed_mem_mb)
+AUTO_MAX_SHARDS = 64
 
 
 def weights_bytes(paths: Sequence[str | os.PathLike] | None) -> int | None:
@@ -52,6 +62,14 @@ def embed_mem_mb(extractor: Any, *, rows: int, batch_size: int) -> int:
         base += TORCH_MB + (UNKNOWN_WEIGHTS_MB if size is None else 2 * -(-size // _MIB))
         working += ITEM_MB * _MIB * int(getattr(extractor, "batch_size", None) or batch_size)
     return base + -(-int(1.25 * working) // _MIB)
+
+
+def auto_shards(extractor: Any, rows: int) -> int:
+    """Shards for an endpoint of ``rows`` rows embedded by ``extractor`` (module docstring); at least 1."""
+    per_row = MODEL_ROW_SECONDS if getattr(extractor, "weight_files", None) is not None else PLAIN_ROW_SECONDS
+    by_time = int(int(rows) * per_row // AUTO_SHARD_SECONDS)
+    by_memory = -(-int(rows) // AUTO_MAX_ROWS)
+    return max(1, min(AUTO_MAX_SHARDS, max(by_time, by_memory)))
 
 
 def partial_mem_mb(retrieval: Mapping[str, Any], q_rows: int, g_rows: int) -> int:

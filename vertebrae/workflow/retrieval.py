@@ -19,7 +19,7 @@ from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.retrieval_fanout import fanout_specs
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
-    config_from_decl, embedding_config, paired_compression, shard_count, validate_config,
+    config_from_decl, embedding_config, endpoint_shards, paired_compression, validate_config,
 )
 from vertebrae.workflow.dag import WorkflowPlan, ref
 from vertebrae.workflow.labelled import check_own_rows
@@ -67,7 +67,6 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     protocol_fp = result.add({"stage": "retrieval-protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe,
                               **common}, protocol="retrieval")
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol="retrieval"))
-    n_shards = shard_count(bench, config)
     candidates = []
     side_ids: dict[str, tuple[str, ...]] = {}  # read once, for precomputed files only
     for ext_name, decl in bench["extractors"].items():
@@ -94,7 +93,8 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 extractor.check_rows(side_ids[side], branch=branch, endpoint=side)
             e_recipe = embedding_recipe(endpoint_keys[side], side, extractor, branch, fit_endpoint=FIT_ENDPOINT,
                                         fit_identity=endpoint_keys[FIT_ENDPOINT])
-            bounds = shard_bounds(counts[side], n_shards, batch_size=config["embedding"]["batch_size"])
+            bounds = shard_bounds(counts[side], endpoint_shards(bench, config, extractor, counts[side]),
+                                  batch_size=config["embedding"]["batch_size"])
             fp = result.add({
                 "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
                 "identity": endpoint_keys[side], "endpoint": side, "side": side, "branch": branch,

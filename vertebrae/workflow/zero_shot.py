@@ -25,7 +25,7 @@ from vertebrae.workflow.labelled import check_own_rows
 from vertebrae.stages.common import shard_bounds
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
-    config_from_decl, embedding_config, paired_compression, shard_count, validate_config,
+    config_from_decl, embedding_config, endpoint_shards, paired_compression, validate_config,
 )
 from vertebrae.workflow.dag import WorkflowPlan, ref
 from vertebrae.workflow.paths import artifact_path
@@ -83,7 +83,6 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 "recipe": {"zero_shot_protocol": protocol_fp, "source_dataset_identity_key": identity_key},
                 "declaration": declaration, **common}, protocol=PROTOCOL)
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol=PROTOCOL))
-    n_shards = shard_count(bench, config)
     batch_size = config["embedding"]["batch_size"]
     sample_branch, text_branch = bench.get("sample_branch"), bench.get("text_branch")
     candidates = []
@@ -102,6 +101,7 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
             ("prompts", text_branch, prompt_embedding_recipe(protocol_fp, extractor, text_branch),
              len(protocol.prompts), {"protocol": protocol_ref, "where": where}),
         ):
+            n_shards = endpoint_shards(bench, config, extractor, n_rows)
             shards = [list(b) for b in shard_bounds(n_rows, n_shards, batch_size=batch_size)]
             fp = fingerprint("embedding", recipe)
             if side == "samples" and branch is None:  # the labelled protocol's embedding job, shared

@@ -1,6 +1,16 @@
 # Labelled protocol: plan -> fit -> embed shard -> merge -> compress -> write protocol -> score (report: figures.smk).
 # The plan and fit rules serve every protocol; a branch-less zero-shot encoder's samples use embed_shard and
 # merge_embeddings too (the very same embedding job).
+def get_labelled_fanout_pattern():
+    """A regular expression matching exactly the fingerprints of labelled scores merged from partials."""
+    return "|".join(PLAN.fingerprints("merge-labelled-partials")) or "no-fanout"
+
+
+def get_overlap_option(wildcards):
+    overlap = PLAN.spec(wildcards.fp).get("overlap")
+    return "" if overlap is None else f" --overlap {overlap['path']}"
+
+
 rule plan:
     input:
         spec=ancient(get_spec_file),  # named by the spec's text: a new spec, a new name (rerun); written at parse
@@ -104,6 +114,8 @@ rule score:
         unpack(get_inputs),
     output:
         score=artifact_path("score", "{fp}"),
+    wildcard_constraints:
+        fp=f"(?!(?:{get_labelled_fanout_pattern()}))[0-9a-f]{{16}}",  # fingerprints are 16 characters
     threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
@@ -114,3 +126,44 @@ rule score:
     shell:
         "vertebrae score --plan-json {input.plan} --embeddings {input.embeddings} --protocol {input.protocol}"
         " --output {output.score} > {log} 2>&1"
+
+
+# A fanned-out labelled score (the benchmark's `fanout: true`): OverlapIndex, each stability repeat, Separatix and
+# each declared metric are jobs of their own, each writing a partial keyed by that metric alone (embedding, protocol,
+# its config; vertebrae.stages.labelled_partials), and the merge writes the very score artifact `score` would have
+# written, under the same fingerprint. The Separatix partial also reads the overlap partial (its gate).
+rule score_labelled_partial:
+    input:
+        unpack(get_inputs),
+    output:
+        partial=artifact_path("labelled-partial", "{fp}"),
+    params:
+        overlap=get_overlap_option,
+    threads: PLAN.threads["scoring"]
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/score_labelled_partial/{fp}.log",
+    benchmark:
+        "benchmarks/score_labelled_partial/{fp}.tsv"
+    shell:
+        "vertebrae score-labelled-partial --plan-json {input.plan} --embeddings {input.embeddings}"
+        " --protocol {input.protocol}{params.overlap} --output {output.partial} > {log} 2>&1"
+
+
+rule merge_labelled_partials:
+    input:
+        unpack(get_inputs),
+    output:
+        score=artifact_path("score", "{fp}"),
+    wildcard_constraints:
+        fp=get_labelled_fanout_pattern(),
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/merge_labelled_partials/{fp}.log",
+    benchmark:
+        "benchmarks/merge_labelled_partials/{fp}.tsv"
+    shell:
+        "vertebrae merge-labelled-partials --plan-json {input.plan} --embeddings {input.embeddings}"
+        " --protocol {input.protocol} --output {output.score} > {log} 2>&1"  # the partials: the paths its spec plans

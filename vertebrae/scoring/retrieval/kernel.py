@@ -23,6 +23,7 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.retrieval.arithmetic import _U, _product, _tolerance
 from vertebrae.scoring.retrieval.config import RetrievalConfig
 from vertebrae.scoring.retrieval.device import block_product, resolve_device
+from vertebrae.scoring.retrieval.fused import use_fused
 from vertebrae.scoring.retrieval.inputs import Endpoint
 from vertebrae.scoring.retrieval.partial import RetrievalPartial
 from vertebrae.scoring.retrieval.positives import PositivePairs, _check_endpoints, _pair_similarities, pair_rank_scores
@@ -88,7 +89,7 @@ def _round_down(x: np.ndarray, dtype: Any) -> np.ndarray:
 
 def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gallery_offset: int,
                 positives: PositivePairs, exclusions: Any = None, config: RetrievalConfig,
-                device: str = "cpu") -> RetrievalPartial:
+                device: str = "cpu", kernel: str = "auto") -> RetrievalPartial:
     """Partial counts of one (query block, gallery shard) unit.
 
     ``Q_block`` = rows [query_offset, query_offset + b) of the prepared queries, ``G_shard`` = rows
@@ -111,7 +112,9 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     are rounded outwards to the scan precision. Direct scores (band items, nearest-negative candidates) are
     computed at the end, in gallery order. Positives compare among themselves by their direct scores. A
     float64 scan block is scored in two column halves (memory). ``device``: where the block product runs
-    (``device.resolve_device``: "cpu" = NumPy, "torch:cpu", "cuda", "cuda:N", "auto"); the partial is the same.
+    (``device.resolve_device``: "cpu" = NumPy, "torch:cpu", "cuda", "cuda:N", "auto"); ``kernel``: how the
+    block is counted (``fused.use_fused``: "numpy" = these passes, "fused" = one numba pass, "auto"); the partial
+    is the same.
     """
     _check_endpoints(Q_block, G_shard, config, "score_shard")
     b = len(Q_block)
@@ -125,9 +128,10 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
                                   f"[{query_offset}, {query_offset + b})")
         positives = positives.rows(query_offset, query_offset + b)
     product = block_product(resolve_device(device), (Q_block.scan, G_shard.scan))
+    workspace = _Workspace(product, use_fused(kernel, b * len(G_shard)))
     return score_query_block(Q_block, G_shard, ((0, G_shard),), query_offset=query_offset,
                              gallery_offset=gallery_offset, positives=positives, exclusions=exclusions, config=config,
-                             workspace=_Workspace(product))
+                             workspace=workspace)
 
 
 def score_query_block(Q_block: Endpoint, G: Endpoint, shards: Any, *, query_offset: int, gallery_offset: int,
@@ -176,11 +180,13 @@ class _BlockPositives:
 
 class _Workspace:
     """One worker's reusable buffers (the score block and two masks): no fresh pages for every unit; ``product``:
-    the block product's device (``device.block_product``; None: NumPy)."""
+    the block product's device (``device.block_product``; None: NumPy); ``fused``: count with the one-pass numba
+    kernel (``fused.count_block``) instead of the NumPy passes (``use_fused``)."""
 
-    def __init__(self, product: Any = None) -> None:
+    def __init__(self, product: Any = None, fused: bool = False) -> None:
         self._buffers: dict[str, np.ndarray] = {}
         self.product = product
+        self.fused = bool(fused)
 
     def get(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         n = math.prod(shape) * np.dtype(dtype).itemsize
@@ -246,8 +252,8 @@ class _BlockState:
         halves = ((0, s),) if narrow or s < 2 else ((0, s // 2), (s // 2, s))  # a float64 block: two halves
         for lo_col, hi_col in halves:
             keep = (ec >= lo_col) & (ec < hi_col)
-            _score_unit(self, G_shard[lo_col:hi_col], gallery_offset + lo_col, er[keep], ec[keep] - lo_col, config,
-                        workspace)
+            unit = _score_unit_fused if workspace.fused else _score_unit
+            unit(self, G_shard[lo_col:hi_col], gallery_offset + lo_col, er[keep], ec[keep] - lo_col, config, workspace)
             self.seen += hi_col - lo_col
 
     def add_near(self, rows: np.ndarray, cols: np.ndarray, upper: np.ndarray, lower: np.ndarray) -> None:
@@ -509,6 +515,34 @@ def _score_unit(state: _BlockState, G_shard: Endpoint, gallery_offset: int, er: 
             state.band.append((np.repeat(r[maybe], n), gallery_offset + np.repeat(c[maybe], n), positions))
     del hits
     counts += np.cumsum(sparse_counts)
+
+
+def _score_unit_fused(state: _BlockState, G_shard: Endpoint, gallery_offset: int, er: np.ndarray, ec: np.ndarray,
+                      config: RetrievalConfig, workspace: _Workspace) -> None:
+    """``_score_unit`` with its passes fused into one (``fused.count_block``): the same thresholds in the same
+    precision, so the same counts, band items and nearest-negative candidates (no split, no row order)."""
+    from vertebrae.scoring.retrieval.fused import count_block
+
+    Q_block, block = state.Q, state.block
+    s, rows, cols = len(G_shard), block.rows, block.sorted_cols
+    local = cols - gallery_offset
+    inunit = (local >= 0) & (local < s)
+    narrow = Q_block.scan.dtype == np.float32 or G_shard.scan.dtype == np.float32
+    dtype = np.result_type(Q_block.scan.dtype, G_shard.scan.dtype).type
+    tol, lo, hi, _, _ = state.bands(float(np.sqrt(G_shard.sq.max())), narrow, dtype, config.similarity)
+    S = _block_product(Q_block, G_shard, config.similarity, workspace)
+    S[er, ec] = -np.inf
+    S[rows[inunit], local[inunit]] = -np.inf
+    fresh = state.lower == -np.inf
+    near = _round_down(np.where(fresh, np.inf, state.lower - tol), dtype)
+    share = state.counts[:lo.size - 1] / max(1, state.seen)  # reach estimates from the earlier shards
+    counts, (r, c, positions), (nr, nc, score) = count_block(S, near, fresh, tol, lo, hi, block.indptr, share,
+                                                             workspace)
+    state.counts[:counts.size] += counts
+    if r.size:
+        state.band.append((r, gallery_offset + c, positions))
+    if nr.size:
+        state.add_near(nr, gallery_offset + nc, score + tol[nr], score - tol[nr])
 
 
 def _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied) -> None:

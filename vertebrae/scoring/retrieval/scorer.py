@@ -23,6 +23,7 @@ from vertebrae.core.errors import BudgetError, ConfigError, ValidationError
 from vertebrae.scoring.retrieval.config import RetrievalConfig
 from vertebrae.scoring.retrieval.device import block_product, resolve_device
 from vertebrae.scoring.retrieval.finalize import finalize
+from vertebrae.scoring.retrieval.fused import use_fused
 from vertebrae.scoring.retrieval.inputs import (
     check_representable,
     _row_id_keys,
@@ -81,10 +82,14 @@ class RetrievalScorer:
     CUDA GPU when torch sees one, else "cpu"), "cuda" / "cuda:N", or "torch:cpu" (the torch path on the CPU).
     Block products only filter, so every device gives the identical score document; it is no part of the
     config (no fingerprint changes with it).
+
+    ``kernel``: how each score block is counted (``fused.use_fused``): "auto" (default: the one-pass numba kernel
+    for large work, the NumPy passes otherwise), "fused" or "numpy" (the reference). The same document either way;
+    no part of the config.
     """
 
     def __init__(self, config: RetrievalConfig | None = None, *, threads: int | None = None,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", kernel: str = "auto") -> None:
         if config is not None and not isinstance(config, RetrievalConfig):
             raise ValidationError(f"RetrievalScorer config must be a RetrievalConfig, got {type(config).__name__}")
         if threads is not None and (isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer))
@@ -93,6 +98,8 @@ class RetrievalScorer:
         self.config = config if config is not None else RetrievalConfig()
         self.threads = None if threads is None else int(threads)
         self.device = resolve_device(device)
+        use_fused(kernel, 0)  # validates the name
+        self.kernel = kernel
 
     def workers(self, queries: Any, gallery: Any) -> int:
         """Query blocks scored at once: ``threads`` (default: the BLAS thread count), capped so that the
@@ -132,24 +139,25 @@ class RetrievalScorer:
         check_representable(config.similarity, [Qp], [Gp], ("Query embeddings", "Gallery embeddings"))
         meta = {"n_dimensions": int(d), "query_sparse": bool(sp.issparse(Q)), "gallery_sparse": bool(sp.issparse(G))}
         product = block_product(self.device, (Qp.scan, Gp.scan))  # None: NumPy
+        fused = use_fused(self.kernel, nq * ng * (2 if config.bidirectional else 1))
         forward = _score_direction(Qp, Gp, forward_relevance, excluded, config, qkeys, gkeys, "forward", meta,
-                                   workers, product)
+                                   workers, product, fused)
         reverse = None
         if config.bidirectional:
             reverse_excluded = None if excluded is None else excluded.T.tocsr()
             reverse = _score_direction(Gp, Qp, reverse_relevance, reverse_excluded, config, gkeys, qkeys, "reverse",
                                        {**meta, "query_sparse": meta["gallery_sparse"],
-                                        "gallery_sparse": meta["query_sparse"]}, workers, product)
+                                        "gallery_sparse": meta["query_sparse"]}, workers, product, fused)
         primary = forward.score if reverse is None else (forward.score + reverse.score) / 2.0
         return RetrievalScore(forward, reverse, primary)
 
 
 def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, direction, metadata,
-                     workers: int, product: Any = None) -> RetrievalResult:
+                     workers: int, product: Any = None, fused: bool = False) -> RetrievalResult:
     """One direction: positives, every query block over every gallery shard (the same kernel and state as
     ``score_shard``; a block's partial covers the whole gallery), merge, finalize. Query blocks are spread
     over ``workers`` threads (``map_blocks``); the partials do not depend on it, nor on the block ``product``
-    (``device.block_product``: torch on a device, shared by the threads; None: NumPy)."""
+    (``device.block_product``: torch on a device, shared by the threads; None: NumPy), nor on ``fused``."""
     positives = positive_scores(Q, G, relevance, config=config, workers=workers)
     nq, ng = len(Q), len(G)
     starts = range(0, ng, config.gallery_block_size)
@@ -158,7 +166,7 @@ def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, directio
 
     def query_block(qs: int) -> RetrievalPartial:
         qe = min(qs + config.query_block_size, nq)
-        workspace = getattr(local, "workspace", None) or _Workspace(product)
+        workspace = getattr(local, "workspace", None) or _Workspace(product, fused)
         local.workspace = workspace
         return score_query_block(Q[qs:qe], G, shards, query_offset=qs, gallery_offset=0,
                                  positives=positives.rows(qs, qe),

@@ -1,0 +1,108 @@
+"""A labelled score part by part (issue 29, item 3): each part keyed by its own config alone, and the parts merged
+into exactly the payload the one score job computes; a partial computed from other contents is refused."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
+from vertebrae.core.errors import StaleArtifactError
+from vertebrae.core.fingerprint import fingerprint
+from vertebrae.core.identity import DatasetIdentity
+from vertebrae.data.labelled import BenchmarkDataset
+from vertebrae.scoring.few_shot import FewShotMetric
+from vertebrae.scoring.knn import KNNMetric
+from vertebrae.scoring.overlap import OverlapScoringConfig
+from vertebrae.scoring.separatix import SeparatixConfig
+from vertebrae.scoring.stability import StabilityConfig
+from vertebrae.stages.common import EmbeddingBlock
+from vertebrae.stages.labelled import ScoringPlan, build_protocol, score_embeddings
+from vertebrae.stages.labelled_partials import (KIND, compute_part, fanout_specs, merge_parts, part_name,
+                                                part_recipes, run_merge_partials, run_score_partial)
+from vertebrae.stages.plan import run_plan
+from workflow_support import comparable
+
+N_PER_CLASS = 20
+
+
+@pytest.fixture(scope="module")
+def dataset() -> BenchmarkDataset:
+    rng = np.random.default_rng(29)
+    centres = np.eye(3) * 4.0
+    X = np.vstack([rng.normal(size=(N_PER_CLASS, 3)) + c for c in centres])
+    labels = ["a"] * N_PER_CLASS + ["b"] * N_PER_CLASS + ["c"] * N_PER_CLASS
+    return BenchmarkDataset.from_embeddings(X, labels, identity=DatasetIdentity.declared("toy", "1"),
+                                            row_ids=[f"r{i}" for i in range(3 * N_PER_CLASS)])
+
+
+PLAN = ScoringPlan(OverlapScoringConfig(k=2), seed=3, metrics=(KNNMetric(k=5, folds=2),),
+                   stability=StabilityConfig(mode="subsample", repeats=3, subsample_fraction=0.8),
+                   separatix=SeparatixConfig(max_samples=60, budget="fast"))
+
+
+def _fps(plan: ScoringPlan) -> dict[str, str]:
+    return {part_name(r): fingerprint(KIND, r) for r in part_recipes("e" * 16, "p" * 16, plan)}
+
+
+def test_each_part_is_keyed_by_its_own_config_alone():
+    base = _fps(PLAN)
+    assert list(base) == ["overlap", "stability[0]", "stability[1]", "stability[2]", "metric knn", "separatix"]
+    added = _fps(replace(PLAN, metrics=PLAN.metrics + (FewShotMetric(shots=(1,), episodes=3),)))
+    assert {k: v for k, v in added.items() if k != "metric few_shot"} == base  # adding a metric: only its part
+    changed = _fps(replace(PLAN, metrics=(KNNMetric(k=7, folds=2),)))
+    assert [k for k in base if changed[k] != base[k]] == ["metric knn"]
+    more = _fps(replace(PLAN, stability=replace(PLAN.stability, repeats=4, interval_level=0.9)))
+    assert {k: more[k] for k in base} == base  # more repeats (another interval): the earlier repeats stand
+    overlap = _fps(replace(PLAN, scoring=OverlapScoringConfig(k=3)))
+    assert [k for k in base if overlap[k] == base[k]] == ["metric knn"]  # Separatix is gated by the overlap score
+    assert _fps(replace(PLAN, seed=4))["stability[0]"] != base["stability[0]"]
+
+
+def test_parts_merge_to_the_one_job_payload(dataset):
+    protocol = build_protocol(dataset)
+    block = EmbeddingBlock(dataset.inputs, dataset.row_ids)
+    expected = score_embeddings(block, protocol, PLAN)
+    parts, overlap = [], None
+    for recipe in part_recipes("e" * 16, "p" * 16, PLAN):
+        result = compute_part(recipe, block, protocol, "classification", overlap)
+        result = json.loads(json.dumps(result))  # as a partial artifact holds it
+        overlap = result if recipe["part"] == "overlap" else overlap
+        parts.append((recipe, {"result": result, "embedding_metadata": block.metadata(), "compression_metadata": None}))
+    merged = merge_parts(PLAN, parts)
+    assert merged.pop("compression_metadata") is None
+    assert merged["separatix"]["ran"] and len(merged["stability"]["scores"]) == 3 and "knn" in merged["metrics"]
+    # equal, but for Separatix's wall-clock timings
+    assert comparable(merged) == comparable(json.loads(json.dumps(expected)))
+
+
+def test_merge_refuses_a_partial_of_other_contents(tmp_path, dataset):
+    plan = replace(PLAN, separatix=None, stability=None)
+    protocol = build_protocol(dataset)
+    embedding = tmp_path / "emb.h5"
+    write_embeddings(embedding, dataset.inputs, list(dataset.row_ids), fingerprint="e" * 16, recipe={})
+    protocol_path = tmp_path / "protocol.json"
+    write_json_artifact(protocol_path, "protocol", protocol.to_payload(), fingerprint="p" * 16, recipe={})
+    score = {"stage": "score", "recipe": {"x": 1}, "fingerprint": fingerprint("score", {"x": 1}),
+             "embedding": {"fingerprint": "e" * 16, "path": str(embedding)},
+             "protocol": {"fingerprint": "p" * 16, "path": str(protocol_path)}, "plan": plan.to_dict(),
+             "target_type": "classification"}
+    partials, merge = fanout_specs(score, plan, lambda fp: str(tmp_path / "partials" / f"{fp}.json"))
+    for spec in [*partials, merge]:
+        run_plan(json.dumps(spec), tmp_path / "plans" / f"{spec['fingerprint']}.json")
+    for spec in partials:
+        run_score_partial(tmp_path / "plans" / f"{spec['fingerprint']}.json", embedding, protocol_path,
+                          tmp_path / "partials" / f"{spec['fingerprint']}.json")
+    merge_plan = tmp_path / "plans" / f"{merge['fingerprint']}.json"
+    out = tmp_path / "score.json"
+    run_merge_partials(merge_plan, embedding, protocol_path, out)
+    block = EmbeddingBlock(dataset.inputs, dataset.row_ids)
+    expected = {**score_embeddings(block, protocol, plan), "compression_metadata": None}
+    assert read_json_artifact(out, "score", fingerprint=merge["fingerprint"]) == json.loads(json.dumps(expected))
+    # the embedding rewritten with other values under the same fingerprint: every partial is stale
+    write_embeddings(embedding, dataset.inputs * 2.0, list(dataset.row_ids), fingerprint="e" * 16, recipe={})
+    with pytest.raises(StaleArtifactError, match="stale labelled partial: computed from other embedding"):
+        run_merge_partials(merge_plan, embedding, protocol_path, out)

@@ -1,0 +1,60 @@
+"""Each labelled metric its own job (issue 29, item 3): with ``fanout: true``, adding ``few_shot`` to a finished
+benchmark plans only its job, the merge and what follows (a dry run; the real run, whose merged scores equal the one
+score job's, is tests/workflow/test_builtin_metrics.py)."""
+
+from __future__ import annotations
+
+import copy
+
+from workflow_support import job_counts, snakemake, write_config
+
+CONFIG = {
+    "seed": 0,
+    "embedding": {"shards": 1, "batch_size": 2048},
+    "benchmarks": {
+        "digits": {
+            "dataset": {"source": {"type": "sklearn", "name": "digits"},
+                        "identity": {"kind": "declared", "name": "sklearn-digits", "revision": "1"}},
+            "extractors": {"pca8": {"type": "sklearn", "steps": [
+                {"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 8}}]}},
+            "scoring": {"k": 2},
+            "fanout": True,
+            "stability": {"enabled": True, "repeats": 2},
+            "separatix": {"enabled": True, "max_samples": 200, "budget": "fast"},
+            "metrics": [
+                {"type": "knn", "k": 10},
+                {"type": "linear_probe", "Cs": [0.1], "folds": 2, "inner_folds": 2, "max_iter": 100},
+                {"type": "clustering", "n_init": 1, "repeats": 2},
+            ],
+            "primary_metric": "knn",
+            "comparison": {"resamples": 200},
+        },
+    },
+}
+FEW_SHOT = {"type": "few_shot", "shots": [1, 5], "episodes": 5}
+
+
+def _stand_in_for_a_finished_run(workdir) -> None:
+    """Every output the workflow plans, present and up to date (as in test_data_edits)."""
+    summary = snakemake(workdir, "--summary").stdout.splitlines()
+    for line in summary[1:]:
+        if line.strip():
+            path = workdir / line.split("\t")[0]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+    snakemake(workdir, "--touch")
+
+
+def test_adding_few_shot_plans_only_its_job_and_what_follows(tmp_path):
+    write_config(tmp_path, CONFIG)
+    _stand_in_for_a_finished_run(tmp_path)
+    assert job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout) == {}
+    config = copy.deepcopy(CONFIG)
+    config["benchmarks"]["digits"]["metrics"].append(FEW_SHOT)
+    write_config(tmp_path, config)
+    counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout)
+    # plans: the new partial's, the merge's (its spec lists one more partial), the report's and the compare's
+    assert counts.pop("plan") == 4, counts
+    assert counts.pop("score_labelled_partial") == 1 and counts.pop("merge_labelled_partials") == 1, counts
+    assert set(counts) <= {"compare", "report", "figures", "report_tables", "summary", "all"}, counts
+    assert {"report", "compare", "summary"} <= set(counts), counts

@@ -1,0 +1,234 @@
+"""A labelled score split into one job per metric: OverlapIndex, each stability repeat, Separatix and each declared
+metric (built-in or custom) write a partial artifact of their own, and a merge writes the score artifact that
+``vertebrae score`` writes in one job, payload for payload, under the same fingerprint.
+
+A partial is keyed by what decides it alone (``part_recipes``): the scored embedding, the protocol and that one
+part's configuration (and the backend it runs), never the other metrics. So adding or changing one metric plans
+only that metric's partial job, the merge and what follows it; a stability repeat is keyed by its own seeds, so
+more repeats reuse the earlier ones. Separatix is gated by the overlap score: its job also reads the OverlapIndex
+partial (and is keyed by it).
+
+Each partial records the content hashes of the embedding and protocol it read; the merge refuses partials that
+disagree with each other or with the files in place, naming the file (a stale partial is moved aside by the CLI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.artifacts import read_embeddings, read_json_document, read_manifest, write_json_artifact
+from vertebrae.core.errors import ArtifactError, StaleArtifactError, ValidationError
+from vertebrae.core.fingerprint import SCHEMAS, fingerprint
+from vertebrae.data.labelled import LabelledProtocol
+from vertebrae.stages.common import EmbeddingBlock, check_row_ids
+from vertebrae.stages.labelled import ScoringPlan
+from vertebrae.stages.plan import load_plan
+
+PART_STAGE, MERGE_STAGE, KIND = "score-labelled-partial", "merge-labelled-partials", "labelled-partial"
+
+
+# ------------------------------------------------------------------------------------------------ job specs
+
+
+def part_recipes(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> list[dict[str, Any]]:
+    """The recipe of every partial of one candidate's score, in merge order: overlap, the stability repeats, the
+    declared metrics, Separatix (its recipe names the overlap partial's fingerprint, whose score gates it)."""
+    from vertebrae.scoring.stability import sampling_seeds_for, scoring_seeds_for
+
+    base = {"embedding": embedding_fp, "protocol": protocol_fp, "schema": SCHEMAS[KIND]}
+    overlap_backend = {"overlapindex": version("overlapindex")}
+    scoring = plan.scoring.to_dict()
+    overlap = {**base, "part": "overlap", "scoring": scoring, "seed": int(plan.seed), "backend": overlap_backend}
+    recipes = [overlap]
+    stability = plan.stability
+    if stability is not None and stability.enabled:
+        scoring_seeds = scoring_seeds_for(plan.seed, stability.repeats)
+        subsample = stability.mode == "subsample"
+        sampling_seeds = sampling_seeds_for(stability.random_state, stability.repeats) if subsample else None
+        for r in range(stability.repeats):
+            recipes.append({**base, "part": "stability", "repeat": r, "scoring": scoring, "mode": stability.mode,
+                            "scoring_seed": scoring_seeds[r],
+                            "subsample": {"fraction": stability.subsample_fraction, "sampling_seed": sampling_seeds[r]}
+                            if subsample else None, "backend": overlap_backend})
+    for metric in plan.metrics:
+        recipe = metric.recipe()
+        if recipe is None:
+            raise ValidationError(f"metric {metric.name!r} has no importable path or cache_identity: it cannot run "
+                                  "as a job of its own")
+        recipes.append({**base, "part": "metric", "name": metric.name, "metric": recipe, "seed": int(plan.seed)})
+    if plan.separatix is not None:
+        recipes.append({**base, "part": "separatix", "separatix": plan.separatix.to_dict(),
+                        "overlap": fingerprint(KIND, overlap), "normalize_embeddings": plan.scoring.normalize_embeddings,
+                        "max_dense_bytes": plan.scoring.max_dense_bytes, "backend": {"separatix": version("separatix")}})
+    return recipes
+
+
+def part_name(recipe: Mapping[str, Any]) -> str:
+    """``overlap``, ``stability[3]``, ``metric knn`` or ``separatix``: the part a recipe computes."""
+    part = recipe["part"]
+    return {"stability": f"stability[{recipe.get('repeat')}]", "metric": f"metric {recipe.get('name')}"}.get(part, part)
+
+
+def fanout_specs(score_spec: Mapping[str, Any], plan: ScoringPlan, partial_path: Any
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The partial specs and the merge spec that replace one planned labelled ``score`` spec: the merge spec is the
+    score spec with ``stage`` = MERGE_STAGE and ``partials`` = ``[{"fingerprint", "path": partial_path(fp)}]`` in
+    merge order (same fingerprint and recipe: the split changes no bit of the score)."""
+    recipes = part_recipes(score_spec["embedding"]["fingerprint"], score_spec["protocol"]["fingerprint"], plan)
+    refs: dict[str, dict[str, str]] = {}
+    partials = []
+    for recipe in recipes:
+        fp = fingerprint(KIND, recipe)
+        refs[part_name(recipe)] = {"fingerprint": fp, "path": partial_path(fp)}
+        partials.append({"stage": PART_STAGE, "fingerprint": fp, "recipe": recipe, "embedding": score_spec["embedding"],
+                         "protocol": score_spec["protocol"], "target_type": score_spec["target_type"],
+                         "overlap": refs["overlap"] if recipe["part"] == "separatix" else None})
+    return partials, {**score_spec, "stage": MERGE_STAGE, "partials": list(refs.values())}
+
+
+# ------------------------------------------------------------------------------------------------- the jobs
+
+
+def _read_protocol(ref: Mapping[str, str], path: str | Path) -> tuple[LabelledProtocol, str]:
+    manifest, payload = read_json_document(path, "protocol", fingerprint=ref["fingerprint"])
+    return LabelledProtocol.from_payload(payload, source=str(path)), manifest["content_hash"]
+
+
+def compute_part(recipe: Mapping[str, Any], block: EmbeddingBlock, protocol: LabelledProtocol, target_type: str,
+                 overlap: Mapping[str, Any] | None = None) -> Any:
+    """The result of one part on a candidate's embeddings (what ``score_embeddings`` computes for it);
+    ``overlap``: the overlap part's result, for Separatix's gate."""
+    from vertebrae.scoring.overlap import OverlapIndexScorer, scoring_config_from_dict
+
+    targets = protocol.targets
+    part = recipe["part"]
+    if part == "metric":
+        from vertebrae.scoring.labelled_common import BuiltinMetric
+        from vertebrae.scoring.metric_registry import metric_from_config
+
+        metric = metric_from_config(recipe["metric"])
+        if isinstance(metric, BuiltinMetric):
+            metric.check(targets, row_ids=block.row_ids, seed=recipe["seed"])
+        return metric.compute(block.matrix, targets, row_ids=block.row_ids, groups=protocol.groups,
+                              seed=recipe["seed"]).to_dict()
+    if part == "separatix":
+        from vertebrae.scoring.separatix import SeparatixConfig, SeparatixScorer
+
+        if overlap is None:
+            raise ValidationError("the Separatix part needs the overlap part's result (its gate)")
+        return SeparatixScorer(SeparatixConfig.from_dict(recipe["separatix"])).run(
+            block.matrix, targets, overlap_score=overlap["score"], groups=protocol.groups,
+            normalize_embeddings=recipe["normalize_embeddings"], fallback_max_dense_bytes=recipe["max_dense_bytes"],
+        ).to_dict()
+    scorer = OverlapIndexScorer(scoring_config_from_dict(recipe["scoring"], target_type))
+    if part == "overlap":
+        return scorer.score_targets(block.matrix, targets, seed=recipe["seed"], row_ids=block.row_ids).to_dict()
+    if part == "stability":
+        from vertebrae.scoring.stability import check_subsample_minimums, draw_subsample, stability_repeat
+
+        rows = None
+        if recipe["subsample"] is not None:
+            fraction = recipe["subsample"]["fraction"]
+            check_subsample_minimums(targets, fraction)
+            rows = draw_subsample(targets, fraction, recipe["subsample"]["sampling_seed"], repeat=recipe["repeat"])
+        scorer.config_for(targets.target_type)
+        return stability_repeat(scorer, block.matrix, targets, block.row_ids, recipe["scoring_seed"], rows)
+    raise ValidationError(f"unknown labelled partial {part!r}")
+
+
+def run_score_partial(plan: str | Path, embeddings: str | Path, protocol: str | Path, output: str | Path,
+                      overlap: str | Path | None = None) -> None:
+    """``vertebrae score-labelled-partial``: one part of a candidate's labelled score (``overlap``: the overlap
+    partial, which the Separatix part reads for its gate)."""
+    spec = load_plan(plan, PART_STAGE)
+    artifact = read_embeddings(embeddings, fingerprint=spec["embedding"]["fingerprint"])
+    block = EmbeddingBlock(artifact.matrix, artifact.row_ids)
+    prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    check_row_ids(block, prot.row_ids, "samples")
+    overlap_result = None
+    if spec["recipe"]["part"] == "separatix":
+        if overlap is None:
+            raise ValidationError(f"{plan}: the Separatix partial needs --overlap (the overlap partial)")
+        overlap_result = _load_partial(overlap, spec["overlap"]["fingerprint"], artifact.manifest["content_hash"],
+                                       protocol_hash)[1]["result"]
+    result = compute_part(spec["recipe"], block, prot, spec["target_type"], overlap_result)
+    payload = {"part": part_name(spec["recipe"]), "result": result,
+               "contents": {"embedding": artifact.manifest["content_hash"], "protocol": protocol_hash},
+               "embedding_metadata": block.metadata(),
+               "compression_metadata": (artifact.manifest.get("metadata") or {}).get("compression")}
+    write_json_artifact(output, KIND, payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+
+
+def _load_partial(path: str | Path, fp: str, embedding_hash: str, protocol_hash: str) -> tuple[Any, dict[str, Any]]:
+    """(recipe, payload) of a verified partial (schema, fingerprint, content hash, recipe) computed from the contents in place."""
+    manifest, payload = read_json_document(path, KIND, fingerprint=fp)
+    if fingerprint(KIND, manifest.get("recipe")) != fp:
+        raise StaleArtifactError(f"artifact {path}: its recipe does not hash to its fingerprint {fp}", str(path))
+    contents = payload.get("contents") if isinstance(payload, dict) else None
+    if contents != {"embedding": embedding_hash, "protocol": protocol_hash}:
+        raise StaleArtifactError(f"artifact {path}: stale labelled partial: computed from other embedding or protocol "
+                                 "contents than those in place", str(path), always_move=True)
+    return manifest["recipe"], payload
+
+
+def merge_parts(plan: ScoringPlan, parts: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> dict[str, Any]:
+    """The score payload (``score_embeddings``' plus ``compression_metadata``) from ``(recipe, partial payload)``
+    pairs in ``part_recipes`` order."""
+    from vertebrae.scoring.stability import stability_result
+
+    by_part: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
+    for recipe, payload in parts:
+        by_part.setdefault(recipe["part"], []).append((recipe, payload))
+    first = by_part["overlap"][0][1]
+    for recipe, payload in parts:
+        for key in ("embedding_metadata", "compression_metadata"):
+            if payload.get(key) != first.get(key):
+                raise ValidationError(f"partial {part_name(recipe)} disagrees with the overlap partial on {key}")
+    stability = None
+    if plan.stability is not None and plan.stability.enabled:
+        repeats = sorted(by_part["stability"], key=lambda item: item[0]["repeat"])
+        subsample = plan.stability.mode == "subsample"
+        stability = stability_result(
+            plan.stability, [payload["result"] for _, payload in repeats], first["embedding_metadata"]["n_rows"],
+            [recipe["scoring_seed"] for recipe, _ in repeats],
+            [recipe["subsample"]["sampling_seed"] for recipe, _ in repeats] if subsample else []).to_dict()
+    metrics = {recipe["name"]: payload["result"] for recipe, payload in by_part.get("metric", [])}
+    separatix = by_part["separatix"][0][1]["result"] if "separatix" in by_part else None
+    return {"overlap": first["result"], "metrics": metrics, "stability": stability, "separatix": separatix,
+            "embedding_metadata": first["embedding_metadata"], "compression_metadata": first["compression_metadata"]}
+
+
+def run_merge_partials(plan: str | Path, embeddings: str | Path, protocol: str | Path, output: str | Path,
+                       partials: Sequence[str | Path] = ()) -> None:
+    """``vertebrae merge-labelled-partials``: the score artifact of a candidate scored part by part, equal to the one
+    ``vertebrae score`` writes. Every partial is verified (schema, fingerprint = the planned one, content hash,
+    recipe) and must have been computed from the embedding and protocol contents in place (the embedding's manifest
+    is read, not its rows); a missing or stale partial is refused naming its file. No ``partials`` given: the
+    paths the merge spec plans."""
+    spec = load_plan(plan, MERGE_STAGE)
+    planned = spec["partials"]
+    paths = list(partials) or [ref["path"] for ref in planned]
+    if len(paths) != len(planned):
+        raise ValidationError(f"{plan}: {len(paths)} partial files given, the plan has {len(planned)}")
+    manifest = read_manifest(embeddings)
+    if manifest.get("fingerprint") != spec["embedding"]["fingerprint"]:
+        raise StaleArtifactError(f"artifact {embeddings}: fingerprint {manifest.get('fingerprint')}, expected "
+                                 f"{spec['embedding']['fingerprint']}", str(embeddings))
+    _, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    scoring_plan = ScoringPlan.from_dict(spec["plan"], spec["target_type"])
+    parts = []
+    for ref, path in zip(planned, paths):
+        parts.append(_load_partial(path, ref["fingerprint"], manifest["content_hash"], protocol_hash))
+    expected = [fingerprint(KIND, r) for r in part_recipes(spec["embedding"]["fingerprint"],
+                                                           spec["protocol"]["fingerprint"], scoring_plan)]
+    if expected != [ref["fingerprint"] for ref in planned]:
+        raise ArtifactError(f"{plan}: its partials are not those of its scoring plan; re-plan")
+    write_json_artifact(output, "score", merge_parts(scoring_plan, parts), fingerprint=spec["fingerprint"],
+                        recipe=spec["recipe"])
+
+
+__all__ = ["KIND", "MERGE_STAGE", "PART_STAGE", "compute_part", "fanout_specs", "merge_parts", "part_name",
+           "part_recipes", "run_merge_partials", "run_score_partial"]
