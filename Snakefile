@@ -31,6 +31,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/labelled.smk"
 include: "workflow/rules/retrieval.smk"
 include: "workflow/rules/zero_shot.smk"
+include: "workflow/rules/sweep.smk"
 include: "workflow/rules/figures.smk"
 
 

@@ -2,8 +2,9 @@
 
 Run: ``python bench/extraction.py`` (about 6 minutes on a 2-core CPU; ``--rows`` / ``--repeat`` / ``--device`` to
 change). It prints the machine, one table row per adapter (rows, batch size, adapter and hand-written seconds,
-throughput ratio = hand-written seconds / adapter seconds, so > 1 means the adapter is faster), and ends with
-``min_ratio=X.XX`` (the worst adapter).
+throughput ratio = hand-written seconds / adapter seconds, so > 1 means the adapter is faster), then a layer sweep
+(layers 0, 1, 2 of the timm ViT in one pass per batch vs one single-layer candidate of layer 2), and ends with
+``min_ratio=X.XX layer_sweep_ratio=Y.YY`` (the worst adapter; sweep seconds / single-layer seconds, target <= 1.2).
 
 Timing: ``--clock process`` (default) measures this process's CPU seconds, which with one torch thread and no
 DataLoader workers is the work each side does, unaffected by other tenants of a shared machine; ``--clock wall``
@@ -229,22 +230,53 @@ def main() -> None:
     ratios = []
     cases = [case for case in cases if not args.only or any(word in case[0] for word in args.only)]
     for name, adapter, hand in cases:
-        start = CLOCKS[args.clock]()
-        a, h = adapter(), hand()  # warm-up, and the two must agree
+        a, h, t_a, t_h, pairs = time_pairs(adapter, hand, args)
         diff = float(np.max(np.abs(np.asarray(a) - np.asarray(h))))
-        # short runs are repeated inside one timing (at least ~--min-seconds per side): less timer noise
-        warm = max(CLOCKS[args.clock]() - start, 1e-6)  # one call of each side
-        calls = max(1, int(np.ceil(2 * args.min_seconds / warm)))
-        pairs = max(args.repeat, int(args.budget / (calls * warm)))
-        t_a, t_h = [], []
-        for i in range(pairs):  # back-to-back pairs, alternating which side goes first
-            for fn, times in ((adapter, t_a), (hand, t_h))[::1 if i % 2 == 0 else -1]:
-                times.append(best_of(lambda fn=fn: [fn() for _ in range(calls)], 1, CLOCKS[args.clock]) / calls)
         # the median of the pairs' ratios: a pair shares the machine's state of the moment, so drifts cancel
         ratio = float(np.median(np.asarray(t_h) / np.asarray(t_a)))
         ratios.append(ratio)
         print(f"{name:<24} {len(a):>6} {pairs:>6} {min(t_a):>10.3f} {min(t_h):>10.3f} {ratio:>6.2f}  {diff:.1e}")
-    print(f"min_ratio={min(ratios):.2f}")
+
+    # the layer sweep: layers 0, 1, 2 of the timm ViT from one pass per batch (the embed-sweep job's stage function)
+    # against ONE single-layer candidate of its deepest layer (embed_rows, the embed job's), same batches; the ratio
+    # is sweep seconds / single seconds (1.0: the sweep costs one candidate, not three)
+    from vertebrae.stages.common import embed_rows, embed_rows_layers
+
+    ids = [f"r{i}" for i in range(len(images))]
+    sweep_ext = TimmExtractor("timm sweep", checkpoint=str(tmp / "timm"), hidden_layer=0, batch_size=bs,
+                              device=args.device)
+    single_ext = TimmExtractor("timm layer 2", checkpoint=str(tmp / "timm"), hidden_layer=2, batch_size=bs,
+                               device=args.device)
+
+    def sweep():
+        return embed_rows_layers(sweep_ext, img_rows, ids, [0, 1, 2], batch_size=bs, endpoint="e")[2].matrix
+
+    def single():
+        return embed_rows(single_ext, img_rows, ids, batch_size=bs, endpoint="e").matrix
+
+    a, h, t_s, t_1, pairs = time_pairs(sweep, single, args)
+    sweep_ratio = float(np.median(np.asarray(t_s) / np.asarray(t_1)))
+    diff = float(np.max(np.abs(a - h)))
+    print(f"{'timm 3-layer sweep':<24} {len(a):>6} {pairs:>6} {min(t_s):>10.3f} {min(t_1):>10.3f} {sweep_ratio:>6.2f}  "
+          f"{diff:.1e}  (sweep s / one single-layer candidate s)")
+    print(f"min_ratio={min(ratios):.2f} layer_sweep_ratio={sweep_ratio:.2f}" if ratios else
+          f"layer_sweep_ratio={sweep_ratio:.2f}")
+
+
+def time_pairs(first, second, args):
+    """(first's output, second's, first's seconds, second's seconds, pairs): back-to-back timed pairs after a
+    warm-up call of each."""
+    start = CLOCKS[args.clock]()
+    a, h = first(), second()  # warm-up, and the two must agree
+    # short runs are repeated inside one timing (at least ~--min-seconds per side): less timer noise
+    warm = max(CLOCKS[args.clock]() - start, 1e-6)  # one call of each side
+    calls = max(1, int(np.ceil(2 * args.min_seconds / warm)))
+    pairs = max(args.repeat, int(args.budget / (calls * warm)))
+    t_a, t_h = [], []
+    for i in range(pairs):  # back-to-back pairs, alternating which side goes first
+        for fn, times in ((first, t_a), (second, t_h))[::1 if i % 2 == 0 else -1]:
+            times.append(best_of(lambda fn=fn: [fn() for _ in range(calls)], 1, CLOCKS[args.clock]) / calls)
+    return a, h, t_a, t_h, pairs
 
 
 if __name__ == "__main__":

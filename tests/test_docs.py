@@ -53,6 +53,8 @@ RUN_ELSEWHERE = {
        "tests/data/test_readme_formats.py::test_retrieval_snippet_runs_as_written" for lang in ("yaml", "python")},
     ("docs/models.md", "Models", "bash", 0):
         "tests/workflow/test_eval_command.py::test_the_readme_example_runs_as_written_and_its_config_plans_nothing_new",
+    ("docs/models.md", "Models", "bash", 1):
+        "tests/workflow/test_eval_command.py::test_the_docs_timm_example_sweeps_layers_and_its_config_plans_nothing_new",
     ("README.md", "Your own data", "yaml", 0): "tests/test_docs.py::test_the_readme_config_validates_and_runs",
 }
 RUN_HERE = {  # filled by @runs below: Python blocks this file executes
@@ -231,6 +233,8 @@ def test_shell_block_names_what_exists(b: Block):
                 if match := re.fullmatch(r"vertebrae\[([\w,-]+)\]", arg):
                     unknown = set(match.group(1).split(",")) - set(extras["optional-dependencies"])
                     assert not unknown, f"{b}: no extra {sorted(unknown)} in pyproject.toml"
+        elif program == "python" and args[:1] == ["tests/tiny_models.py"]:  # fixture models built offline
+            assert (REPO / args[0]).exists(), f"{b}: {args[0]}"
         elif program in (".venv/bin/python", ".venv/bin/pytest", ".ci/run"):
             paths = [program] + [a for a in args if not a.startswith("-")]
             for path in paths:

@@ -208,3 +208,23 @@ def char_counts(rows):
 
 def second_half(output, batch):
     return output[:, 1:]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python tests/tiny_models.py timm DEST``: a tiny random-weight timm ViT (``DEST/vit``, a save_for_hf folder) and
+    24 small images in three class folders (``DEST/images/{red,green,blue}``), built offline in seconds: fixture
+    data for trying ``type: timm``, a layer sweep and ``vertebrae eval`` without downloading anything."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=["timm"])
+    parser.add_argument("dest", type=Path)
+    args = parser.parse_args(argv)
+    build_timm(args.dest / "vit")
+    for seed, name in enumerate(("red", "green", "blue")):
+        write_images(args.dest / "images" / name, 8, seed=seed)
+    print(f"{args.dest / 'vit'} and {args.dest / 'images'}")
+
+
+if __name__ == "__main__":
+    main()

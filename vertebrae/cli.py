@@ -74,6 +74,8 @@ COMMANDS: dict[str, Command] = {
                     (SPEC, SPEC_FILE, OUTPUT)),
     "fit-extractor": Command("fit a learning extractor once on its fit endpoint", f"{JOBS}:run_fit", (PLAN, OUTPUT)),
     "embed-shard": Command("embed one shard of an endpoint", f"{JOBS}:run_embed_shard", (PLAN, SHARD_INDEX, OUTPUT)),
+    "embed-sweep-shard": Command("embed one shard of an endpoint at every layer of a layer sweep (one forward pass)",
+                                 f"{JOBS}:run_embed_sweep_shard", (PLAN, SHARD_INDEX, OUTPUT)),
     "merge-embeddings": Command("merge an endpoint's shards, checking row order and ids", f"{JOBS}:run_merge",
                                 (PLAN, OUTPUT, SHARDS)),
     "compress": Command("fit a label-free compressor on the samples and apply it", f"{LABELLED}:run_compress",

@@ -277,6 +277,7 @@ def test_schema_table_is_pinned():
         # v2: the fan-out inputs also name the protocol's relevance rows by query and by gallery item (HDF5 beside
         # it), which partial jobs read by range instead of the whole protocol; no fingerprint of a recipe changes
         "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
+        "embedding-sweep": "vertebrae.embedding-sweep/v1",  # a new kind (layer sweep jobs): no fingerprint changes
         "labelled-partial": "vertebrae.labelled-partial/v1",  # a new kind (one metric's job): no fingerprint changes
     }
 

@@ -126,8 +126,8 @@ def test_hf_vision_layers_and_pooling(tiny):
             np.testing.assert_allclose(got, expected.numpy(), atol=1e-5)
         fps.add(fingerprint("embedding", embedding_recipe("declared:i@1", "samples", extractor)))
     assert len(fps) == len(cases)
-    with pytest.raises(ConfigError, match="hidden_layer 9 is outside"):
-        HFVisionExtractor("vit", str(tiny.hf_vit), hidden_layer=9).transform(images)
+    with pytest.raises(ConfigError, match="hidden_layer: layer 9 is beyond the model's depth"):  # when built
+        HFVisionExtractor("vit", str(tiny.hf_vit), hidden_layer=9)
 
 
 def test_recipe_follows_folder_content(tiny, tmp_path):

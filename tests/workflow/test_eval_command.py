@@ -77,3 +77,28 @@ def test_the_readme_example_runs_as_written_and_its_config_plans_nothing_new(tmp
     assert printed == (tmp_path / "results" / "eval" / "topics.yaml").read_text()
     dry = subprocess.run([vertebrae, "run", "mine.yaml", "-n"], cwd=tmp_path, capture_output=True, text=True)
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-2000:]
+
+
+def test_the_docs_timm_example_sweeps_layers_and_its_config_plans_nothing_new(tmp_path):
+    """The docs' timm example as written (a tiny timm ViT and images built offline by tests/tiny_models.py): the
+    layer sweep's three candidates and the pre-logits one are ranked; --print-config, run by hand, plans nothing."""
+    text = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
+    block = re.search(r"```bash\n(python tests/tiny_models.py timm .*?)```", text, re.S)
+    assert block, "docs/models.md: no timm eval example"
+    build, command = block.group(1).replace("\\\n", " ").strip().split("\n")
+    (tmp_path / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "tiny_models.py", tmp_path / "tests" / "tiny_models.py")
+    subprocess.run(build.replace("python", sys.executable, 1), shell=True, cwd=tmp_path, check=True, capture_output=True)
+    vertebrae = str(Path(sys.executable).parent / "vertebrae")
+    command = command.replace("vertebrae", vertebrae, 1)
+    done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("vit@0", "vit@1", "vit@2", "vit_head"):
+        assert f"| {name} " in done.stdout, done.stdout[-3000:]
+    assert (tmp_path / "results" / "sweeps").is_dir()  # the three layers came from one pass per batch
+    printed = subprocess.run(command + " --print-config", shell=True, cwd=tmp_path, capture_output=True, text=True,
+                             check=True).stdout
+    assert "hidden_layers:" in printed
+    (tmp_path / "mine.yaml").write_text(printed)
+    dry = subprocess.run([vertebrae, "run", "mine.yaml", "-n"], cwd=tmp_path, capture_output=True, text=True)
+    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-2000:]

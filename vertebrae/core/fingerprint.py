@@ -29,6 +29,7 @@ SCHEMAS: dict[str, str] = {
     "report": "vertebrae.report/v1",
     "comparison": "vertebrae.comparison-artifact/v1",
     "retrieval-partial": "vertebrae.retrieval-partial/v2",
+    "embedding-sweep": "vertebrae.embedding-sweep/v1",  # a folder of layer shards (names a layer sweep job)
     "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
     "labelled-partial": "vertebrae.labelled-partial/v1",
 }

@@ -26,7 +26,7 @@ hidden layer, max_length, padding, autocast dtype and the vertebrae version. Nev
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -74,6 +74,22 @@ def resolve_model_source(model: str | None, model_path_from: str | None, revisio
     return model, {"hub_id": model, "revision": revision or "main"}, False
 
 
+def _check_hidden_layer(value: Any, where: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{where}.hidden_layer: must be an integer or null, got {value!r}")
+    return value
+
+
+def _check_depth(layers: Sequence[int], depth: int | None, where: str) -> None:
+    """``hidden_states`` has depth + 1 entries (0 = the embeddings): indices -(depth + 1)..depth."""
+    if depth is None:
+        return
+    for layer in layers:
+        if not -(depth + 1) <= layer <= depth:
+            raise ConfigError(f"{where}: layer {layer} is beyond the model's depth (hidden_states has {depth + 1} "
+                              f"entries: 0..{depth}, or -{depth + 1}..-1)")
+
+
 class _HFBase(ModelExtractor, Extractor):
     kind = "hf"
 
@@ -102,6 +118,26 @@ class _HFBase(ModelExtractor, Extractor):
         return {"type": self.kind, "model": self._model_recipe, "normalize": self.normalize, **self._settings(),
                 **self.runtime_recipe()}
 
+    def check_layers(self, layers: Sequence[int], *, key: str = "hidden_layers") -> None:
+        """Layer indices beyond the model's depth are refused (``num_hidden_layers`` of a local folder's
+        config.json, read at plan time; a hub model's when it loads)."""
+        super().check_layers(layers, key=key)
+        _check_depth(layers, self._folder_depth(), f"{self._where}.{key}")
+
+    def _folder_depth(self) -> int | None:
+        import json
+
+        if not self._local or not (Path(self._source) / "config.json").is_file():
+            return None
+        try:
+            config = json.loads((Path(self._source) / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        sub = config.get("vision_config" if self.kind == "hf_vision" else "text_config")
+        config = sub if isinstance(sub, dict) and "num_hidden_layers" in sub else config
+        depth = config.get("num_hidden_layers")
+        return depth if isinstance(depth, int) else None
+
     def _finish(self, features: Any) -> Any:
         if self.normalize:
             import torch
@@ -118,8 +154,9 @@ class HFTextExtractor(_HFBase):
 
     def __init__(self, name: str, model: str | None = None, *, pooling: str | None = None, normalize: bool | None = None,
                  max_length: int | None = _UNSET, prefix: str | None = None,
-                 prefixes: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+                 prefixes: Mapping[str, str] | None = None, hidden_layer: int | None = None, **kwargs: Any) -> None:
         where = kwargs.get("where") or f"extractor {name!r}"
+        self.hidden_layer = _check_hidden_layer(hidden_layer, where)
         if pooling is not None and pooling not in DECLARED_TEXT_POOLING:
             raise ConfigError(f"{where}.pooling: must be one of {DECLARED_TEXT_POOLING}, got {pooling!r} (max, "
                               "mean_sqrt_len and lasttoken are used when a sentence-transformers folder says so)")
@@ -151,6 +188,8 @@ class HFTextExtractor(_HFBase):
         # sentence-transformers leaves a prompt's tokens out of the pooling when the folder says include_prompt false
         self.pool_prompt = folder is None or folder.include_prompt or not (self.prefix or any(self.prefixes.values()))
         self._prompt_lengths: dict[str | None, int] = {}
+        if self.hidden_layer is not None:
+            self.check_layers([self.hidden_layer], key="hidden_layer")
 
     def _folder_choice(self, key: str, given: Any, folder_value: Any, source: str, where: str) -> Any:
         """The given value, else the folder's, else today's default; a given value the folder contradicts is warned."""
@@ -184,6 +223,8 @@ class HFTextExtractor(_HFBase):
             settings["prefixes"] = dict(sorted(self.prefixes.items()))
         if not self.pool_prompt:
             settings["pool_prompt"] = False
+        if self.hidden_layer is not None:  # only when set: final-layer recipes keep their fingerprints
+            settings["hidden_layer"] = self.hidden_layer
         return settings
 
     def _prefix(self, branch: str | None) -> str:
@@ -215,11 +256,20 @@ class HFTextExtractor(_HFBase):
         return self._prompt_lengths[branch]
 
     def _forward(self, branch: str | None, batch: Any) -> Any:
+        if self.hidden_layer is not None:
+            return self._forward_layers(branch, batch, [self.hidden_layer])[0]
+        batch = {k: v.to(self.torch_device()) for k, v in batch.items()}
+        return self._pool(branch, batch, self.loaded().module(**batch).last_hidden_state)
+
+    def _forward_layers(self, branch: str | None, batch: Any, layers: list[int]) -> list[Any]:
+        """The pooled ``hidden_states[layer]`` of every layer, from one forward pass."""
+        batch = {k: v.to(self.torch_device()) for k, v in batch.items()}
+        states = self.loaded().module(**batch, output_hidden_states=True).hidden_states
+        return [self._pool(branch, batch, states[layer]) for layer in layers]
+
+    def _pool(self, branch: str | None, batch: Any, hidden: Any) -> Any:
         import torch
 
-        device = self.torch_device()
-        batch = {k: v.to(device) for k, v in batch.items()}
-        hidden = self.loaded().module(**batch).last_hidden_state
         if self.pooling == "cls":
             return self._finish(hidden[:, 0])
         attention = batch["attention_mask"]
@@ -250,12 +300,18 @@ class HFVisionExtractor(_HFBase):
         where = kwargs.get("where") or f"extractor {name!r}"
         if pooling not in VISION_POOLING:
             raise ConfigError(f"{where}.pooling: must be one of {VISION_POOLING}, got {pooling!r}")
-        if hidden_layer is not None and (isinstance(hidden_layer, bool) or not isinstance(hidden_layer, int)):
-            raise ConfigError(f"{where}.hidden_layer: must be an integer or null, got {hidden_layer!r}")
+        hidden_layer = _check_hidden_layer(hidden_layer, where)
         if pooling == "pooler" and hidden_layer is not None:
             raise ConfigError(f"{where}.hidden_layer: pooling 'pooler' uses the final layer; use cls or mean")
         self.pooling, self.hidden_layer = pooling, hidden_layer
         super().__init__(name, model, normalize=normalize, **kwargs)
+        if hidden_layer is not None:
+            self.check_layers([hidden_layer], key="hidden_layer")
+
+    def check_layers(self, layers: Sequence[int], *, key: str = "hidden_layers") -> None:
+        if self.pooling == "pooler":
+            raise ConfigError(f"{self._where}.{key}: pooling 'pooler' uses the final layer; use cls or mean")
+        super().check_layers(layers, key=key)
 
     def _settings(self) -> dict[str, Any]:
         return {"pooling": self.pooling, "hidden_layer": self.hidden_layer}
@@ -268,23 +324,29 @@ class HFVisionExtractor(_HFBase):
         module = AutoModel.from_pretrained(self._source, **kwargs)
         module = getattr(module, "vision_model", module).to(self.torch_device())
         if self.hidden_layer is not None:
-            n_layers = getattr(module.config, "num_hidden_layers", None)
-            if n_layers is not None and not -(n_layers + 1) <= self.hidden_layer <= n_layers:
-                raise ConfigError(f"extractor {self.name!r}: hidden_layer {self.hidden_layer} is outside "
-                                  f"-{n_layers + 1}..{n_layers} (hidden_states has {n_layers + 1} entries)")
+            _check_depth([self.hidden_layer], getattr(module.config, "num_hidden_layers", None),
+                         f"{self._where}.hidden_layer")
         return SimpleNamespace(module=module, processor=processor)
 
     def _collate(self, branch: str | None, items: list[Any]) -> Any:
         return self.loaded().processor(images=items, return_tensors="pt")["pixel_values"]
 
     def _forward(self, branch: str | None, batch: Any) -> Any:
-        out = self.loaded().module(pixel_values=batch.to(self.torch_device()),
-                                   output_hidden_states=self.hidden_layer is not None)
+        if self.hidden_layer is not None:
+            return self._forward_layers(branch, batch, [self.hidden_layer])[0]
+        out = self.loaded().module(pixel_values=batch.to(self.torch_device()))
         if self.pooling == "pooler":
             if getattr(out, "pooler_output", None) is None:
                 raise ValidationError(f"extractor {self.name!r}: the model has no pooler output; use cls or mean")
             return self._finish(out.pooler_output)
-        hidden = out.last_hidden_state if self.hidden_layer is None else out.hidden_states[self.hidden_layer]
+        return self._pool(out.last_hidden_state)
+
+    def _forward_layers(self, branch: str | None, batch: Any, layers: list[int]) -> list[Any]:
+        """The pooled ``hidden_states[layer]`` of every layer, from one forward pass."""
+        states = self.loaded().module(pixel_values=batch.to(self.torch_device()), output_hidden_states=True).hidden_states
+        return [self._pool(states[layer]) for layer in layers]
+
+    def _pool(self, hidden: Any) -> Any:
         return self._finish(hidden[:, 0] if self.pooling == "cls" else hidden.mean(dim=1))
 
 

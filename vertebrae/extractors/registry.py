@@ -58,11 +58,11 @@ EXTRACTOR_KEYS: dict[str, tuple[str, ...]] = {
     "sklearn": ("steps", "random_state", "allow_sparse", "trusted_modules"),
     "callable": ("branches", "cache_identity"),
     "open_clip": ("model", "pretrained", "normalize", "preprocess", *_MODEL),
-    "hf_text": (*_HF, "pooling", "max_length", "prefix", "prefixes"),
-    "hf_vision": (*_HF, "pooling", "hidden_layer"),
+    "hf_text": (*_HF, "pooling", "max_length", "prefix", "prefixes", "hidden_layer", "hidden_layers"),
+    "hf_vision": (*_HF, "pooling", "hidden_layer", "hidden_layers"),
     "hf_multimodal": (*_HF, "text_padding", "max_length"),
-    "timm": ("model", "pretrained", "checkpoint", "model_args", "revision", "pooling", "hidden_layer", "preprocess",
-             "normalize", *_MODEL),
+    "timm": ("model", "pretrained", "checkpoint", "model_args", "revision", "pooling", "hidden_layer", "hidden_layers",
+             "preprocess", "normalize", *_MODEL),
     "sentence_transformers": ("model", "model_path_from", "revision", "prompt_name", "prompt", "truncate_dim",
                               "cache_identity", *_MODEL),
     "torch": ("factory", "params", "weights", "collate", "output", "image_transform", "modality", "cache_identity",
@@ -99,3 +99,40 @@ def build_extractor(name: str, decl: Mapping[str, Any], *, where: str) -> Extrac
         raise ConfigError(f"{where}.type: unknown extractor type {kind!r}; known types: {sorted(BUILDERS)}")
     check_extractor_keys(decl, where=where)
     return BUILDERS[kind](name, decl, where)
+
+
+#: Extractor types whose ``hidden_layers: [...]`` declares a layer sweep
+SWEEPABLE = ("hf_vision", "hf_text", "timm")
+
+
+def expand_layer_sweeps(extractors: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """The candidates of an ``extractors`` mapping with every layer sweep expanded: ``name: {hidden_layers: [4, 8]}``
+    becomes ``name@4: {hidden_layer: 4}`` and ``name@8: {hidden_layer: 8}`` (the rest of the declaration kept),
+    exactly the candidates a user would write one by one, so each layer's recipe and fingerprint are the
+    single-layer candidate's. The workflow planner then embeds a sweep's layers in one forward pass per batch
+    (``vertebrae.workflow.sweeps``)."""
+    out: dict[str, Any] = {}
+    for name, decl in extractors.items():
+        if not isinstance(decl, Mapping) or "hidden_layers" not in decl:
+            if name in out:
+                raise ConfigError(f"{where}.{name}: a layer sweep already makes a candidate of this name; rename one")
+            out[name] = decl
+            continue
+        key = f"{where}.{name}.hidden_layers"
+        kind, layers = decl.get("type"), decl["hidden_layers"]
+        if kind not in SWEEPABLE:
+            raise ConfigError(f"{key}: a layer sweep needs an extractor of type {', '.join(SWEEPABLE)}, not {kind!r}")
+        if (not isinstance(layers, list) or not layers
+                or any(isinstance(layer, bool) or not isinstance(layer, int) for layer in layers)):
+            raise ConfigError(f"{key}: must be a non-empty list of layer indices (integers), got {layers!r}")
+        if len(set(layers)) != len(layers):
+            raise ConfigError(f"{key}: layer {next(x for x in layers if layers.count(x) > 1)} is listed twice")
+        if decl.get("hidden_layer") is not None:
+            raise ConfigError(f"{key}: declare hidden_layer (one layer) or hidden_layers (a sweep), not both")
+        for layer in layers:
+            layer_name = f"{name}@{layer}"
+            if layer_name in extractors or layer_name in out:
+                raise ConfigError(f"{key}: the sweep's candidate {layer_name!r} is also declared; rename one")
+            out[layer_name] = {**{k: v for k, v in decl.items() if k not in ("hidden_layers", "hidden_layer")},
+                               "hidden_layer": layer}
+    return out

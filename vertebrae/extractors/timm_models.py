@@ -25,7 +25,7 @@ of a pretrained model), the resolved data config, pooling, hidden layer, normali
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -179,12 +179,9 @@ class TimmExtractor(ModelExtractor, Extractor):
             raise ConfigError(f"{where}.pooling: cls needs a model with a class token; {self.architecture} has none "
                               "(use pre_logits or tokens_mean)")
         self.prefix_tokens = prefix_tokens
+        self._intermediates = hasattr(meta, "forward_intermediates") and bool(self.depth)
         if self.hidden_layer is not None:
-            if not hasattr(meta, "forward_intermediates") or not self.depth:
-                raise ConfigError(f"{where}.hidden_layer: {self.architecture} has no timm intermediate-feature API")
-            if not -self.depth <= self.hidden_layer < self.depth:
-                raise ConfigError(f"{where}.hidden_layer: {self.hidden_layer} is beyond the depth of {self.architecture}"
-                                  f" ({self.depth} layers: 0..{self.depth - 1}, or -{self.depth}..-1)")
+            self.check_layers([self.hidden_layer], key="hidden_layer")
         self._weights: dict[str, Any]
         if self._checkpoint is None:
             self._weights = {"hub": self.model, "hf_hub_id": self._hf_hub_id, "revision": self.revision or "main"}
@@ -195,6 +192,20 @@ class TimmExtractor(ModelExtractor, Extractor):
             raise ConfigError(f"{where}.checkpoint: {file} does not fit {self.architecture}: {misfit}")
         self._weights = {"files": folder_digest(self._checkpoint)} if self._folder else {
             "sha256": file_sha256(self._checkpoint)}
+
+    def check_layers(self, layers: Sequence[int], *, key: str = "hidden_layers") -> None:
+        """Layers through timm's intermediate-feature API, within the depth of the model (checked on the meta
+        device when the extractor is built, so at plan time)."""
+        where = f"{self._where}.{key}"
+        if not self._intermediates:
+            raise ConfigError(f"{where}: {self.architecture} has no timm intermediate-feature API")
+        if self.pooling == "pre_logits":
+            raise ConfigError(f"{where}: pooling pre_logits is the final head's input; a hidden layer is pooled with "
+                              "tokens_mean or cls")
+        for layer in layers:
+            if not -self.depth <= layer < self.depth:
+                raise ConfigError(f"{where}: {layer} is beyond the depth of {self.architecture} ({self.depth} layers: "
+                                  f"0..{self.depth - 1}, or -{self.depth}..-1)")
 
     # -- the contract
     def weight_files(self) -> list[Path] | None:
@@ -230,23 +241,33 @@ class TimmExtractor(ModelExtractor, Extractor):
         return torch.stack(items)
 
     def _forward(self, branch: str | None, batch: Any) -> Any:
+        if self.hidden_layer is not None:
+            return self._forward_layers(branch, batch, [self.hidden_layer])[0]
         module = self.loaded().module
         x = batch.to(self.torch_device())
-        if self.hidden_layer is not None:
-            cls = self.pooling == "cls"
-            kwargs = {"return_prefix_tokens": True} if cls else {}
-            (out,) = module.forward_intermediates(x, indices=[self.hidden_layer], intermediates_only=True, **kwargs)
-            features = out[1][:, 0] if cls else out.mean(dim=(2, 3))
+        features = module.forward_features(x)
+        if self.pooling == "pre_logits":
+            features = module.forward_head(features, pre_logits=True)
+        elif features.dim() == 4:  # a CNN's (B, C, H, W) map
+            features = features.mean(dim=(2, 3))
+        elif self.pooling == "cls":
+            features = features[:, 0]
         else:
-            features = module.forward_features(x)
-            if self.pooling == "pre_logits":
-                features = module.forward_head(features, pre_logits=True)
-            elif features.dim() == 4:  # a CNN's (B, C, H, W) map
-                features = features.mean(dim=(2, 3))
-            elif self.pooling == "cls":
-                features = features[:, 0]
-            else:
-                features = features[:, self.prefix_tokens:].mean(dim=1)
+            features = features[:, self.prefix_tokens:].mean(dim=1)
+        return self._finish(features)
+
+    def _forward_layers(self, branch: str | None, batch: Any, layers: list[int]) -> list[Any]:
+        """The pooled output of every block / stage of ``layers``, from one ``forward_intermediates`` pass."""
+        cls = self.pooling == "cls"
+        kwargs = {"return_prefix_tokens": True} if cls else {}
+        blocks = [layer + self.depth if layer < 0 else layer for layer in layers]
+        taken = sorted(set(blocks))  # timm returns the intermediates in block order
+        outs = self.loaded().module.forward_intermediates(batch.to(self.torch_device()), indices=taken,
+                                                          intermediates_only=True, **kwargs)
+        pooled = [self._finish(out[1][:, 0] if cls else out.mean(dim=(2, 3))) for out in outs]
+        return [pooled[taken.index(block)] for block in blocks]
+
+    def _finish(self, features: Any) -> Any:
         if self.normalize:
             import torch
 

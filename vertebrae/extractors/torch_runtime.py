@@ -315,23 +315,45 @@ class ModelExtractor:
     def transform(self, inputs: Any, *, branch: str | None = None) -> Any:
         import numpy as np
 
+        outs = [host_rows(out) for out in self._run(inputs, branch, self._forward)]
+        return np.concatenate(outs, axis=0)
+
+    def transform_layers(self, inputs: Any, layers: Sequence[int], *, branch: str | None = None) -> dict[int, Any]:
+        """``{layer: rows}``: the embeddings ``hidden_layer: layer`` gives, for every layer of ``layers``, from ONE
+        forward pass per batch (a layer sweep; extractors with ``_forward_layers``). Each equals the single-layer
+        extractor's ``transform`` bit for bit: it is the same forward pass, pooled the same way."""
+        import numpy as np
+
+        layers = [int(layer) for layer in layers]
+        self.check_layers(layers)
+        per_layer: dict[int, list[Any]] = {layer: [] for layer in layers}
+        for outs in self._run(inputs, branch, lambda b, batch: self._forward_layers(b, batch, layers)):
+            for layer, out in zip(layers, outs):
+                per_layer[layer].append(host_rows(out))
+        return {layer: np.concatenate(outs, axis=0) for layer, outs in per_layer.items()}
+
+    def check_layers(self, layers: Sequence[int], *, key: str = "hidden_layers") -> None:
+        """Refuse layer indices this model does not have (subclasses that sweep layers check their depth)."""
+        if not hasattr(self, "_forward_layers"):
+            raise ConfigError(f"extractor {self.name!r} has no hidden layers to sweep")  # type: ignore[attr-defined]
+
+    def _run(self, inputs: Any, branch: str | None, forward: Callable[[str | None, Any], Any]) -> Iterator[Any]:
+        """``forward(branch, batch)`` over the rows in batches of ``batch_size``, in eval + inference mode."""
         self.check_branch(branch)
         branch = branch if branch is not None else self.default_branch
         modality = self.branch_modality[branch]
         items, ids = _as_items(inputs, modality, name=self.name, branch=branch)  # type: ignore[attr-defined]
+        if not items:
+            raise ValidationError(f"extractor {self.name!r}: no rows to encode")  # type: ignore[attr-defined]
         state = self.loaded()
         device = self.torch_device()
         load = _ImageRows(items, ids, self._image_transform(branch)) if modality == "image" else None
         workers = self.num_workers if modality == "image" else 0
-        outs = []
         with inference(state.module, device, self.dtype):
             for batch in batches(items, batch_size=self.batch_size, collate=lambda b: self._collate(branch, b),
                                  load=load, num_workers=workers, progress=self.progress,
                                  desc=f"{self.name}:{branch or modality}"):  # type: ignore[attr-defined]
-                outs.append(host_rows(self._forward(branch, batch)))
-        if not outs:
-            raise ValidationError(f"extractor {self.name!r}: no rows to encode")  # type: ignore[attr-defined]
-        return np.concatenate(outs, axis=0)
+                yield forward(branch, batch)
 
     def weight_files(self) -> list[Path] | None:
         """The local files or folders its weights load from (a job's memory is sized from their size); None when

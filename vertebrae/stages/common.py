@@ -107,21 +107,48 @@ def embed_rows(
                                       rows=(offset + start, offset + start + expected))
         else:  # branch-less extractors may implement transform(rows) without the branch keyword
             raw = extractor.transform(batch) if branch is None else extractor.transform(batch, branch=branch)
-        out = as_matrix(raw, what=f"extractor {extractor.name!r} output")
-        if out.shape[0] != expected:
-            raise ValidationError(
-                f"extractor {extractor.name!r} returned {out.shape[0]} rows for a batch of {expected} "
-                f"(endpoint {endpoint!r}, rows {start}..{start + expected - 1})"
-            )
-        check_finite(out, row_ids[start:start + expected], offset=start,
-                     what=f"endpoint {endpoint!r} embeddings from extractor {extractor.name!r}")
-        widths.add(out.shape[1])
-        if len(widths) > 1:
-            raise ValidationError(f"extractor {extractor.name!r} returned batches of different widths: {sorted(widths)}")
-        accumulator.add(out)
+        accumulator.add(_checked_batch(raw, extractor.name, row_ids, start, expected, endpoint, widths))
     if n_rows == 0:
         raise ValidationError(f"endpoint {endpoint!r}: no rows to embed")
     return None if external else EmbeddingBlock(accumulator.result(), tuple(row_ids))
+
+
+def _checked_batch(raw: Any, name: str, row_ids: Sequence[str], start: int, expected: int, endpoint: str,
+                   widths: set[int]) -> Any:
+    """One batch of an extractor's output as a matrix: one finite row per input row, the width of the others."""
+    out = as_matrix(raw, what=f"extractor {name!r} output")
+    if out.shape[0] != expected:
+        raise ValidationError(
+            f"extractor {name!r} returned {out.shape[0]} rows for a batch of {expected} "
+            f"(endpoint {endpoint!r}, rows {start}..{start + expected - 1})"
+        )
+    check_finite(out, row_ids[start:start + expected], offset=start,
+                 what=f"endpoint {endpoint!r} embeddings from extractor {name!r}")
+    widths.add(out.shape[1])
+    if len(widths) > 1:
+        raise ValidationError(f"extractor {name!r} returned batches of different widths: {sorted(widths)}")
+    return out
+
+
+def embed_rows_layers(extractor: Any, inputs: Any, row_ids: Sequence[str], layers: Sequence[int], *, batch_size: int,
+                      endpoint: str, branch: str | None = None) -> dict[int, EmbeddingBlock]:
+    """A layer sweep's ``embed_rows``: ``{layer: block}`` from one forward pass per batch
+    (``extractor.transform_layers``), each block the one ``embed_rows`` gives with the single-layer extractor."""
+    extractor.check_branch(branch)
+    n_rows = row_count(inputs)
+    if len(row_ids) != n_rows:
+        raise ValidationError(f"endpoint {endpoint!r}: {len(row_ids)} row ids for {n_rows} rows")
+    if n_rows == 0:
+        raise ValidationError(f"endpoint {endpoint!r}: no rows to embed")
+    accumulators = {layer: EmbeddingAccumulator(n_rows, None, endpoint=endpoint) for layer in layers}
+    widths: dict[int, set[int]] = {layer: set() for layer in layers}
+    for start in range(0, n_rows, batch_size):
+        expected = min(batch_size, n_rows - start)
+        outs = extractor.transform_layers(inputs[start:start + batch_size], list(layers), branch=branch)
+        for layer in layers:
+            name = f"{extractor.name}@{layer}"
+            accumulators[layer].add(_checked_batch(outs[layer], name, row_ids, start, expected, endpoint, widths[layer]))
+    return {layer: EmbeddingBlock(acc.result(), tuple(row_ids)) for layer, acc in accumulators.items()}
 
 
 def merge_blocks(blocks: Sequence[EmbeddingBlock], expected_row_ids: Sequence[str], *, endpoint: str) -> EmbeddingBlock:

@@ -17,7 +17,7 @@ from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_
 from vertebrae.core.errors import ValidationError
 from vertebrae.data.declared import load_declared_dataset, load_declared_rows
 from vertebrae.data.retrieval_sources import load_retrieval_source
-from vertebrae.stages.common import EmbeddingBlock, embed_rows, merge_blocks
+from vertebrae.stages.common import EmbeddingBlock, embed_rows, embed_rows_layers, merge_blocks
 from vertebrae.stages.plan import BASE_DIR, load_plan, shard_fingerprint, spec_extractor, spec_kind
 
 
@@ -53,6 +53,7 @@ def merge_shard_files(plan: str | Path, spec: Mapping[str, Any], shards: Sequenc
     ``endpoint`` names the spec key holding the endpoint name (errors cite it)."""
     if len(shards) != len(spec["shards"]):
         raise ValidationError(f"{plan}: {len(shards)} shard files given, the plan has {len(spec['shards'])}")
+    shards = [Path(path) / f"{spec['fingerprint']}.h5" if Path(path).is_dir() else path for path in shards]  # a sweep's
     blocks = [read_block(path, shard_fingerprint(spec, i))[0] for i, path in enumerate(shards)]
     block = merge_blocks(blocks, [rid for b in blocks for rid in b.row_ids], endpoint=spec[endpoint])
     if block.matrix.shape[0] != spec["n_rows"]:
@@ -82,6 +83,15 @@ def run_fit(plan: str | Path, output: str | Path) -> None:
     write_json_artifact(output, "fitted-extractor", extractor.fitted_state(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
+def _endpoint_rows(spec: Mapping[str, Any], start: int, stop: int) -> tuple[Any, list[str]]:
+    """Rows ``[start, stop)`` of a labelled or retrieval embedding spec's endpoint, with their row ids."""
+    if spec_kind(spec) == "retrieval":
+        data = _retrieval_source(spec)
+        rows, ids = (data.queries, data.query_ids) if spec["side"] == "query" else (data.gallery, data.gallery_ids)
+        return rows[start:stop], encode_row_ids(list(ids[start:stop]), stop - start, what=spec["where"])
+    return load_declared_rows(spec["dataset"], base_dir=BASE_DIR, where=spec["where"], start=start, stop=stop)
+
+
 def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path, *, side: str | None = None) -> None:
     """``vertebrae embed-shard`` / ``embed-retrieval-shard``: one shard of an endpoint; ``side`` (query | gallery) must
     match the plan of a retrieval endpoint."""
@@ -91,13 +101,41 @@ def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path, *, s
     if spec["fit"] is not None:
         state = read_json_artifact(spec["fit"]["path"], "fitted-extractor", fingerprint=spec["fit"]["fingerprint"])
         extractor.load_fitted(state, source=spec["fit"]["path"])
-    if spec_kind(spec) == "retrieval":
-        data = _retrieval_source(spec)
-        rows, ids = (data.queries, data.query_ids) if spec["side"] == "query" else (data.gallery, data.gallery_ids)
-        inputs, row_ids = rows[start:stop], encode_row_ids(list(ids[start:stop]), stop - start, what=spec["where"])
-    else:
-        inputs, row_ids = load_declared_rows(spec["dataset"], base_dir=BASE_DIR, where=spec["where"], start=start, stop=stop)
+    inputs, row_ids = _endpoint_rows(spec, start, stop)
     write_shard(output, spec, shard_index, extractor, inputs, row_ids, endpoint=spec["endpoint"], branch=spec.get("branch"))
+
+
+def run_embed_sweep_shard(plan: str | Path, shard_index: int, output: str | Path) -> None:
+    """``vertebrae embed-sweep-shard``: one shard of a layer sweep, every layer from one forward pass per batch,
+    written as the folder ``output`` of ``{layer fingerprint}.h5`` shard files (each the file the single-layer
+    embed job writes; see ``vertebrae.workflow.sweeps``)."""
+    import os
+    import shutil
+    import tempfile
+
+    spec = load_plan(plan, "embed-sweep")
+    start, stop = shard_rows(plan, spec, shard_index, None)
+    extractor = spec_extractor(spec)
+    inputs, row_ids = _endpoint_rows(spec, start, stop)
+    layers = [layer["layer"] for layer in spec["layers"]]
+    blocks = embed_rows_layers(extractor, inputs, row_ids, layers, batch_size=spec["batch_size"],
+                               endpoint=spec["endpoint"], branch=spec.get("branch"))
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
+    try:
+        for layer in spec["layers"]:
+            block = blocks[layer["layer"]]
+            layer_spec = {"fingerprint": layer["fingerprint"], "shards": spec["shards"]}
+            write_embeddings(staging / f"{layer['fingerprint']}.h5", block.matrix, list(block.row_ids),
+                             fingerprint=shard_fingerprint(layer_spec, shard_index),
+                             recipe={"parent": layer["fingerprint"], "rows": [start, stop]})
+        if output.exists():
+            shutil.rmtree(output)
+        os.replace(staging, output)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
 
 
 def run_merge(plan: str | Path, shards: Sequence[str | Path], output: str | Path) -> None:
@@ -105,4 +143,4 @@ def run_merge(plan: str | Path, shards: Sequence[str | Path], output: str | Path
     merge_shard_files(plan, load_plan(plan, "embed"), shards, output, endpoint="endpoint")
 
 
-__all__ = ["check_score_count", "merge_shard_files", "read_block", "run_embed_shard", "run_fit", "run_merge", "shard_rows", "write_shard"]
+__all__ = ["check_score_count", "merge_shard_files", "read_block", "run_embed_shard", "run_embed_sweep_shard", "run_fit", "run_merge", "shard_rows", "write_shard"]

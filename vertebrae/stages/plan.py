@@ -30,7 +30,7 @@ KIND_OF_STAGE = {
     "score-retrieval": "score", "retrieval-report": "report",
     "score-retrieval-partial": "retrieval-partial", "merge-retrieval-partials": "score",
     "zero-shot-embed": "embedding", "compress-zero-shot": "compressed", "score-zero-shot": "score",
-    "zero-shot-report": "report", "compare": "comparison",
+    "zero-shot-report": "report", "compare": "comparison", "embed-sweep": "embedding-sweep",
     "score-labelled-partial": "labelled-partial", "merge-labelled-partials": "score",
 }
 BASE_DIR = Path(".")  # relative data paths in job specs resolve against the working directory
@@ -66,6 +66,16 @@ def check_spec(spec: Mapping[str, Any]) -> None:
         raise ValidationError(f"job spec has unknown stage {stage!r}")
     if fingerprint(KIND_OF_STAGE[stage], spec["recipe"]) != spec["fingerprint"]:
         raise ValidationError(f"job spec {spec['fingerprint']}: its recipe does not hash to its fingerprint")
+    if stage == "embed-sweep":  # every layer: the single-layer embedding spec it stands for
+        if [layer["fingerprint"] for layer in spec["layers"]] != spec["recipe"]["embeddings"]:
+            raise ValidationError(f"job spec {spec['fingerprint']}: its layers are not the embeddings of its recipe")
+        for layer in spec["layers"]:
+            extractor = spec_extractor(layer)
+            if fingerprint("embedding", _extractor_recipe({**spec, "stage": "embed"}, extractor)) != layer["fingerprint"]:
+                raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match the "
+                                      f"embedding {layer['fingerprint']} it sweeps")
+        check_rows(spec, endpoint_rows(spec))
+        return
     if stage in ("fit", "embed", "zero-shot-embed"):
         extractor = spec_extractor(spec)
         if _extractor_recipe(spec, extractor) != spec["recipe"]:

@@ -2,8 +2,8 @@
 from them) aside so that the next ``snakemake`` rebuilds exactly those.
 
 An artifact is checked as its reader checks it (schema, structure, content hash; ``core.artifacts``) and against
-the fingerprint its path names (``<fp>.json``, ``<fp>.h5``, ``<fp>/shard-i-of-n.h5``, ``<fp>/<side>.h5``): a
-mismatch there is *stale*. A retrieval partial (``partials/<merge fp>/<fp>.h5``) is read in its own format, a plan
+the fingerprint its path names (``<fp>.json``, ``<fp>.h5``, ``<fp>/shard-i-of-n.h5``, ``<fp>/<side>.h5``, a layer
+sweep's ``shard-i-of-n/<layer fp>.h5``): a mismatch there is *stale*. A retrieval partial (``partials/<merge fp>/<fp>.h5``) is read in its own format, a plan
 must declare the recipe its fingerprint hashes. A ``report.json`` must match its ``content_hash`` and parse through
 its result class's strict ``from_dict`` back to the same document (a hand-edited ranking, score or key is refused);
 report.md, the HTML pages and the summary's CSV and Markdown must equal what their verified sources give; a figure
@@ -31,6 +31,7 @@ from vertebrae.reports.summary import check_summary
 
 _FP = re.compile(r"[0-9a-f]{16}")
 _SHARD = re.compile(r"shard-(\d+)-of-(\d+)\.h5")
+_SWEEP_SHARD = re.compile(r"shard-(\d+)-of-(\d+)")  # sweeps/<sweep fp>/shard-i-of-n/<layer fp>.h5
 _ARTIFACT_SUFFIXES = (".h5", ".json")
 
 
@@ -325,7 +326,7 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
     if path.suffix == ".h5":
         manifest = read_embeddings(path, fingerprint=None).manifest
         expected = {fp, f"{fp}/{path.stem}"}
-        shard = _SHARD.fullmatch(path.name)
+        shard = _SHARD.fullmatch(path.name) or _SWEEP_SHARD.fullmatch(path.parent.name)  # a layer sweep's folder
         if shard and fp in specs:
             spec = specs[fp]
             index = int(shard.group(1))

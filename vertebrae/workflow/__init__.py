@@ -24,6 +24,7 @@ from vertebrae.workflow.comparison import plan_comparisons
 from vertebrae.workflow.dag import WorkflowPlan, gpus
 from vertebrae.workflow.labelled import benchmarks_from_config, plan_labelled
 from vertebrae.workflow.paths import artifact_path, report_paths
+from vertebrae.workflow.sweeps import group_layer_sweeps
 from vertebrae.workflow.retrieval import plan_retrieval, retrieval_benchmarks_from_config
 from vertebrae.workflow.zero_shot import plan_zero_shot, zero_shot_benchmarks_from_config
 
@@ -50,6 +51,7 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
         if name in result.reports or name in result.retrieval_reports:
             raise ConfigError(f"zero_shot.{name}: another benchmark has the same name; report names must be unique")
         plan_zero_shot(result, name, bench, config, base_dir)
+    group_layer_sweeps(result)
     plan_comparisons(result, config)
     return result
 

@@ -114,7 +114,12 @@ class WorkflowPlan:
         return artifact_path("plan", fp, protocol=self.layouts[fp])
 
     def shard_paths(self, fp: str) -> list[str]:
+        """The shard files a merge job reads; for a layer of a layer sweep, the sweep's shard folders (each holds
+        the layer's shard file, ``vertebrae.workflow.sweeps``)."""
         n, side = self.shard_counts[fp], self.specs[fp].get("side", "samples")
+        sweep = self.specs[fp].get("sweep")
+        if sweep is not None:
+            return [artifact_path("sweep-shard", sweep["fingerprint"], shard=(i, n)) for i in range(n)]
         return [artifact_path("shard", fp, protocol=self.layouts[fp], side=side, shard=(i, n)) for i in range(n)]
 
     def inputs(self, fp: str, *, merge: bool = False, fanout: bool = False) -> dict[str, str | list[str]]:

@@ -90,7 +90,7 @@ def parse_spec(spec: str, known: Sequence[str], *, argument: str) -> tuple[str, 
     if not sep or prefix not in known:
         why = f"unknown prefix {prefix!r}" if sep else "no PREFIX:"
         raise ConfigError(f"{argument} {spec!r}: {why}; known prefixes: {', '.join(known)}")
-    value, *pairs = rest.split(",")
+    value, *pairs = re.split(r",(?![^\[]*\])", rest)  # commas inside [...] belong to a list: hidden_layers=[4,8]
     options: dict[str, Any] = {}
     for pair in pairs:
         key, eq, text = pair.partition("=")

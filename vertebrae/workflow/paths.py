@@ -18,6 +18,7 @@ LAYOUT = {
         "protocol": "protocols/{fp}.json",
         "score": "scores/{fp}.json",
         "comparison": "comparisons/{fp}.json",  # every protocol's: the compare job is protocol-blind
+        "sweep-shard": "sweeps/{fp}/shard-{index}-of-{count}",  # a folder: every layer's shard of a layer sweep
         "labelled-partial": "partials/{fp}.json",  # one metric of one candidate (keyed by that metric alone)
     },
     "retrieval": {  # plans and fitted extractors are shared with the labelled layout
@@ -54,7 +55,7 @@ def artifact_path(artifact: str, fp: str, *, protocol: str = "labelled", side: s
     patterns.
     """
     index, count = shard if shard is not None else (None, None)
-    if (artifact == "shard") != (shard is not None):
+    if (artifact in ("shard", "sweep-shard")) != (shard is not None):
         raise ValueError(f"artifact {artifact!r}: shard=(index, count) is given for shards and only for shards")
     if (artifact == "partial") != (merge is not None):
         raise ValueError(f"artifact {artifact!r}: merge=<fingerprint> is given for partials and only for partials")

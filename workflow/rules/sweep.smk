@@ -1,0 +1,21 @@
+# Layer sweeps (hidden_layers: [...], vertebrae.workflow.sweeps): one job per shard runs the model once per batch
+# and writes every layer's shard file (the one its single-layer candidate's embed job would write) into one folder;
+# each layer's merge job (merge_embeddings, merge_retrieval_embeddings) reads its file from the folders.
+rule embed_sweep_shard:
+    input:
+        unpack(get_inputs),
+    output:
+        shards=directory(artifact_path("sweep-shard", "{fp}", shard=("{i}", "{n}"))),
+    resources:
+        mem_mb=get_mem_mb,  # the largest of its layers' (vertebrae.workflow.resources)
+        gpu=get_gpus,
+    threads: PLAN.threads["embedding"]
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        "logs/embed_sweep_shard/{fp}/shard-{i}-of-{n}.log",
+    benchmark:
+        "benchmarks/embed_sweep_shard/{fp}/shard-{i}-of-{n}.tsv"
+    shell:
+        "vertebrae embed-sweep-shard --plan-json {input.plan} --shard-index {wildcards.i} --output {output.shards}"
+        " > {log} 2>&1"
