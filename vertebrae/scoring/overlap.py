@@ -352,14 +352,17 @@ def working_set_bytes(n_classes: int, n_prototypes: int, dim: int, n_rows: int, 
             + 16 * rows * n_prototypes)
 
 
-def admit_classes(config: OverlapScoringConfig, n_classes: int, n_prototypes: int, dim: int, n_rows: int) -> int:
+def admit_classes(config: OverlapScoringConfig, n_classes: int, n_prototypes: int, dim: int, n_rows: int, *,
+                  lower_bound: bool = False) -> int:
     """The estimated working set (``working_set_bytes``), refused with a BudgetError naming the classes, the
-    prototypes and ``scoring.max_dense_bytes`` when it exceeds that budget (before anything is fitted)."""
-    need = working_set_bytes(n_classes, n_prototypes, dim, n_rows, config.offline_chunk_size)
+    prototypes and ``scoring.max_dense_bytes`` when it exceeds that budget (before anything is fitted).
+    ``lower_bound``: one prototype a class and no rows, the least any k needs (checked before normalising)."""
+    least, prototypes = ("at least ", n_classes) if lower_bound else ("", n_prototypes)
+    need = working_set_bytes(n_classes, prototypes, dim, 0 if lower_bound else n_rows, config.offline_chunk_size)
     if need > config.max_dense_bytes:
-        raise BudgetError(f"labelled scoring of {n_classes} classes with {n_prototypes} prototypes in {dim} dimensions "
-                          f"needs about {need:,} bytes, over scoring.max_dense_bytes ({config.max_dense_bytes:,}); "
-                          "merge or drop classes, lower k / max_k, or raise scoring.max_dense_bytes")
+        raise BudgetError(f"labelled scoring of {n_classes} classes with {least}{prototypes} prototypes in {dim} "
+                          f"dimensions needs {least or 'about '}{need:,} bytes, over scoring.max_dense_bytes "
+                          f"({config.max_dense_bytes:,}); merge or drop classes, lower k / max_k, or raise it")
     return need
 
 
@@ -424,6 +427,9 @@ class OverlapIndexScorer:
         if targets.n_rows != matrix.shape[0]:
             raise ValidationError(f"embeddings have {matrix.shape[0]} rows but the targets have {targets.n_rows}")
         check_finite(matrix, row_ids, what="embeddings")
+        if targets.target_type != "regression":
+            present = sum(1 for n in targets.counts().values() if n > 0)
+            admit_classes(config, present, present, matrix.shape[1], 0, lower_bound=True)
         # a power-of-two rescale to a largest magnitude in [0.5, 1): k-means and the collapse grid see the same
         # values for an embedding and any positive multiple of it (scale-free scores)
         matrix = rescaled(matrix, power_of_two_factor(matrix))
