@@ -57,7 +57,7 @@ demo: setup
 # The suite touches nothing outside the repository, its venv and temporary folders: it installs no system package
 # and starts no service. The SLURM test (which does both, as root) is skipped there and runs with `make test-slurm`.
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=30
 
 # The default workflow on a real single-node SLURM started on this machine (installs slurm + munge with apt if
 # needed: root, Debian/Ubuntu); the cluster is stopped afterwards unless it was already running.
