@@ -225,6 +225,21 @@ def pair_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> t
     return queries, gallery
 
 
+def pair_segments(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[list[int] | None, list[int] | None]:
+    """(queries, gallery) segment starts: a ``webdataset`` side's tar files (``wds_segments``), None for the others."""
+    labels = _pair_rule(decl, where) is not None
+    found = []
+    for side in ("queries", "gallery"):
+        kind, opts = _side_opts(decl.get(side), f"{where}.{side}", labels=labels)
+        if kind != "webdataset":
+            found.append(None)
+            continue
+        from vertebrae.data.webdataset import wds_segments
+
+        found.append(wds_segments(_spec(kind, opts, Path(base_dir), f"{where}.{side}")))
+    return found[0], found[1]
+
+
 def pair_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
     """The pair's ``files`` recipe: each side's (with its label options under ``same_label``) and the relevance."""
     rule = _pair_rule(decl, where)
@@ -243,6 +258,6 @@ def pair_endpoint_recipes(decl: Mapping[str, Any], *, base_dir: Path, where: str
             for side, name in (("query", "queries"), ("gallery", "gallery"))}
 
 
-__all__ = ["SourcePair", "load_source_pair", "pair_endpoint_recipes", "pair_files_recipe", "pair_row_counts",
+__all__ = ["SourcePair", "load_source_pair", "pair_endpoint_recipes", "pair_files_recipe", "pair_row_counts", "pair_segments",
            "LABEL_KEYS", "RELEVANCE_RULES", "SIDE_TYPES", "SideRows", "load_side", "same_label_records", "side_recipe",
            "side_row_count"]

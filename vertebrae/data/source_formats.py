@@ -100,6 +100,16 @@ def _count_webdataset(opts: dict[str, Any], base_dir: Path, where: str) -> int:
     return sum(shard_counts(spec))
 
 
+def source_segments(opts: Any, *, base_dir: Path, where: str) -> list[int] | None:
+    """Segment starts of a source's rows (``vertebrae.stages.common.shard_bounds``): a ``webdataset`` source's tar
+    files (headers only), None for any other source."""
+    if not isinstance(opts, dict) or opts.get("type") != "webdataset":
+        return None
+    from vertebrae.data.webdataset import wds_segments
+
+    return wds_segments(_wds_spec(opts, base_dir, where))
+
+
 def _load_webdataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
     from vertebrae.data.webdataset import read_wds_rows
 

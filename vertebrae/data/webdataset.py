@@ -66,6 +66,9 @@ class WebDatasetSpec:
         for name in braceexpand(pattern):
             path = Path(name)
             shards.append(path if path.is_absolute() else Path(base_dir) / path)
+        repeated = sorted({str(p) for p in shards if shards.count(p) > 1})
+        if repeated:
+            raise ConfigError(f"{where}.path: {pattern!r} names shard(s) more than once: {', '.join(repeated[:5])}")
         missing = [str(p) for p in shards if not p.is_file()]
         if missing:
             raise ConfigError(f"{where}.path: {len(missing)} of {len(shards)} shard(s) of {pattern!r} not found: "
@@ -116,6 +119,17 @@ def shard_index(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
 
 def shard_counts(spec: WebDatasetSpec) -> list[int]:
     return [len(shard_index(path)) for path in spec.shards]
+
+
+def wds_segments(spec: WebDatasetSpec) -> list[int]:
+    """Row offsets where each non-empty shard's rows start (headers only): an embedding batch never crosses one, an
+    embedding shard job starts on one (``vertebrae.stages.common.shard_bounds``), so it reads its own tars only."""
+    starts, offset = [], 0
+    for count in shard_counts(spec):
+        if count:
+            starts.append(offset)
+        offset += count
+    return starts
 
 
 def _image_member(spec: WebDatasetSpec, path: Path, key: str, members: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
@@ -193,10 +207,12 @@ def check_first_shard(spec: WebDatasetSpec) -> None:
 
 
 def wds_recipe(spec: WebDatasetSpec, options: Mapping[str, Any], digests: FileDigests) -> dict[str, Any]:
-    """The ``files`` identity recipe: the options and the SHA-256 of every shard, in order."""
-    return {**{k: v for k, v in options.items() if k != "path"},
+    """The ``files`` identity recipe: the options and the SHA-256 of every shard, in order. ``batches: "per_tar"``
+    marks that its rows are embedded in batches that restart at every tar file (``wds_segments``): a model's output
+    for a row may differ in its last bits from the one a batch across tar files gave, so the key differs too."""
+    return {**{k: v for k, v in options.items() if k != "path"}, "batches": "per_tar",
             "shards": [digests.digest(path) for path in spec.shards]}
 
 
 __all__ = ["LABEL_KEYS", "WDSRows", "WebDatasetSpec", "check_first_shard", "read_wds_rows", "shard_counts",
-           "shard_index", "wds_recipe"]
+           "shard_index", "wds_recipe", "wds_segments"]

@@ -40,12 +40,17 @@ class EmbeddingBlock:
         }
 
 
-def shard_bounds(n_rows: int, requested: int, *, batch_size: int) -> list[tuple[int, int]]:
-    """Contiguous row ranges that start on multiples of ``batch_size``, balanced in whole batches.
+def shard_bounds(n_rows: int, requested: int, *, batch_size: int,
+                 segments: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    """Contiguous row ranges that start on a batch start, balanced in whole batches (or, with ``segments``, rows).
 
-    Every shard then embeds exactly the batches an unsharded run embeds ([k bs, (k + 1) bs)), so the merged
+    Every shard then embeds exactly the batches an unsharded run embeds (``batch_ranges``), so the merged
     embeddings are bit-identical whatever the shard count (a model's output for a row may depend in its last
     bits on the other rows of its batch). The shard count is capped at the number of batches.
+
+    ``segments``: the row offsets where segments start (a WebDataset source: one segment per tar file, in order).
+    Batches then restart at every segment start and shards start on segment starts only, balanced by rows, at
+    most one shard per segment: a shard job reads its own tar files and no other.
     """
     if n_rows < 1:
         raise ValidationError("an endpoint needs at least one row to be embedded")
@@ -53,10 +58,60 @@ def shard_bounds(n_rows: int, requested: int, *, batch_size: int) -> list[tuple[
         raise ValidationError(f"shard count must be a positive integer, got {requested!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if segments is not None:
+        starts = check_segments(segments, n_rows)
+        count = min(requested, len(starts))
+        chosen = [0]
+        for i in range(1, count):  # the segment start nearest the balanced row edge, leaving one per later shard
+            lo, hi = chosen[-1] + 1, len(starts) - (count - i)
+            target = n_rows * i / count
+            chosen.append(min(range(lo, hi + 1), key=lambda j: (abs(starts[j] - target), j)))
+        edges = [starts[j] for j in chosen] + [n_rows]
+        return list(zip(edges[:-1], edges[1:]))
     batches = -(-n_rows // batch_size)
     count = min(requested, batches)
     edges = [min(n_rows, batch_size * (batches * i // count)) for i in range(count + 1)]
     return list(zip(edges[:-1], edges[1:]))
+
+
+def check_segments(segments: Sequence[int], n_rows: int) -> list[int]:
+    """Segment starts: 0 first, strictly increasing, below ``n_rows`` (a ValidationError says which is not)."""
+    starts = [int(s) for s in segments]
+    if not starts or starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n_rows:
+        raise ValidationError(f"segment starts must begin at 0 and increase below {n_rows} rows, got "
+                              f"{starts[:10]}{' ...' if len(starts) > 10 else ''}")
+    return starts
+
+
+def batch_ranges(n_rows: int, batch_size: int, segments: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    """``[start, stop)`` of every batch: ``batch_size`` rows at a time, restarting at every segment start."""
+    if n_rows == 0:
+        return []
+    starts = [0] if segments is None else check_segments(segments, n_rows)
+    ends = starts[1:] + [n_rows]
+    return [(a, min(a + batch_size, stop)) for start, stop in zip(starts, ends) for a in range(start, stop, batch_size)]
+
+
+def shard_segments(segments: Sequence[int] | None, start: int, stop: int) -> list[int] | None:
+    """The segment starts inside shard ``[start, stop)``, relative to ``start`` (None without segments)."""
+    if segments is None:
+        return None
+    inner = [int(s) - start for s in segments if start <= int(s) < stop]
+    if not inner or inner[0] != 0:
+        raise ValidationError(f"shard rows {start}..{stop - 1} do not start on a segment start")
+    return inner
+
+
+def tar_segments(inputs: Any) -> list[int] | None:
+    """Segment starts of raw inputs read from WebDataset tar files (where the tar file changes), else None."""
+    from vertebrae.core.image_refs import TAR_PREFIX, container_path
+    from vertebrae.core.inputs import RawInputs
+
+    if not isinstance(inputs, RawInputs) or not inputs.values or not all(
+            v.startswith(TAR_PREFIX) for v in inputs.values):
+        return None
+    tars = [container_path(v) for v in inputs.values]
+    return [0] + [i for i in range(1, len(tars)) if tars[i] != tars[i - 1]]
 
 
 def fit_recipe(identity_key: str, endpoint: str, extractor: Extractor) -> dict[str, Any]:
@@ -85,8 +140,10 @@ def row_count(inputs: Any) -> int:
 def embed_rows(
     extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str, branch: str | None = None,
     memory: MemoryConfig | None = None, accumulator: EmbeddingAccumulator | None = None, offset: int = 0,
+    segments: Sequence[int] | None = None,
 ) -> EmbeddingBlock | None:
-    """Transform ``inputs`` (through ``branch``) in batches of ``batch_size`` rows; outputs must be finite, one row per
+    """Transform ``inputs`` (through ``branch``) in batches of ``batch_size`` rows (restarting at every start of
+    ``segments``, row offsets into ``inputs``: see ``batch_ranges``); outputs must be finite, one row per
     input row. Batches accumulate under ``memory`` (see ``vertebrae.core.memory``); with an external
     ``accumulator`` (several shards streamed into one endpoint) they are added to it and None is returned."""
     extractor.check_branch(branch)
@@ -99,9 +156,9 @@ def embed_rows(
     accumulator = accumulator if external else EmbeddingAccumulator(n_rows, memory, endpoint=endpoint)
     widths = set()
     by_row = getattr(extractor, "reads_rows", False)  # precomputed files: rows looked up by row id / position
-    for start in range(0, n_rows, batch_size):
-        batch = inputs[start:start + batch_size]
-        expected = min(batch_size, n_rows - start)
+    for start, stop in batch_ranges(n_rows, batch_size, segments):
+        batch = inputs[start:stop]
+        expected = stop - start
         if by_row:
             raw = extractor.transform(batch, branch=branch, row_ids=row_ids[start:start + expected],
                                       rows=(offset + start, offset + start + expected))
@@ -131,7 +188,8 @@ def _checked_batch(raw: Any, name: str, row_ids: Sequence[str], start: int, expe
 
 
 def embed_rows_layers(extractor: Any, inputs: Any, row_ids: Sequence[str], layers: Sequence[int], *, batch_size: int,
-                      endpoint: str, branch: str | None = None) -> dict[int, EmbeddingBlock]:
+                      endpoint: str, branch: str | None = None,
+                      segments: Sequence[int] | None = None) -> dict[int, EmbeddingBlock]:
     """A layer sweep's ``embed_rows``: ``{layer: block}`` from one forward pass per batch
     (``extractor.transform_layers``), each block the one ``embed_rows`` gives with the single-layer extractor."""
     extractor.check_branch(branch)
@@ -142,9 +200,9 @@ def embed_rows_layers(extractor: Any, inputs: Any, row_ids: Sequence[str], layer
         raise ValidationError(f"endpoint {endpoint!r}: no rows to embed")
     accumulators = {layer: EmbeddingAccumulator(n_rows, None, endpoint=endpoint) for layer in layers}
     widths: dict[int, set[int]] = {layer: set() for layer in layers}
-    for start in range(0, n_rows, batch_size):
-        expected = min(batch_size, n_rows - start)
-        outs = extractor.transform_layers(inputs[start:start + batch_size], list(layers), branch=branch)
+    for start, stop in batch_ranges(n_rows, batch_size, segments):
+        expected = stop - start
+        outs = extractor.transform_layers(inputs[start:stop], list(layers), branch=branch)
         for layer in layers:
             name = f"{extractor.name}@{layer}"
             accumulators[layer].add(_checked_batch(outs[layer], name, row_ids, start, expected, endpoint, widths[layer]))
@@ -179,8 +237,12 @@ def merge_blocks(blocks: Sequence[EmbeddingBlock], expected_row_ids: Sequence[st
 def embed_endpoint(
     extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, shards: int, batch_size: int, endpoint: str,
     branch: str | None = None, fit: bool = True, memory: MemoryConfig | None = None,
+    segments: Sequence[int] | None = None,
 ) -> EmbeddingBlock:
     """In-process twin of fit -> embed-shard x N -> merge, with the same shard and batch boundaries.
+
+    ``segments`` (see ``shard_bounds``) default to ``tar_segments(inputs)``: rows read from WebDataset tar files
+    are batched and sharded per tar file, as the workflow plans them.
 
     ``fit=False`` embeds with an extractor already fitted (e.g. on the gallery, the retrieval fit endpoint).
     With ``memory`` every shard streams into one accumulator bounded by it (spilling to disk or refusing).
@@ -189,16 +251,19 @@ def embed_endpoint(
         extractor.fit(inputs)
     if getattr(extractor, "reads_rows", False):  # a file must cover exactly the endpoint's rows
         extractor.check_rows(row_ids, branch=branch, endpoint=endpoint)
+    if segments is None:
+        segments = tar_segments(inputs)
+    bounds = shard_bounds(row_count(inputs), shards, batch_size=batch_size, segments=segments)
     if memory is not None:
         accumulator = EmbeddingAccumulator(row_count(inputs), memory, endpoint=endpoint)
-        for a, b in shard_bounds(row_count(inputs), shards, batch_size=batch_size):
+        for a, b in bounds:
             embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch,
-                       accumulator=accumulator, offset=a)
+                       accumulator=accumulator, offset=a, segments=shard_segments(segments, a, b))
         return EmbeddingBlock(accumulator.result(), tuple(row_ids))
     blocks = [
         embed_rows(extractor, inputs[a:b], row_ids[a:b], batch_size=batch_size, endpoint=endpoint, branch=branch,
-                   offset=a)
-        for a, b in shard_bounds(row_count(inputs), shards, batch_size=batch_size)
+                   offset=a, segments=shard_segments(segments, a, b))
+        for a, b in bounds
     ]
     return merge_blocks(blocks, row_ids, endpoint=endpoint)
 

@@ -17,7 +17,7 @@ from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_
 from vertebrae.core.errors import ValidationError
 from vertebrae.data.declared import load_declared_dataset, load_declared_rows
 from vertebrae.data.retrieval_sources import load_retrieval_source
-from vertebrae.stages.common import EmbeddingBlock, embed_rows, embed_rows_layers, merge_blocks
+from vertebrae.stages.common import EmbeddingBlock, embed_rows, embed_rows_layers, merge_blocks, shard_segments
 from vertebrae.stages.plan import BASE_DIR, load_plan, shard_fingerprint, spec_extractor, spec_kind
 
 
@@ -39,10 +39,11 @@ def shard_rows(plan: str | Path, spec: Mapping[str, Any], shard_index: int, side
 
 def write_shard(output: str | Path, spec: Mapping[str, Any], shard_index: int, extractor: Any, inputs: Any,
                 row_ids: Sequence[str], *, endpoint: str, branch: str | None) -> None:
-    """Embed one shard's rows in the spec's batches and write it under its shard fingerprint."""
+    """Embed one shard's rows in the spec's batches (restarting at its segments) and write it under its shard
+    fingerprint."""
     start, stop = spec["shards"][shard_index]
     block = embed_rows(extractor, inputs, row_ids, batch_size=spec["batch_size"], endpoint=endpoint, branch=branch,
-                       offset=start)
+                       offset=start, segments=shard_segments(spec.get("segments"), start, stop))
     write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=shard_fingerprint(spec, shard_index),
                      recipe={"parent": spec["fingerprint"], "rows": [start, stop]})
 
@@ -119,7 +120,8 @@ def run_embed_sweep_shard(plan: str | Path, shard_index: int, output: str | Path
     inputs, row_ids = _endpoint_rows(spec, start, stop)
     layers = [layer["layer"] for layer in spec["layers"]]
     blocks = embed_rows_layers(extractor, inputs, row_ids, layers, batch_size=spec["batch_size"],
-                               endpoint=spec["endpoint"], branch=spec.get("branch"))
+                               endpoint=spec["endpoint"], branch=spec.get("branch"),
+                               segments=shard_segments(spec.get("segments"), start, stop))
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))

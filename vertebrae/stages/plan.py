@@ -74,14 +74,14 @@ def check_spec(spec: Mapping[str, Any]) -> None:
             if fingerprint("embedding", _extractor_recipe({**spec, "stage": "embed"}, extractor)) != layer["fingerprint"]:
                 raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match the "
                                       f"embedding {layer['fingerprint']} it sweeps")
-        check_rows(spec, endpoint_rows(spec))
+        check_rows(spec, endpoint_rows(spec), endpoint_segments(spec))
         return
     if stage in ("fit", "embed", "zero-shot-embed"):
         extractor = spec_extractor(spec)
         if _extractor_recipe(spec, extractor) != spec["recipe"]:
             raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match its recipe")
         if stage == "embed" or (stage == "zero-shot-embed" and spec["side"] == "samples"):
-            check_rows(spec, endpoint_rows(spec))
+            check_rows(spec, endpoint_rows(spec), endpoint_segments(spec))
         elif stage == "zero-shot-embed":
             # the prompts' count is fixed by the protocol fingerprint in the recipe: only their shard bounds can be off
             check_rows(spec, spec["n_rows"])
@@ -103,13 +103,19 @@ def _extractor_recipe(spec: Mapping[str, Any], extractor) -> dict[str, Any]:
                             fit_endpoint=spec.get("fit_endpoint"), fit_identity=spec.get("fit_identity"))
 
 
-def check_rows(spec: Mapping[str, Any], n_rows: int) -> None:
-    """An embedding spec's planned row count and shard bounds still hold for a source of ``n_rows`` rows."""
+def check_rows(spec: Mapping[str, Any], n_rows: int, segments: list[int] | None = None) -> None:
+    """An embedding spec's planned row count, segments (``spec["segments"]``, only where the source has them) and
+    shard bounds still hold for a source of ``n_rows`` rows in ``segments``."""
     from vertebrae.stages.common import shard_bounds
 
-    bounds = [list(b) for b in shard_bounds(n_rows, len(spec["shards"]), batch_size=spec["batch_size"])]
-    if n_rows != spec["n_rows"] or bounds != spec["shards"]:
-        raise ValidationError(f"{spec['where']}: the source now has {n_rows} rows, the plan expected {spec['n_rows']}; re-plan")
+    if n_rows != spec["n_rows"] or segments != spec.get("segments"):
+        raise ValidationError(f"{spec['where']}: the source now has {n_rows} rows"
+                              + (f" in {len(segments)} tar file(s)" if segments is not None else "")
+                              + f", the plan expected {spec['n_rows']}"
+                              + (f" in {len(spec['segments'])}" if spec.get("segments") is not None else "") + "; re-plan")
+    bounds = [list(b) for b in shard_bounds(n_rows, len(spec["shards"]), batch_size=spec["batch_size"], segments=segments)]
+    if bounds != spec["shards"]:
+        raise ValidationError(f"{spec['where']}: the plan's shard bounds are not the ones its rows give now; re-plan")
 
 
 def endpoint_rows(spec: Mapping[str, Any]) -> int:
@@ -122,6 +128,23 @@ def endpoint_rows(spec: Mapping[str, Any]) -> int:
     from vertebrae.data.declared import declared_row_count
 
     return declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
+
+
+def endpoint_segments(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> list[int] | None:
+    """The segment starts of an embedding spec's endpoint rows (``shard_bounds``): a WebDataset source's or
+    side's tar files, read from their headers; None for any other source. The planners call it on the spec they
+    build (with the config's ``base_dir``), ``check_spec`` on the spec it checks."""
+    if spec_kind(spec) == "retrieval":
+        source = spec["dataset"]["source"]
+        if source.get("type") != "source_pair":
+            return None
+        from vertebrae.data.retrieval_sides import pair_segments
+
+        queries, gallery = pair_segments(source, base_dir=base_dir, where=f"{spec['where']}.source")
+        return queries if spec["side"] == "query" else gallery
+    from vertebrae.data.source_formats import source_segments
+
+    return source_segments(spec["dataset"]["source"], base_dir=base_dir, where=f"{spec['where']}.source")
 
 
 def spec_file_text(spec: Mapping[str, Any]) -> tuple[str, str]:
@@ -204,5 +227,5 @@ def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
     return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
 
 
-__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "endpoint_rows", "load_plan",
+__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "endpoint_rows", "endpoint_segments", "load_plan",
            "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_text", "spec_kind"]

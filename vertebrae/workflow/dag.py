@@ -43,6 +43,12 @@ def ref(fp: str, path: str) -> dict[str, str]:
     return {"fingerprint": fp, "path": path}
 
 
+def segment_key(segments: list[int] | None) -> dict[str, list[int]]:
+    """An embedding spec's ``segments`` entry: present only where the source has segments (WebDataset tar files),
+    so every other source's spec stays as it was."""
+    return {} if segments is None else {"segments": list(segments)}
+
+
 def gpus(spec: Mapping[str, Any]) -> int:
     """GPUs a job asks for: 1 when its device (a retrieval score job's ``device``, else its extractor's) is CUDA
     (``cuda`` or ``cuda:N``), else 0.
@@ -197,4 +203,4 @@ class WorkflowPlan:
         return [path for name in names for path in report_paths(name).values()]
 
 
-__all__ = ["INPUTS", "WorkflowPlan", "gpus", "ref"]
+__all__ = ["INPUTS", "WorkflowPlan", "gpus", "ref", "segment_key"]

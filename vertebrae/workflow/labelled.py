@@ -27,12 +27,13 @@ from vertebrae.scoring.overlap import (
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+from vertebrae.stages.plan import endpoint_segments
 from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
     compressions_from_decl, config_from_decl, embedding_config, endpoint_shards, validate_config,
 )
-from vertebrae.workflow.dag import WorkflowPlan, ref
+from vertebrae.workflow.dag import WorkflowPlan, ref, segment_key
 from vertebrae.workflow.paths import artifact_path
 
 ENDPOINT = "samples"
@@ -138,6 +139,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     _check_against_targets(scoring_plan, dataset, base_dir, where)
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
+    segments = endpoint_segments(common, base_dir)  # a WebDataset source's tar files: shards and batches follow them
     p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
     protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp))
@@ -159,10 +161,12 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
             result.size(fit_fp, extractor, rows=n_rows, batch_size=batch_size)
             fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp))
         e_recipe = embedding_recipe(identity_key, ENDPOINT, extractor)
-        bounds = shard_bounds(n_rows, endpoint_shards(bench, config, extractor, n_rows), batch_size=batch_size)
+        bounds = shard_bounds(n_rows, endpoint_shards(bench, config, extractor, n_rows), batch_size=batch_size,
+                              segments=segments)
         embed_fp = result.add({
             "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
             "n_rows": n_rows, "shards": [list(b) for b in bounds], "batch_size": batch_size, "fit": fit_ref,
+            **segment_key(segments),
         })
         result.size(embed_fp, extractor, rows=max(b - a for a, b in bounds), batch_size=batch_size)
         embedding_ref = ref(embed_fp, artifact_path("embedding", embed_fp))

@@ -16,12 +16,13 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.retrieval_sources import retrieval_endpoint_keys, retrieval_identity, retrieval_identity_key
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+from vertebrae.stages.plan import endpoint_segments
 from vertebrae.stages.retrieval_fanout import fanout_specs
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
     config_from_decl, embedding_config, endpoint_shards, paired_compression, validate_config,
 )
-from vertebrae.workflow.dag import WorkflowPlan, ref
+from vertebrae.workflow.dag import WorkflowPlan, ref, segment_key
 from vertebrae.workflow.labelled import check_own_rows
 from vertebrae.workflow.paths import artifact_path
 
@@ -67,6 +68,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     protocol_fp = result.add({"stage": "retrieval-protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe,
                               **common}, protocol="retrieval")
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol="retrieval"))
+    side_segments = {side: endpoint_segments({**common, "side": side}, base_dir) for side in SIDES}  # WebDataset tars
     candidates = []
     side_ids: dict[str, tuple[str, ...]] = {}  # read once, for precomputed files only
     for ext_name, decl in bench["extractors"].items():
@@ -94,13 +96,14 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
             e_recipe = embedding_recipe(endpoint_keys[side], side, extractor, branch, fit_endpoint=FIT_ENDPOINT,
                                         fit_identity=endpoint_keys[FIT_ENDPOINT])
             bounds = shard_bounds(counts[side], endpoint_shards(bench, config, extractor, counts[side]),
-                                  batch_size=config["embedding"]["batch_size"])
+                                  batch_size=config["embedding"]["batch_size"], segments=side_segments[side])
             fp = result.add({
                 "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
                 "identity": endpoint_keys[side], "endpoint": side, "side": side, "branch": branch,
                 "fit_endpoint": FIT_ENDPOINT, "n_rows": counts[side],
                 **({"fit_identity": endpoint_keys[FIT_ENDPOINT]} if extractor.learns else {}),  # a fit reads the gallery
                 "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"], "fit": fit_ref,
+                **segment_key(side_segments[side]),
             }, protocol="retrieval")
             result.size(fp, extractor, rows=max(b - a for a, b in bounds), batch_size=config["embedding"]["batch_size"])
             refs[side] = ref(fp, artifact_path("embedding", fp, protocol="retrieval"))

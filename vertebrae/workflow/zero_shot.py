@@ -23,11 +23,12 @@ from vertebrae.data.zero_shot import build_zero_shot_dataset
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.workflow.labelled import check_own_rows
 from vertebrae.stages.common import shard_bounds
+from vertebrae.stages.plan import endpoint_segments
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
     config_from_decl, embedding_config, endpoint_shards, paired_compression, validate_config,
 )
-from vertebrae.workflow.dag import WorkflowPlan, ref
+from vertebrae.workflow.dag import WorkflowPlan, ref, segment_key
 from vertebrae.workflow.paths import artifact_path
 
 PROTOCOL = "zero_shot"
@@ -85,6 +86,7 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol=PROTOCOL))
     batch_size = config["embedding"]["batch_size"]
     sample_branch, text_branch = bench.get("sample_branch"), bench.get("text_branch")
+    sample_segments = endpoint_segments({"dataset": bench["dataset"], "where": f"{where}.dataset"}, base_dir)
     candidates = []
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"
@@ -102,16 +104,18 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
              len(protocol.prompts), {"protocol": protocol_ref, "where": where}),
         ):
             n_shards = endpoint_shards(bench, config, extractor, n_rows)
-            shards = [list(b) for b in shard_bounds(n_rows, n_shards, batch_size=batch_size)]
+            segments = sample_segments if side == "samples" else None
+            shards = [list(b) for b in shard_bounds(n_rows, n_shards, batch_size=batch_size, segments=segments)]
             fp = fingerprint("embedding", recipe)
             if side == "samples" and branch is None:  # the labelled protocol's embedding job, shared
                 result.add({"stage": "embed", "fingerprint": fp, "recipe": recipe, **extra, "extractor": ext,
-                            "endpoint": side, "n_rows": n_rows, "shards": shards, "batch_size": batch_size, "fit": None})
+                            "endpoint": side, "n_rows": n_rows, "shards": shards, "batch_size": batch_size, "fit": None,
+                            **segment_key(segments)})
                 path = artifact_path("embedding", fp)
             else:
                 result.add({"stage": "zero-shot-embed", "fingerprint": fp, "recipe": recipe, "side": side,
                             "endpoint": side, "branch": branch, "extractor": ext, "n_rows": n_rows, "shards": shards,
-                            "batch_size": batch_size, **extra}, protocol=PROTOCOL)
+                            "batch_size": batch_size, **extra, **segment_key(segments)}, protocol=PROTOCOL)
                 path = artifact_path("embedding", fp, protocol=PROTOCOL, side=side)
             result.size(fp, extractor, rows=max(b - a for a, b in shards), batch_size=batch_size)
             refs[side] = ref(fp, path)
