@@ -9,7 +9,9 @@ import scipy.sparse as sp
 from vertebrae.core.errors import ValidationError
 from vertebrae.extractors.base import Extractor
 from vertebrae.extractors.precomputed import PrecomputedExtractor
-from vertebrae.stages.common import EmbeddingBlock, embed_endpoint, embed_rows, merge_blocks, shard_bounds
+from vertebrae.stages.common import (
+    EmbeddingBlock, batch_ranges, embed_endpoint, embed_rows, merge_blocks, shard_bounds, shard_segments,
+)
 
 
 class RecordingExtractor(Extractor):
@@ -306,3 +308,35 @@ def test_embeddings_are_bit_identical_whatever_the_shard_count(steps):
         if reference is None:
             reference = block.matrix
         assert np.array_equal(block.matrix, reference), f"{shards} shards"
+
+
+# -- segments (WebDataset tar files) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sizes", [[5, 5, 3], [1, 9, 2, 7], [13], [4, 4, 4, 4, 1]])
+@pytest.mark.parametrize("requested", [1, 2, 3, 8])
+def test_shard_bounds_fall_on_tar_edges_and_batches_never_cross_one(sizes, requested):
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    n_rows = sum(sizes)
+    bounds = shard_bounds(n_rows, requested, batch_size=4, segments=starts)
+    assert len(bounds) == min(requested, len(sizes))  # never more shards than tars
+    assert bounds[0][0] == 0 and bounds[-1][1] == n_rows and all(b[1] == c[0] for b, c in zip(bounds, bounds[1:]))
+    assert all(a in starts for a, _ in bounds)  # a shard opens only its own tars
+    tar_of = [i for i, size in enumerate(sizes) for _ in range(size)]
+    whole = batch_ranges(n_rows, 4, starts)
+    assert all(len({tar_of[r] for r in range(a, b)}) == 1 and b - a <= 4 for a, b in whole)  # no batch crosses a tar
+    # each shard's own batches (its segments relative to its start) are the unsharded run's batches
+    per_shard = [(a + x, a + y) for a, b in bounds for x, y in batch_ranges(b - a, 4, shard_segments(starts, a, b))]
+    assert per_shard == whole
+
+
+def test_segment_shards_balance_rows_and_other_sources_keep_batch_bounds():
+    assert shard_bounds(13, 2, batch_size=4, segments=[0, 5, 10]) == [(0, 5), (5, 13)]
+    assert shard_bounds(20, 2, batch_size=4, segments=[0, 2, 4, 6, 18]) == [(0, 6), (6, 20)]
+    assert shard_bounds(13, 3, batch_size=4, segments=[0, 5, 10]) == [(0, 5), (5, 10), (10, 13)]
+    assert shard_bounds(13, 2, batch_size=4) == shard_bounds(13, 2, batch_size=4, segments=None) == [(0, 8), (8, 13)]
+    assert batch_ranges(13, 4, [0, 5, 10]) == [(0, 4), (4, 5), (5, 9), (9, 10), (10, 13)]
+    assert batch_ranges(13, 4) == [(0, 4), (4, 8), (8, 12), (12, 13)]
+    for bad in ([], [1, 5], [0, 5, 5], [0, 13]):
+        with pytest.raises(ValidationError, match="segment starts"):
+            shard_bounds(13, 2, batch_size=4, segments=bad)
