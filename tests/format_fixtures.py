@@ -108,6 +108,19 @@ def write_hf_dataset(folder: Path, rows, *, image: str = "feature") -> Path:
     return folder
 
 
+BATCHES: list[list[str]] = []  # the tar files of each batch ``batch_centred_features`` embedded, in order
+
+
+def batch_centred_features(rows) -> np.ndarray:
+    """``image_features`` less the batch mean, plus the batch size: a row's output depends on the other rows of its
+    batch (as a model's may in its last bits). Records the tar files each batch's rows name in ``BATCHES``."""
+    from vertebrae.core.image_refs import container_path
+
+    BATCHES.append(sorted({container_path(v) for v in rows.values}))
+    features = image_features(rows)
+    return features - features.mean(axis=0) + len(features)
+
+
 def prompt_features(rows) -> np.ndarray:
     """Text encoder in ``image_features``' space: a prompt naming a class points at that class's channel mean."""
     out = np.zeros((len(rows), 6))

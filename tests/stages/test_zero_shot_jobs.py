@@ -279,3 +279,63 @@ def test_shards_are_capped_per_side_and_score_keys_include_every_setting(workdir
     seeded = _config()
     seeded["seed"] = 2
     assert set(score_fps(seeded)).isdisjoint(base)
+
+
+def test_webdataset_shards_follow_tar_files_and_merge_byte_identically(tmp_path, monkeypatch):
+    """13 samples in tars of 5, 5 and 3, batches of 4, 1 to 3 shard jobs: each job reads only its own tars (the row
+    references it embeds and the files it opens for data), no batch crosses a tar, and the merged samples are the
+    same bytes whatever the shard count, and those of the in-process path."""
+    import os
+
+    import format_fixtures
+    from format_fixtures import tiny_images, write_tar_shards
+    from vertebrae.core import image_refs
+    from vertebrae.data import webdataset as wds_module
+    from vertebrae.data.sources import load_source
+    from vertebrae.extractors.registry import build_extractor
+    from vertebrae.stages.common import embed_endpoint
+
+    monkeypatch.chdir(tmp_path)
+    tars = [str(p) for p in write_tar_shards(tmp_path / "shards", tiny_images(13), label="txt")]
+    source = {"type": "webdataset", "path": "shards/train-{000000..000002}.tar", "image_key": "png", "label_key": "txt"}
+    extractor = {"type": "callable", "cache_identity": "centred-v1",
+                 "branches": {"image": "format_fixtures:batch_centred_features", "text": "format_fixtures:prompt_features"}}
+    opened: list[str] = []
+    real_open = open
+
+    def spying_open(path, *args, **kwargs):
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    merged, own = {}, {0: [0], 1: [5], 2: [10]}  # a shard's first row -> the tars it owns, filled below
+    for shards in (1, 2, 3):
+        config = {"embedding": {"shards": shards, "batch_size": 4}, "zero_shot": {"wds": {
+            "dataset": {"source": source}, "sample_branch": "image", "text_branch": "text", "extractors": {"px": extractor},
+            "prompts": [{"label": name, "texts": [f"a {name} picture"]} for name in ("blue", "green", "red")]}}}
+        wp = plan(config)
+        spec = next(s for s in wp.specs.values() if s["stage"] == "zero-shot-embed" and s["side"] == "samples")
+        assert spec["segments"] == [0, 5, 10]
+        fp = spec["fingerprint"]
+        run_plan(wp.spec_json(fp), plan_path(fp))
+        paths = [shard_path("samples", fp, i, len(spec["shards"])) for i in range(len(spec["shards"]))]
+        for i, ((start, stop), path) in enumerate(zip(spec["shards"], paths)):
+            mine = [tars[t] for t, first in enumerate((0, 5, 10)) if start <= first < stop]
+            opened.clear()
+            format_fixtures.BATCHES.clear()
+            monkeypatch.setattr(wds_module, "open", spying_open, raising=False)
+            monkeypatch.setattr(image_refs, "open", spying_open, raising=False)
+            zs_jobs.run_embed_shard(plan_path(fp), "samples", i, path)
+            monkeypatch.undo()
+            monkeypatch.chdir(tmp_path)
+            assert sorted({os.path.abspath(p) for p in opened}) == mine, (shards, i)  # data reads: its own tars only
+            assert all(len(batch) == 1 and os.path.abspath(batch[0]) in mine for batch in format_fixtures.BATCHES)
+        zs_jobs.run_merge(plan_path(fp), paths, embedding_path("samples", fp))
+        merged[shards] = (fp, read_embeddings(embedding_path("samples", fp), fingerprint=fp).matrix)
+    assert [s for s in wp.specs.values() if s["stage"] == "zero-shot-embed" and s["side"] == "samples"][0]["shards"] == [
+        [0, 5], [5, 10], [10, 13]]
+    assert len({fp for fp, _ in merged.values()}) == 1
+    assert merged[1][1].tobytes() == merged[2][1].tobytes() == merged[3][1].tobytes()
+    inputs = load_source(source, base_dir=tmp_path, where="source").features
+    block = embed_endpoint(build_extractor("px", extractor, where="x"), inputs, list(inputs.ids), shards=2, batch_size=4,
+                           endpoint="samples", branch="image")
+    assert block.matrix.tobytes() == merged[1][1].tobytes()
