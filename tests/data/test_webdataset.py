@@ -103,3 +103,24 @@ def test_a_gzip_compressed_shard_is_refused_naming_the_file(tmp_path, rows):
         with pytest.raises(ConfigError, match=r"source.path: shard .*train-000001.tar.gz is not an uncompressed .tar "
                                               r"file \(gzip-compressed: `gunzip` it"):
             read()
+
+
+def test_segments_from_headers_are_where_the_rows_change_tar(tmp_path, rows):
+    """The plan's segments (tar headers only) are the ones the in-process path finds in the rows' tar references:
+    a labelled source, and both sides of a label_split over it; a shard named twice is refused."""
+    from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_segments
+    from vertebrae.data.source_formats import source_segments
+    from vertebrae.stages.common import tar_segments
+
+    write_tar_shards(tmp_path / "shards", rows)  # 5 + 5 + 3 samples
+    decl = {"type": "webdataset", "path": PATTERN}
+    assert source_segments(decl, base_dir=tmp_path, where="source") == [0, 5, 10]
+    assert tar_segments(load_source(decl, base_dir=tmp_path, where="source").features) == [0, 5, 10]
+    split = {"type": "label_split", "query_every": 3, "source": decl}
+    data = load_retrieval_source(split, base_dir=tmp_path, where="source")
+    assert retrieval_segments(split, base_dir=tmp_path, where="source") == (
+        tar_segments(data.queries), tar_segments(data.gallery)) == ([0, 2, 4], [0, 3, 6])
+    assert source_segments({"type": "npz", "path": "x.npz"}, base_dir=tmp_path, where="source") is None
+    with pytest.raises(ConfigError, match="more than once"):
+        source_segments({"type": "webdataset", "path": "shards/train-{000000,000001,000000}.tar"}, base_dir=tmp_path,
+                        where="source")

@@ -51,7 +51,7 @@ from vertebrae.data.declared import identity_from_decl
 from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
 from vertebrae.data.qrels import check_qrels_ids, read_qrels, typed_qrels
 from vertebrae.data.retrieval_sides import (
-    load_source_pair, pair_endpoint_recipes, pair_files_recipe, pair_row_counts,
+    load_source_pair, pair_endpoint_recipes, pair_files_recipe, pair_row_counts, pair_segments,
 )
 from vertebrae.data.source_decl import GROUPS_KEYS
 from vertebrae.data.source_files import manifest_recipe, source_files_recipe
@@ -354,3 +354,26 @@ def retrieval_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str)
         return pair_row_counts(decl, base_dir=base_dir, where=where)
     data = load_retrieval_source(decl, base_dir=base_dir, where=where)
     return len(data.query_ids), len(data.gallery_ids)
+
+
+def retrieval_segments(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[list[int] | None, list[int] | None]:
+    """(queries, gallery) segment starts (``vertebrae.stages.common.shard_bounds``): where a side's rows come from
+    a WebDataset source (a ``source_pair`` side, or the source of a ``label_split``), where its tar file changes, as
+    ``tar_segments`` finds them in the rows; None for every other source (headers only, no row is read)."""
+    if decl.get("type") == "source_pair":
+        return pair_segments(decl, base_dir=base_dir, where=where)
+    if decl.get("type") != "label_split":
+        return None, None
+    from vertebrae.data.source_formats import source_segments
+
+    starts = source_segments(decl.get("source"), base_dir=base_dir, where=f"{where}.source")
+    if starts is None:
+        return None, None
+    n = source_row_count(decl["source"], base_dir=base_dir, where=f"{where}.source")
+    tar = np.zeros(n, dtype=np.int64)
+    tar[starts[1:]] = 1
+    tar = np.cumsum(tar)
+    is_query = np.arange(n) % _split(decl, where) == 0
+    return tuple((None if not len(t) else [0] + (np.flatnonzero(np.diff(t)) + 1).tolist())  # type: ignore[return-value]
+                 for t in (tar[is_query], tar[~is_query]))
+

@@ -132,15 +132,12 @@ def endpoint_rows(spec: Mapping[str, Any]) -> int:
 
 def endpoint_segments(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> list[int] | None:
     """The segment starts of an embedding spec's endpoint rows (``shard_bounds``): a WebDataset source's or
-    side's tar files, read from their headers; None for any other source. The planners call it on the spec they
+    retrieval side's tar files (``retrieval_segments``), read from their headers; None for any other source. The planners call it on the spec they
     build (with the config's ``base_dir``), ``check_spec`` on the spec it checks."""
     if spec_kind(spec) == "retrieval":
-        source = spec["dataset"]["source"]
-        if source.get("type") != "source_pair":
-            return None
-        from vertebrae.data.retrieval_sides import pair_segments
+        from vertebrae.data.retrieval_sources import retrieval_segments
 
-        queries, gallery = pair_segments(source, base_dir=base_dir, where=f"{spec['where']}.source")
+        queries, gallery = retrieval_segments(spec["dataset"]["source"], base_dir=base_dir, where=f"{spec['where']}.source")
         return queries if spec["side"] == "query" else gallery
     from vertebrae.data.source_formats import source_segments
 
