@@ -56,5 +56,6 @@ def test_adding_few_shot_plans_only_its_job_and_what_follows(tmp_path):
     # plans: the new partial's, the merge's (its spec lists one more partial), the report's and the compare's
     assert counts.pop("plan") == 4, counts
     assert counts.pop("score_labelled_partial") == 1 and counts.pop("merge_labelled_partials") == 1, counts
-    assert set(counts) <= {"compare", "report", "figures", "report_tables", "summary", "all"}, counts
+    assert set(counts) <= {"compare", "report", "figures", "report_tables", "report_page", "summary",
+                           "leaderboard_page", "results_index", "all"}, counts
     assert {"report", "compare", "summary"} <= set(counts), counts
