@@ -90,3 +90,13 @@ def get_report_inputs(wildcards):
 def get_zero_shot_raw_option(wildcards):
     raw = PLAN.spec(wildcards.fp)["raw_samples"]
     return "" if raw is None else f" --raw-samples {raw['path']}"
+
+
+def get_labelled_fanout_pattern():
+    """A regular expression matching exactly the fingerprints of labelled scores merged from partials."""
+    return "|".join(PLAN.fingerprints("merge-labelled-partials")) or "no-fanout"
+
+
+def get_overlap_option(wildcards):
+    overlap = PLAN.spec(wildcards.fp).get("overlap")
+    return "" if overlap is None else f" --overlap {overlap['path']}"

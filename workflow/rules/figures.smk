@@ -99,6 +99,8 @@ rule report_page:
         "../../envs/vertebrae.yaml"
     log:
         "logs/report_page/{report_name}.log",
+    benchmark:
+        "benchmarks/report_page/{report_name}.tsv"
     shell:
         "vertebrae report-page --markdown {input.markdown} --output {output.page} > {log} 2>&1"
 
@@ -111,7 +113,9 @@ rule leaderboard_page:
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/leaderboard/leaderboard.log",
+        "logs/leaderboard_page/leaderboard.log",
+    benchmark:
+        "benchmarks/leaderboard_page/leaderboard.tsv"
     shell:
         "vertebrae leaderboard results --format html --output {output.page} > {log} 2>&1"
 
@@ -126,6 +130,8 @@ rule results_index:
         "../../envs/vertebrae.yaml"
     log:
         "logs/results_index/index.log",
+    benchmark:
+        "benchmarks/results_index/index.tsv"
     shell:
         "vertebrae results-index results --output {output.index} > {log} 2>&1"
 

@@ -1,16 +1,6 @@
 # Labelled protocol: plan -> fit -> embed shard -> merge -> compress -> write protocol -> score (report: figures.smk).
 # The plan and fit rules serve every protocol; a branch-less zero-shot encoder's samples use embed_shard and
 # merge_embeddings too (the very same embedding job).
-def get_labelled_fanout_pattern():
-    """A regular expression matching exactly the fingerprints of labelled scores merged from partials."""
-    return "|".join(PLAN.fingerprints("merge-labelled-partials")) or "no-fanout"
-
-
-def get_overlap_option(wildcards):
-    overlap = PLAN.spec(wildcards.fp).get("overlap")
-    return "" if overlap is None else f" --overlap {overlap['path']}"
-
-
 rule plan:
     input:
         spec=ancient(get_spec_file),  # named by the spec's text: a new spec, a new name (rerun); written at parse
