@@ -124,3 +124,35 @@ def test_segments_from_headers_are_where_the_rows_change_tar(tmp_path, rows):
     with pytest.raises(ConfigError, match="more than once"):
         source_segments({"type": "webdataset", "path": "shards/train-{000000,000001,000000}.tar"}, base_dir=tmp_path,
                         where="source")
+
+
+def test_planned_rows_open_only_their_shards_checked_against_the_plan(tmp_path, rows):
+    """``read_planned_rows`` gives ``read_wds_rows``' rows from the recorded counts and digests alone: the other
+    shards may be gone; a missing, edited or miscounted own shard, or a plan of another shard count, is refused."""
+    import shutil
+
+    from vertebrae.data.webdataset import WebDatasetSpec, read_planned_rows, read_wds_rows, wds_tars
+
+    write_tar_shards(tmp_path / "shards", rows)  # 5 + 5 + 3 samples
+    decl = {"type": "webdataset", "path": PATTERN}
+    digests = FileDigests(None)
+    spec = WebDatasetSpec.from_decl(decl, base_dir=tmp_path, where="source")
+    tars = wds_tars(spec, digests)
+    assert [count for count, _ in tars] == [5, 5, 3]
+    expected = read_wds_rows(spec, (5, 10))
+    (tmp_path / "shards" / "train-000000.tar").unlink()
+    (tmp_path / "shards" / "train-000002.tar").unlink()
+    alone = WebDatasetSpec.from_decl(decl, base_dir=tmp_path, where="source", check_files=False)
+    got = read_planned_rows(alone, tars, (5, 10), digests)
+    assert (got.inputs.values, got.row_ids, got.labels) == (expected.inputs.values, expected.row_ids, expected.labels)
+    with pytest.raises(ValidationError, match="train-000000.tar of the plan is missing"):
+        read_planned_rows(alone, tars, (0, 5), digests)
+    with pytest.raises(ValidationError, match="names 3 shard"):
+        read_planned_rows(alone, tars[:2], (5, 10), digests)
+    with pytest.raises(ValidationError, match="holds 5 samples, the plan recorded 4"):
+        read_planned_rows(alone, [tars[0], [4, tars[1][1]], tars[2]], (5, 9), digests)
+    shutil.copyfile(tmp_path / "shards" / "train-000001.tar", tmp_path / "other.tar")
+    write_tar_shards(tmp_path / "shards", rows[:5], per_shard=5)  # train-000000.tar again, now with no 000001's data
+    shutil.copyfile(tmp_path / "shards" / "train-000000.tar", tmp_path / "shards" / "train-000001.tar")
+    with pytest.raises(ValidationError, match="train-000001.tar changed since the plan was made; re-plan"):
+        read_planned_rows(alone, tars, (5, 10), FileDigests(None))

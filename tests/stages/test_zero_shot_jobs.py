@@ -339,3 +339,70 @@ def test_webdataset_shards_follow_tar_files_and_merge_byte_identically(tmp_path,
     block = embed_endpoint(build_extractor("px", extractor, where="x"), inputs, list(inputs.ids), shards=2, batch_size=4,
                            endpoint="samples", branch="image")
     assert block.matrix.tobytes() == merged[1][1].tobytes()
+
+
+def test_webdataset_shard_jobs_open_only_their_own_tars(tmp_path, monkeypatch):
+    """A zero-shot samples endpoint and both webdataset sides of a source_pair, 3 shards each: every shard job, run
+    again in a copy of the working directory from which every tar it does not own is deleted, writes the same
+    embeddings (its plan records each tar's rows and digest, so it opens no other tar, not even its headers). A tar
+    edited after planning is refused by the plan job and by the shard job reading it."""
+    import shutil
+
+    from format_fixtures import tiny_images, write_tar_shards
+    from vertebrae.stages import jobs
+
+    work = tmp_path / "work"
+    write_tar_shards(work / "shards", tiny_images(13), label="txt")  # 5 + 5 + 3
+    write_tar_shards(work / "queries", tiny_images(7), per_shard=3, label="txt")  # 3 + 3 + 1
+    gallery = {"type": "webdataset", "path": "shards/train-{000000..000002}.tar", "image_key": "png", "label_key": "txt"}
+    queries = {**gallery, "path": "queries/train-{000000..000002}.tar"}
+    extractor = {"type": "callable", "cache_identity": "centred-v1",
+                 "branches": {"image": "format_fixtures:batch_centred_features", "text": "format_fixtures:prompt_features"}}
+    config = {"embedding": {"shards": 3, "batch_size": 2}, "zero_shot": {"wds": {
+        "dataset": {"source": gallery}, "sample_branch": "image", "text_branch": "text", "extractors": {"px": extractor},
+        "prompts": [{"label": name, "texts": [f"a {name} picture"]} for name in ("blue", "green", "red")]}},
+        "retrieval": {"pair": {"dataset": {"source": {"type": "source_pair", "relevance": "same_label",
+                                                      "queries": queries, "gallery": gallery}},
+                               "query_branch": "image", "gallery_branch": "image", "extractors": {"px": extractor}}}}
+    monkeypatch.chdir(work)
+    wp = plan(config)
+    specs = [s for s in wp.specs.values() if s.get("tars") is not None]
+    assert sorted((s["stage"], s["endpoint"] if s["stage"] != "embed" else s["side"]) for s in specs) == [
+        ("embed", "gallery"), ("embed", "query"), ("zero-shot-embed", "samples")]
+
+    def run_shard(spec, index, output):
+        plan_file = f"plans/{spec['fingerprint']}.json"
+        if spec["stage"] == "zero-shot-embed":
+            zs_jobs.run_embed_shard(plan_file, "samples", index, output)
+        else:
+            jobs.run_embed_shard(plan_file, index, output, side=spec["side"])
+        return read_embeddings(output, fingerprint=None)
+
+    for spec in specs:
+        folder = "queries" if spec.get("side") == "query" else "shards"
+        assert [rows for rows, _ in spec["tars"]] == ([3, 3, 1] if folder == "queries" else [5, 5, 3])
+        run_plan(wp.spec_json(spec["fingerprint"]), work / "plans" / f"{spec['fingerprint']}.json")
+        firsts = np.cumsum([0] + [rows for rows, _ in spec["tars"]])[:-1]
+        for i, (start, stop) in enumerate(spec["shards"]):
+            whole = run_shard(spec, i, work / "out" / f"{spec['fingerprint']}-{i}.h5")
+            alone = tmp_path / f"alone-{spec['fingerprint'][:8]}-{i}"
+            shutil.copytree(work, alone)
+            for t, first in enumerate(firsts):
+                if not start <= first < stop:
+                    (alone / folder / f"train-{t:06d}.tar").unlink()
+            assert len(list((alone / folder).iterdir())) == 1  # 3 shards of 3 tars: one tar each
+            monkeypatch.chdir(alone)
+            mine = run_shard(spec, i, alone / "mine.h5")
+            monkeypatch.chdir(work)
+            assert mine.matrix.tobytes() == whole.matrix.tobytes() and mine.row_ids == whole.row_ids
+            assert mine.manifest["fingerprint"] == whole.manifest["fingerprint"]
+            assert (alone / "mine.h5").read_bytes() == (work / "out" / f"{spec['fingerprint']}-{i}.h5").read_bytes()
+
+    spec = next(s for s in specs if s["stage"] == "zero-shot-embed")
+    write_tar_shards(tmp_path / "edited", tiny_images(13)[5:10], label="txt")  # 5 other samples, same count
+    shutil.copyfile(tmp_path / "edited" / "train-000000.tar", work / "shards" / "train-000000.tar")
+    with pytest.raises(ValidationError, match="tar files changed since the plan was made; re-plan"):
+        run_plan(wp.spec_json(spec["fingerprint"]), work / "plans" / "stale.json")
+    with pytest.raises(ValidationError, match=r"train-000000.tar changed since the plan was made; re-plan"):
+        run_shard(spec, 0, work / "out" / "stale.h5")
+    run_shard(spec, 1, work / "out" / "unaffected.h5")  # its own tar is the planned one

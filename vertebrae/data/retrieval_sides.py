@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vertebrae.core.errors import ConfigError
+from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.inputs import RawInputs
 from vertebrae.data.source_decl import GROUPS_KEYS, _parse_decl
@@ -240,6 +240,38 @@ def pair_segments(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tup
     return found[0], found[1]
 
 
+def pair_tars(decl: Mapping[str, Any], *, base_dir: Path, where: str,
+              digests: FileDigests) -> tuple[list[list] | None, list[list] | None]:
+    """(queries, gallery) ``[[rows, sha256], ...]`` per tar file of a ``webdataset`` side (``wds_tars``), None for
+    the others."""
+    labels = _pair_rule(decl, where) is not None
+    found = []
+    for side in ("queries", "gallery"):
+        kind, opts = _side_opts(decl.get(side), f"{where}.{side}", labels=labels)
+        if kind != "webdataset":
+            found.append(None)
+            continue
+        from vertebrae.data.webdataset import wds_tars
+
+        found.append(wds_tars(_spec(kind, opts, Path(base_dir), f"{where}.{side}"), digests))
+    return found[0], found[1]
+
+
+def load_planned_side_rows(decl: Mapping[str, Any], side: str, tars: Any, *, base_dir: Path, where: str, start: int,
+                           stop: int, digests: FileDigests) -> tuple[Any, list]:
+    """Inputs and row ids of rows ``start:stop`` of a ``webdataset`` side (``queries`` | ``gallery``), opening only
+    the tar files that hold them, checked against the plan's ``tars`` (``read_planned_rows``); labels not read."""
+    from vertebrae.data.webdataset import WebDatasetSpec, read_planned_rows
+
+    kind, opts = _side_opts(decl.get(side), f"{where}.{side}", labels=False, strict=False)
+    if kind != "webdataset":
+        raise ValidationError(f"{where}.{side}: the plan records tar files, but the side is a {kind!r} source; re-plan")
+    spec = WebDatasetSpec.from_decl({**opts, "label_key": "cls"}, base_dir=Path(base_dir), where=f"{where}.{side}",
+                                    check_files=False)
+    data = read_planned_rows(dataclasses.replace(spec, label_key=None), tars, (start, stop), digests)
+    return data.inputs, list(data.row_ids)
+
+
 def pair_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
     """The pair's ``files`` recipe: each side's (with its label options under ``same_label``) and the relevance."""
     rule = _pair_rule(decl, where)
@@ -258,6 +290,7 @@ def pair_endpoint_recipes(decl: Mapping[str, Any], *, base_dir: Path, where: str
             for side, name in (("query", "queries"), ("gallery", "gallery"))}
 
 
-__all__ = ["SourcePair", "load_source_pair", "pair_endpoint_recipes", "pair_files_recipe", "pair_row_counts", "pair_segments",
+__all__ = ["SourcePair", "load_source_pair", "pair_endpoint_recipes", "pair_files_recipe", "pair_row_counts", "pair_segments", "pair_tars",
+           "load_planned_side_rows",
            "LABEL_KEYS", "RELEVANCE_RULES", "SIDE_TYPES", "SideRows", "load_side", "same_label_records", "side_recipe",
            "side_row_count"]

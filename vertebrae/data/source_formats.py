@@ -110,6 +110,28 @@ def source_segments(opts: Any, *, base_dir: Path, where: str) -> list[int] | Non
     return wds_segments(_wds_spec(opts, base_dir, where))
 
 
+def source_tars(opts: Any, *, base_dir: Path, where: str, digests: FileDigests) -> list[list] | None:
+    """A ``webdataset`` source's ``[[rows, sha256], ...]`` per tar file (``wds_tars``), None for any other source."""
+    if not isinstance(opts, dict) or opts.get("type") != "webdataset":
+        return None
+    from vertebrae.data.webdataset import wds_tars
+
+    return wds_tars(_wds_spec(opts, base_dir, where), digests)
+
+
+def load_planned_source_rows(opts: dict[str, Any], tars: Any, *, base_dir: Path, where: str, start: int, stop: int,
+                             digests: FileDigests) -> tuple[Any, list]:
+    """Inputs and row ids of rows ``start:stop`` of a ``webdataset`` source, opening only the tar files that hold
+    them, checked against the plan's ``tars`` (``read_planned_rows``); labels are not read."""
+    import dataclasses
+
+    from vertebrae.data.webdataset import WebDatasetSpec, read_planned_rows
+
+    spec = WebDatasetSpec.from_decl(opts, base_dir=base_dir, where=where, check_files=False)
+    data = read_planned_rows(dataclasses.replace(spec, label_key=None), tars, (start, stop), digests)
+    return data.inputs, data.row_ids
+
+
 def _load_webdataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
     from vertebrae.data.webdataset import read_wds_rows
 
@@ -134,4 +156,4 @@ def format_recipe(kind: str, opts: dict[str, Any], base_dir: Path, where: str, d
     return {"type": kind, **wds_recipe(_wds_spec(opts, base_dir, where), opts, digests)}
 
 
-__all__ = ["FORMAT_SOURCES", "format_recipe"]
+__all__ = ["FORMAT_SOURCES", "format_recipe", "load_planned_source_rows", "source_segments", "source_tars"]

@@ -11,7 +11,8 @@ The shards are read with :mod:`tarfile`, not the ``webdataset`` library: a row m
 (a reference to its member's bytes by offset, :mod:`vertebrae.core.image_refs`) so an embedding job reads, and a
 DataLoader worker decodes, only its rows, whereas ``webdataset`` streams whole shards in order (and importing it
 imports torch). The headers of every shard are scanned to count rows (cheap: one 512-byte header per member);
-the labels and images are read only from the shards that hold the requested rows. Compressed shards
+the labels and images are read only from the shards that hold the requested rows. An embedding shard job does
+not even scan the others: its plan records every shard's count and digest (``wds_tars``, ``read_planned_rows``). Compressed shards
 (``.tar.gz``) cannot be addressed by offset and are refused.
 
 Problems name the shard and the sample key: a shard missing, a sample without its image or label member, a label
@@ -58,7 +59,9 @@ class WebDatasetSpec:
     where: str = "webdataset"
 
     @classmethod
-    def from_decl(cls, opts: Mapping[str, Any], *, base_dir: Path, where: str) -> WebDatasetSpec:
+    def from_decl(cls, opts: Mapping[str, Any], *, base_dir: Path, where: str, check_files: bool = True) -> WebDatasetSpec:
+        """The spec of a declaration; ``check_files=False`` (a planned job, ``read_planned_rows``): the shards are
+        not looked at here, the job checks the ones it reads."""
         from braceexpand import braceexpand
 
         pattern = str(opts["path"])
@@ -69,7 +72,7 @@ class WebDatasetSpec:
         repeated = sorted({str(p) for p in shards if shards.count(p) > 1})
         if repeated:
             raise ConfigError(f"{where}.path: {pattern!r} names shard(s) more than once: {', '.join(repeated[:5])}")
-        missing = [str(p) for p in shards if not p.is_file()]
+        missing = [str(p) for p in shards if check_files and not p.is_file()]
         if missing:
             raise ConfigError(f"{where}.path: {len(missing)} of {len(shards)} shard(s) of {pattern!r} not found: "
                               f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
@@ -171,16 +174,49 @@ def _label(spec: WebDatasetSpec, path: Path, handle: Any, key: str, members: Map
 
 def read_wds_rows(spec: WebDatasetSpec, rows: Any = None) -> WDSRows:
     """All samples, or samples ``start:stop`` (only the shards holding them are read past their headers)."""
-    counts = shard_counts(spec)
+    return _read_rows(spec, shard_counts(spec), rows)
+
+
+def wds_tars(spec: WebDatasetSpec, digests: FileDigests) -> list[list]:
+    """``[[rows, sha256], ...]``: each shard's sample count (headers) and digest, in order. An embedding plan records
+    them so a shard job reads only its own tar files (``read_planned_rows``)."""
+    return [[count, digests.digest(path)] for path, count in zip(spec.shards, shard_counts(spec))]
+
+
+def read_planned_rows(spec: WebDatasetSpec, tars: Any, rows: Any, digests: FileDigests) -> WDSRows:
+    """Samples ``rows=(start, stop)`` as ``read_wds_rows`` gives them, with the shard counts the plan recorded
+    (``wds_tars``): only the shards holding these rows are opened, each checked first against its planned digest
+    and sample count (a shard edited since planning is refused: re-plan), the others not even looked at."""
+    if len(tars) != len(spec.shards):
+        raise ValidationError(f"{spec.where}.path: {spec.pattern!r} names {len(spec.shards)} shard(s), the plan "
+                              f"recorded {len(tars)}; re-plan")
+    counts = [int(count) for count, _ in tars]
+
+    def check(index: int) -> None:
+        path, (count, sha256) = spec.shards[index], tars[index]
+        if not path.is_file():
+            raise ValidationError(f"{spec.where}.path: shard {path} of the plan is missing")
+        if digests.digest(path) != sha256:
+            raise ValidationError(f"{spec.where}.path: shard {path} changed since the plan was made; re-plan")
+        if len(shard_index(path)) != count:  # only a hand-edited plan gets here; headers only
+            raise ValidationError(f"{spec.where}.path: shard {path} holds {len(shard_index(path))} samples, the plan "
+                                  f"recorded {count}; re-plan")
+
+    return _read_rows(spec, counts, rows, check)
+
+
+def _read_rows(spec: WebDatasetSpec, counts: list[int], rows: Any, check: Any = None) -> WDSRows:
     n = sum(counts)
     start, stop = (0, n) if rows is None else (operator.index(rows[0]), operator.index(rows[1]))
     if not 0 <= start <= stop <= n:
         raise ValidationError(f"{spec.where}: rows=({start}, {stop}) out of range for {spec.pattern!r} with {n} samples")
     values, labels, ids = [], [], []
     offset = 0
-    for path, count in zip(spec.shards, counts):
+    for index, (path, count) in enumerate(zip(spec.shards, counts)):
         lo, hi = max(start - offset, 0), min(stop - offset, count)
         if lo < hi:
+            if check is not None:
+                check(index)
             name = os.fspath(path)
             with open(path, "rb") as handle:
                 for key, members in shard_index(path)[lo:hi]:
@@ -214,5 +250,5 @@ def wds_recipe(spec: WebDatasetSpec, options: Mapping[str, Any], digests: FileDi
             "shards": [digests.digest(path) for path in spec.shards]}
 
 
-__all__ = ["LABEL_KEYS", "WDSRows", "WebDatasetSpec", "check_first_shard", "read_wds_rows", "shard_counts",
-           "shard_index", "wds_recipe", "wds_segments"]
+__all__ = ["LABEL_KEYS", "WDSRows", "WebDatasetSpec", "check_first_shard", "read_planned_rows", "read_wds_rows",
+           "shard_counts", "shard_index", "wds_recipe", "wds_segments", "wds_tars"]

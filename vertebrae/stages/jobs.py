@@ -84,8 +84,36 @@ def run_fit(plan: str | Path, output: str | Path) -> None:
     write_json_artifact(output, "fitted-extractor", extractor.fitted_state(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
+def planned_tar_rows(spec: Mapping[str, Any], start: int, stop: int) -> tuple[Any, list[str]] | None:
+    """Rows ``[start, stop)`` and row ids of an embedding spec whose plan records its WebDataset tar files
+    (``spec["tars"]``, ``vertebrae.stages.plan.endpoint_tars``), read from the tars holding them only, each checked
+    against its recorded digest and row count first; None for a spec without ``tars``."""
+    if spec.get("tars") is None:
+        return None
+    from vertebrae.core.file_digests import FileDigests
+
+    digests = FileDigests.under(BASE_DIR)
+    where = f"{spec['where']}.source"
+    if spec_kind(spec) == "retrieval":
+        from vertebrae.data.retrieval_sides import load_planned_side_rows
+
+        side = "queries" if spec["side"] == "query" else "gallery"
+        inputs, ids = load_planned_side_rows(spec["dataset"]["source"], side, spec["tars"], base_dir=BASE_DIR,
+                                             where=where, start=start, stop=stop, digests=digests)
+    else:
+        from vertebrae.data.source_formats import load_planned_source_rows
+
+        inputs, ids = load_planned_source_rows(spec["dataset"]["source"], spec["tars"], base_dir=BASE_DIR, where=where,
+                                               start=start, stop=stop, digests=digests)
+    digests.save()
+    return inputs, encode_row_ids(list(ids), stop - start, what=f"{spec['where']} rows {start}..{stop - 1}")
+
+
 def _endpoint_rows(spec: Mapping[str, Any], start: int, stop: int) -> tuple[Any, list[str]]:
     """Rows ``[start, stop)`` of a labelled or retrieval embedding spec's endpoint, with their row ids."""
+    planned = planned_tar_rows(spec, start, stop)
+    if planned is not None:
+        return planned
     if spec_kind(spec) == "retrieval":
         data = _retrieval_source(spec)
         rows, ids = (data.queries, data.query_ids) if spec["side"] == "query" else (data.gallery, data.gallery_ids)
@@ -145,4 +173,4 @@ def run_merge(plan: str | Path, shards: Sequence[str | Path], output: str | Path
     merge_shard_files(plan, load_plan(plan, "embed"), shards, output, endpoint="endpoint")
 
 
-__all__ = ["check_score_count", "merge_shard_files", "read_block", "run_embed_shard", "run_embed_sweep_shard", "run_fit", "run_merge", "shard_rows", "write_shard"]
+__all__ = ["check_score_count", "merge_shard_files", "planned_tar_rows", "read_block", "run_embed_shard", "run_embed_sweep_shard", "run_fit", "run_merge", "shard_rows", "write_shard"]

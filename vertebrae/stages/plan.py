@@ -75,6 +75,7 @@ def check_spec(spec: Mapping[str, Any]) -> None:
                 raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match the "
                                       f"embedding {layer['fingerprint']} it sweeps")
         check_rows(spec, endpoint_rows(spec), endpoint_segments(spec))
+        check_tars(spec)
         return
     if stage in ("fit", "embed", "zero-shot-embed"):
         extractor = spec_extractor(spec)
@@ -82,6 +83,7 @@ def check_spec(spec: Mapping[str, Any]) -> None:
             raise ValidationError(f"job spec {spec['fingerprint']}: extractor {extractor.name!r} does not match its recipe")
         if stage == "embed" or (stage == "zero-shot-embed" and spec["side"] == "samples"):
             check_rows(spec, endpoint_rows(spec), endpoint_segments(spec))
+            check_tars(spec)
         elif stage == "zero-shot-embed":
             # the prompts' count is fixed by the protocol fingerprint in the recipe: only their shard bounds can be off
             check_rows(spec, spec["n_rows"])
@@ -142,6 +144,36 @@ def endpoint_segments(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> lis
     from vertebrae.data.source_formats import source_segments
 
     return source_segments(spec["dataset"]["source"], base_dir=base_dir, where=f"{spec['where']}.source")
+
+
+def endpoint_tars(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> list[list] | None:
+    """``[[rows, sha256], ...]`` of every tar file of an embedding spec's endpoint rows where they come from a
+    WebDataset source or ``source_pair`` side (``wds_tars``), else None (a ``label_split`` too: its sides interleave
+    the tars). A shard job then opens only its own tar files, checking each against its entry
+    (``vertebrae.stages.jobs.planned_tar_rows``)."""
+    from vertebrae.core.file_digests import FileDigests
+
+    source = spec["dataset"]["source"]
+    digests = FileDigests.under(base_dir)
+    if spec_kind(spec) == "retrieval":
+        if not isinstance(source, Mapping) or source.get("type") != "source_pair":
+            return None
+        from vertebrae.data.retrieval_sides import pair_tars
+
+        queries, gallery = pair_tars(source, base_dir=base_dir, where=f"{spec['where']}.source", digests=digests)
+        found = queries if spec["side"] == "query" else gallery
+    else:
+        from vertebrae.data.source_formats import source_tars
+
+        found = source_tars(source, base_dir=base_dir, where=f"{spec['where']}.source", digests=digests)
+    digests.save()
+    return found
+
+
+def check_tars(spec: Mapping[str, Any]) -> None:
+    """An embedding spec's recorded tar files (``endpoint_tars``) are still the source's."""
+    if endpoint_tars(spec) != spec.get("tars"):
+        raise ValidationError(f"{spec['where']}: the source's tar files changed since the plan was made; re-plan")
 
 
 def spec_file_text(spec: Mapping[str, Any]) -> tuple[str, str]:
@@ -224,5 +256,5 @@ def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
     return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
 
 
-__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "endpoint_rows", "endpoint_segments", "load_plan",
+__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "check_tars", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
            "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_text", "spec_kind"]

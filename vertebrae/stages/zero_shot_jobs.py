@@ -19,7 +19,9 @@ from vertebrae.data.zero_shot import ZeroShotProtocol, build_zero_shot_dataset
 from vertebrae.scoring.paired import ComparisonConfig
 from vertebrae.scoring.overlap import OverlapScoreResult, OverlapScoringConfig
 from vertebrae.scoring.zero_shot import ZeroShotConfig, ZeroShotResult
-from vertebrae.stages.jobs import check_score_count, merge_shard_files, read_block, shard_rows, write_shard
+from vertebrae.stages.jobs import (
+    check_score_count, merge_shard_files, planned_tar_rows, read_block, shard_rows, write_shard,
+)
 from vertebrae.stages.plan import BASE_DIR, load_plan, spec_extractor
 from vertebrae.stages.zero_shot import (candidate, compress_prompts, endpoint_metadata, fit_sample_compression,
                                         refit_for_prompts, score_zero_shot, zero_shot_report)
@@ -47,7 +49,10 @@ def run_embed_shard(plan: str | Path, side: str, shard_index: int, output: str |
     protocol artifact ``protocol``)."""
     spec = load_plan(plan, "zero-shot-embed")
     start, stop = shard_rows(plan, spec, shard_index, side)
-    if side == "samples":
+    planned = planned_tar_rows(spec, start, stop) if side == "samples" else None
+    if planned is not None:  # a WebDataset source: only this shard's tar files are opened
+        inputs, row_ids = planned
+    elif side == "samples":
         inputs, row_ids = load_declared_rows(spec["dataset"], base_dir=BASE_DIR, where=spec["where"], start=start, stop=stop)
     else:
         if protocol is None:

@@ -43,10 +43,10 @@ def ref(fp: str, path: str) -> dict[str, str]:
     return {"fingerprint": fp, "path": path}
 
 
-def segment_key(segments: list[int] | None) -> dict[str, list[int]]:
-    """An embedding spec's ``segments`` entry: present only where the source has segments (WebDataset tar files),
-    so every other source's spec stays as it was."""
-    return {} if segments is None else {"segments": list(segments)}
+def segment_key(segments: list[int] | None, tars: list[list] | None = None) -> dict[str, list]:
+    """An embedding spec's ``segments`` and ``tars`` entries (``vertebrae.stages.plan.endpoint_tars``): present only
+    where the source has them (WebDataset tar files), so every other source's spec stays as it was."""
+    return {**({} if segments is None else {"segments": list(segments)}), **({} if tars is None else {"tars": tars})}
 
 
 def gpus(spec: Mapping[str, Any]) -> int:

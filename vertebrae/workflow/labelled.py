@@ -27,7 +27,7 @@ from vertebrae.scoring.overlap import (
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
-from vertebrae.stages.plan import endpoint_segments
+from vertebrae.stages.plan import endpoint_segments, endpoint_tars
 from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
@@ -140,6 +140,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
     segments = endpoint_segments(common, base_dir)  # a WebDataset source's tar files: shards and batches follow them
+    tars = endpoint_tars(common, base_dir)  # ... and a shard job opens its own only
     p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
     protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp))
@@ -166,7 +167,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
         embed_fp = result.add({
             "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
             "n_rows": n_rows, "shards": [list(b) for b in bounds], "batch_size": batch_size, "fit": fit_ref,
-            **segment_key(segments),
+            **segment_key(segments, tars),
         })
         result.size(embed_fp, extractor, rows=max(b - a for a, b in bounds), batch_size=batch_size)
         embedding_ref = ref(embed_fp, artifact_path("embedding", embed_fp))

@@ -16,7 +16,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.retrieval_sources import retrieval_endpoint_keys, retrieval_identity, retrieval_identity_key
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
-from vertebrae.stages.plan import endpoint_segments
+from vertebrae.stages.plan import endpoint_segments, endpoint_tars
 from vertebrae.stages.retrieval_fanout import fanout_specs
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
@@ -69,6 +69,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                               **common}, protocol="retrieval")
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol="retrieval"))
     side_segments = {side: endpoint_segments({**common, "side": side}, base_dir) for side in SIDES}  # WebDataset tars
+    side_tars = {side: endpoint_tars({**common, "side": side}, base_dir) for side in SIDES}  # a shard job opens its own
     candidates = []
     side_ids: dict[str, tuple[str, ...]] = {}  # read once, for precomputed files only
     for ext_name, decl in bench["extractors"].items():
@@ -103,7 +104,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 "fit_endpoint": FIT_ENDPOINT, "n_rows": counts[side],
                 **({"fit_identity": endpoint_keys[FIT_ENDPOINT]} if extractor.learns else {}),  # a fit reads the gallery
                 "shards": [list(b) for b in bounds], "batch_size": config["embedding"]["batch_size"], "fit": fit_ref,
-                **segment_key(side_segments[side]),
+                **segment_key(side_segments[side], side_tars[side]),
             }, protocol="retrieval")
             result.size(fp, extractor, rows=max(b - a for a, b in bounds), batch_size=config["embedding"]["batch_size"])
             refs[side] = ref(fp, artifact_path("embedding", fp, protocol="retrieval"))

@@ -23,7 +23,7 @@ from vertebrae.data.zero_shot import build_zero_shot_dataset
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.workflow.labelled import check_own_rows
 from vertebrae.stages.common import shard_bounds
-from vertebrae.stages.plan import endpoint_segments
+from vertebrae.stages.plan import endpoint_segments, endpoint_tars
 from vertebrae.workflow.comparison import comparison_config
 from vertebrae.workflow.config import (
     config_from_decl, embedding_config, endpoint_shards, paired_compression, validate_config,
@@ -87,6 +87,7 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     batch_size = config["embedding"]["batch_size"]
     sample_branch, text_branch = bench.get("sample_branch"), bench.get("text_branch")
     sample_segments = endpoint_segments({"dataset": bench["dataset"], "where": f"{where}.dataset"}, base_dir)
+    sample_tars = endpoint_tars({"dataset": bench["dataset"], "where": f"{where}.dataset"}, base_dir)
     candidates = []
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"
@@ -105,17 +106,18 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
         ):
             n_shards = endpoint_shards(bench, config, extractor, n_rows)
             segments = sample_segments if side == "samples" else None
+            tars = sample_tars if side == "samples" else None
             shards = [list(b) for b in shard_bounds(n_rows, n_shards, batch_size=batch_size, segments=segments)]
             fp = fingerprint("embedding", recipe)
             if side == "samples" and branch is None:  # the labelled protocol's embedding job, shared
                 result.add({"stage": "embed", "fingerprint": fp, "recipe": recipe, **extra, "extractor": ext,
                             "endpoint": side, "n_rows": n_rows, "shards": shards, "batch_size": batch_size, "fit": None,
-                            **segment_key(segments)})
+                            **segment_key(segments, tars)})
                 path = artifact_path("embedding", fp)
             else:
                 result.add({"stage": "zero-shot-embed", "fingerprint": fp, "recipe": recipe, "side": side,
                             "endpoint": side, "branch": branch, "extractor": ext, "n_rows": n_rows, "shards": shards,
-                            "batch_size": batch_size, **extra, **segment_key(segments)}, protocol=PROTOCOL)
+                            "batch_size": batch_size, **extra, **segment_key(segments, tars)}, protocol=PROTOCOL)
                 path = artifact_path("embedding", fp, protocol=PROTOCOL, side=side)
             result.size(fp, extractor, rows=max(b - a for a, b in shards), batch_size=batch_size)
             refs[side] = ref(fp, path)
