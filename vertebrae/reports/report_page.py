@@ -175,7 +175,10 @@ def index_page(results_dir: str | Path, output: str | Path | None = None) -> str
 
 
 def write_index(results_dir: str | Path, output: str | Path) -> None:
-    """``vertebrae results-index``: :func:`index_page` written atomically to ``output``."""
+    """``vertebrae results-index``: :func:`index_page` written atomically to ``output``; a results folder that
+    does not exist is refused, naming it."""
+    if not Path(results_dir).is_dir():
+        raise ArtifactError(f"results folder {results_dir}: not a folder (missing input)")
     with atomic_write(output) as tmp:
         Path(tmp).write_text(index_page(results_dir, output), encoding="utf-8")
 
