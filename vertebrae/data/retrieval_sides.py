@@ -225,36 +225,30 @@ def pair_row_counts(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> t
     return queries, gallery
 
 
-def pair_segments(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[list[int] | None, list[int] | None]:
-    """(queries, gallery) segment starts: a ``webdataset`` side's tar files (``wds_segments``), None for the others."""
+def _webdataset_sides(decl: Mapping[str, Any], base_dir: Path, where: str, read: Any) -> tuple[Any, Any]:
+    """(queries, gallery): ``read`` of a ``webdataset`` side's WebDatasetSpec, None for the other kinds."""
     labels = _pair_rule(decl, where) is not None
     found = []
     for side in ("queries", "gallery"):
         kind, opts = _side_opts(decl.get(side), f"{where}.{side}", labels=labels)
-        if kind != "webdataset":
-            found.append(None)
-            continue
-        from vertebrae.data.webdataset import wds_segments
-
-        found.append(wds_segments(_spec(kind, opts, Path(base_dir), f"{where}.{side}")))
+        found.append(read(_spec(kind, opts, Path(base_dir), f"{where}.{side}")) if kind == "webdataset" else None)
     return found[0], found[1]
+
+
+def pair_segments(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[list[int] | None, list[int] | None]:
+    """(queries, gallery) segment starts: a ``webdataset`` side's tar files (``wds_segments``), None for the others."""
+    from vertebrae.data.webdataset import wds_segments
+
+    return _webdataset_sides(decl, base_dir, where, wds_segments)
 
 
 def pair_tars(decl: Mapping[str, Any], *, base_dir: Path, where: str,
               digests: FileDigests) -> tuple[list[list] | None, list[list] | None]:
     """(queries, gallery) ``[[rows, sha256], ...]`` per tar file of a ``webdataset`` side (``wds_tars``), None for
     the others."""
-    labels = _pair_rule(decl, where) is not None
-    found = []
-    for side in ("queries", "gallery"):
-        kind, opts = _side_opts(decl.get(side), f"{where}.{side}", labels=labels)
-        if kind != "webdataset":
-            found.append(None)
-            continue
-        from vertebrae.data.webdataset import wds_tars
+    from vertebrae.data.webdataset import wds_tars
 
-        found.append(wds_tars(_spec(kind, opts, Path(base_dir), f"{where}.{side}"), digests))
-    return found[0], found[1]
+    return _webdataset_sides(decl, base_dir, where, lambda spec: wds_tars(spec, digests))
 
 
 def load_planned_side_rows(decl: Mapping[str, Any], side: str, tars: Any, *, base_dir: Path, where: str, start: int,
