@@ -108,7 +108,7 @@ def tar_segments(inputs: Any) -> list[int] | None:
     from vertebrae.core.inputs import RawInputs
 
     if not isinstance(inputs, RawInputs) or not inputs.values or not all(
-            v.startswith(TAR_PREFIX) for v in inputs.values):
+            isinstance(v, str) and v.startswith(TAR_PREFIX) for v in inputs.values):
         return None
     tars = [container_path(v) for v in inputs.values]
     return [0] + [i for i in range(1, len(tars)) if tars[i] != tars[i - 1]]
