@@ -3,11 +3,12 @@
 import vertebrae.reports.figures
 import vertebrae.reports.html_items
 import vertebrae.reports.summary
-import vertebrae.workflow
+import vertebrae.workflow.plan_once
 from vertebrae.workflow import artifact_path, report_paths
 
-# workflow.configfiles: the files Snakemake read `config` from, re-read refusing duplicate keys
-PLAN = vertebrae.workflow.plan(config, config_files=workflow.configfiles)
+# workflow.configfiles: the files Snakemake read `config` from, re-read refusing duplicate keys. Planned once per
+# invocation: a job that re-parses this file (each SLURM job) reads the main process's plan (VERTEBRAE_PLAN).
+PLAN = vertebrae.workflow.plan_once.plan_once(config, config_files=workflow.configfiles)
 PLAN.write_spec_files()  # .vertebrae/specs/{fp}-{digest}.json: the plan jobs' specs (never a shell argument)
 
 

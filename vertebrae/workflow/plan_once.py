@@ -1,0 +1,80 @@
+"""Plan once per Snakemake invocation: the main process's plan, read back by the jobs that re-parse the Snakefile.
+
+A job Snakemake runs elsewhere (each SLURM job re-runs snakemake on the same Snakefile) would otherwise re-plan:
+seconds of data identities and estimator checks per job, and, had a data file changed meanwhile, a plan that differs
+from the DAG the job belongs to. ``plan_once`` plans in full unless the environment names this invocation's plan:
+it writes the plan to ``.vertebrae/plans/{digest}.json`` (``digest``: the config, the text of its files, the working
+directory and vertebrae's version) and sets ``VERTEBRAE_PLAN`` to that digest, which every job inherits (the SLURM
+plugin submits with ``--export=ALL``). A process that inherits it and computes the same digest reads the file; any
+other (a new ``snakemake``, another config, a missing or unreadable file) plans in full. Nothing carries across
+invocations: ``snakemake`` started from a shell plans again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Iterable, Mapping
+from contextlib import suppress
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+from vertebrae import __version__
+from vertebrae.core.fingerprint import sha256_hex
+from vertebrae.workflow import plan
+from vertebrae.workflow.dag import WorkflowPlan
+
+PLAN_ENV = "VERTEBRAE_PLAN"
+PLAN_DIR = ".vertebrae/plans"
+
+
+def plan_digest(config: Mapping[str, Any], config_files: Iterable[str | Path], base_dir: str | Path) -> str:
+    """What a plan depends on besides the data: the config as parsed, its files' text, the directory, the version."""
+    texts = []
+    for path in config_files:
+        try:
+            texts.append(Path(path).read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            texts.append(None)
+    key = {"config": config, "files": texts, "base_dir": os.path.abspath(base_dir), "version": __version__}
+    return sha256_hex(json.dumps(key, sort_keys=True, default=repr))[:32]
+
+
+def _read(path: Path, digest: str) -> WorkflowPlan | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    names = {f.name for f in fields(WorkflowPlan)}
+    if not isinstance(data, dict) or data.get("digest") != digest or set(data.get("plan") or ()) != names:
+        return None
+    return WorkflowPlan(**data["plan"])
+
+
+def _write(path: Path, digest: str, planned: WorkflowPlan) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        tmp.write_text(json.dumps({"digest": digest, "plan": asdict(planned)}), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        with suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] = (),
+              base_dir: str | Path = ".") -> WorkflowPlan:
+    """``vertebrae.workflow.plan(config, ...)``, or this invocation's plan where ``VERTEBRAE_PLAN`` names it."""
+    config_files = list(config_files)
+    digest = plan_digest(config, config_files, base_dir)
+    path = Path(base_dir) / PLAN_DIR / f"{digest}.json"
+    if os.environ.get(PLAN_ENV) == digest:
+        found = _read(path, digest)
+        if found is not None:
+            return found
+    planned = plan(config, base_dir=base_dir, config_files=config_files)
+    _write(path, digest, planned)
+    os.environ[PLAN_ENV] = digest
+    return planned
