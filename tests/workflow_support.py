@@ -12,6 +12,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,6 +29,7 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     return proc
 
 
+DEFAULT_RUN_SECONDS = pytest.StashKey[float]()  # the session's local default run, wall seconds (workflow/conftest)
 BIN = Path(sys.executable).parent  # the test environment's bin folder (.venv/bin): snakemake, vertebrae
 # A user's own small config (tests/workflow/test_user_config.py, test_slurm.py). Its 4 shards (150 rows / 25 = 6
 # batches) apply alone; deep-merged into the demo config, the demo's `shards: 2` would not (the schema's default,

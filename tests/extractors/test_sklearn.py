@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import builtins
+import subprocess
+import sys
 import json
 
 import numpy as np
@@ -14,6 +16,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from sklearn.random_projection import GaussianRandomProjection
 
+from vertebrae.core.callables import import_object
 from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError
 from vertebrae.extractors import PrecomputedExtractor, SklearnExtractor
 from vertebrae.extractors.registry import build_extractor
@@ -74,6 +77,30 @@ def test_a_step_skops_cannot_save_is_refused_when_declared():
     # supported yet")
     with pytest.raises(ConfigError, match=r"sklearn\.cluster\._birch\.Birch cannot be saved once fitted"):
         SklearnExtractor.from_steps("c", [{"estimator": "sklearn.cluster.Birch"}], where=WHERE)
+
+
+def test_the_unsupported_types_read_from_skops_source_are_skops_own():
+    from skops.io import _sklearn  # oracle: the set skops itself builds
+
+    from vertebrae.extractors.sklearn import _declared_unsupported
+
+    declared = _declared_unsupported()
+    assert declared, "skops.io._sklearn no longer reads as a literal set: _skops_unsupported imports skops instead"
+    assert {f"{c.__module__}.{c.__qualname__}" for c in _sklearn.UNSUPPORTED_TYPES} == {
+        f"{c.__module__}.{c.__qualname__}" for c in (import_object(p, where="t") for p in declared)}
+
+
+STEPS_SCRIPT = """
+import sys
+from vertebrae.extractors import SklearnExtractor
+SklearnExtractor.from_steps("p", [{"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 2}}])
+print("skops" in sys.modules)
+"""
+
+
+def test_checking_a_declared_pipeline_does_not_import_skops():
+    out = subprocess.run([sys.executable, "-c", STEPS_SCRIPT], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False"]
 
 def test_from_steps_colon_path_is_accepted():
     extractor = SklearnExtractor.from_steps("c", [{"estimator": "sklearn.preprocessing:StandardScaler"}])

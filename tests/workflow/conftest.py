@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from workflow_support import REPO, snakemake, write_config
+from workflow_support import DEFAULT_RUN_SECONDS, REPO, snakemake, write_config
 
 
 @pytest.fixture(scope="session")
@@ -17,11 +18,14 @@ def default_config() -> dict:
 
 
 @pytest.fixture(scope="session")
-def default_run(tmp_path_factory, default_config) -> Path:
-    """The embedded default config run once with Snakemake; returns the working directory."""
+def default_run(request, tmp_path_factory, default_config) -> Path:
+    """The embedded default config run once with Snakemake (``--cores 2``); returns the working directory. Its wall
+    time is kept in the session's stash (``DEFAULT_RUN_SECONDS``): the SLURM test prints its own against it."""
     workdir = tmp_path_factory.mktemp("default-run")
     write_config(workdir, default_config)
+    started = time.monotonic()
     snakemake(workdir)
+    request.config.stash[DEFAULT_RUN_SECONDS] = time.monotonic() - started
     return workdir
 
 

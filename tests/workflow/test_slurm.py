@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflow_support import (BIN, REPO, USER_CONFIG, clone_workflow, comparable, job_counts, three_files_config,
+from workflow_support import (BIN, DEFAULT_RUN_SECONDS, REPO, USER_CONFIG, clone_workflow, comparable, job_counts, three_files_config,
                               unactivated_env, write_config, written_report)
 
 CLUSTER = REPO / "profiles" / "slurm" / "localhost" / "cluster.sh"
@@ -79,7 +79,7 @@ def slurm_cluster():
             pass
 
 
-def test_default_workflow_on_slurm_equals_local_run(slurm_cluster, default_run, default_config, tmp_path):
+def test_default_workflow_on_slurm_equals_local_run(slurm_cluster, default_run, default_config, tmp_path, request):
     config_home = tmp_path / "xdg"
     env = dict(os.environ, XDG_CONFIG_HOME=str(config_home),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -112,8 +112,10 @@ def test_default_workflow_on_slurm_equals_local_run(slurm_cluster, default_run, 
         local = json.loads((default_run / path).read_text(encoding="utf-8"))
         assert comparable(on_slurm) == comparable(local), path
         assert (workdir / path).with_name("ranking.png").stat().st_size > 0
+    local_seconds = request.config.stash[DEFAULT_RUN_SECONDS]
     print(f"\nSLURM: cluster start {slurm_cluster:.1f} s; default workflow on SLURM {seconds:.1f} s "
-          f"({sum(planned.values())} jobs, {sum(submitted.values())} submitted to SLURM)")
+          f"({sum(planned.values())} jobs, {sum(submitted.values())} submitted to SLURM); local run {local_seconds:.1f} s "
+          f"(--cores 2); slurm_to_local={seconds / local_seconds:.2f}")
 
 
 def test_my_config_alone_on_slurm_without_an_activated_environment(slurm_cluster, tmp_path):

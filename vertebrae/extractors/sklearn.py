@@ -23,6 +23,7 @@ import math
 import uuid
 import zipfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -84,10 +85,37 @@ def _admits(patterns: Sequence[str], name: str) -> bool:
     return any(name == p or (p.endswith(".") and name.startswith(p)) for p in patterns)
 
 
+def _declared_unsupported() -> tuple[str, ...] | None:
+    """The class paths skops's ``UNSUPPORTED_TYPES`` names, read from the source of ``skops.io._sklearn`` without
+    importing skops (3 s: its trusted-type list walks every scikit-learn module), where that module assigns the set
+    literally from names it imports from scikit-learn; None otherwise (then skops is imported)."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("skops")
+        locations = list(spec.submodule_search_locations or ()) if spec else []
+        tree = ast.parse(Path(locations[0], "io", "_sklearn.py").read_text(encoding="utf-8"))
+    except (ImportError, IndexError, OSError, SyntaxError, ValueError):
+        return None
+    imported = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in tree.body
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("sklearn")
+                for alias in node.names}
+    sets = [node.value for node in tree.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Set)
+            and [getattr(t, "id", None) for t in node.targets] == ["UNSUPPORTED_TYPES"]]
+    if len(sets) != 1 or not all(isinstance(e, ast.Name) and e.id in imported for e in sets[0].elts):
+        return None
+    return tuple(imported[e.id] for e in sets[0].elts)
+
+
 def _skops_unsupported() -> tuple[type, ...]:
     """The estimator classes skops refuses to save (its ``UNSUPPORTED_TYPES``; none when skops does not list them)."""
     import sys
 
+    declared = _declared_unsupported()
+    if declared is not None:
+        return tuple(import_object(path, where="skops.io._sklearn.UNSUPPORTED_TYPES", trusted_modules=("sklearn",))
+                     for path in declared)
     _skops_io()
     return tuple(getattr(sys.modules.get("skops.io._sklearn"), "UNSUPPORTED_TYPES", ()))
 
