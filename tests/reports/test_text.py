@@ -110,3 +110,11 @@ def test_the_summary_escapes_candidate_names(hostile_report):
 def test_terminal_text_writes_every_unprintable_character_as_its_escape(text, shown):
     assert terminal_text(text) == shown and terminal_text(text).isprintable()
     assert terminal_text("one\ntwo\x1b", lines=True) == "one\ntwo\\x1b"
+
+
+def test_markdown_text_writes_no_c1_control_or_direction_override():
+    text = "a\x9b31m b\x85c \u202eevil\u202c d\u2066e\u2069 f\u200fg"
+    escaped = markdown_text(text)
+    rendered = "".join(_parse(RENDER.render(escaped)).text)
+    assert not any(0x80 <= ord(c) <= 0x9f or c in "\u202e\u202c\u2066\u2069\u200f" for c in escaped + rendered)
+    assert "\\u202eevil\\u202c" in rendered and "\\u200fg" in rendered  # a direction mark is shown, not obeyed

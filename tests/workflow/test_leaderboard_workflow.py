@@ -118,3 +118,42 @@ def test_validate_takes_several_config_files(workdir):
     assert out.startswith("a.yaml c.yaml: valid; 2 benchmarks")
     assert "labelled benchmark flowers" in out and "labelled benchmark wine" in out
     assert "jobs to run now:" in out
+
+
+def _on_a_terminal(cwd: Path, *args: str) -> str:
+    """What ``vertebrae ARGS`` writes to stdout when stdout is a terminal (a pseudo-terminal read back)."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run([str(BIN / "vertebrae"), *args], cwd=cwd, stdout=slave, stderr=subprocess.PIPE,
+                              timeout=600)
+    finally:
+        os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other end is closed and drained
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert proc.returncode == 0, proc.stderr
+    return b"".join(chunks).decode("utf-8")
+
+
+def test_a_terminal_gets_no_control_character_from_a_report(workdir, tmp_path):
+    shutil.copytree(workdir / "results", tmp_path / "results")
+    path = tmp_path / "results/reports/wine/report.json"
+    hostile = "wine\x1b[2J\x9b31m\u202egnp.exe"
+    document = json.loads(path.read_text().replace('"wine"', json.dumps(hostile)))  # its benchmark and identity names
+    document.pop("content_hash")
+    path.write_text(json.dumps(with_content_hash(document)))
+    piped = vertebrae(tmp_path, "leaderboard", "--format", "csv")  # a file gets the csv as it is
+    assert hostile in piped.stdout, piped.stderr
+    shown = _on_a_terminal(tmp_path, "leaderboard", "--format", "csv")
+    assert not any(c in shown for c in "\x1b\x9b\u202e")
+    assert "wine\\x1b[2J\\x9b31m\\u202egnp.exe" in shown

@@ -4,7 +4,8 @@
 a warning) plain text in Markdown: no raw HTML (``&``, and ``<`` before a letter, ``/``, ``!`` or ``?``, become entities), no emphasis, code span or strike-through
 (``\\ ` * ~`` and a ``_`` not inside a word are backslash-escaped), no table cell break (``|``), no link or image
 (``](``/``][`` are broken, ``<`` is an entity, and ``://``, ``www.`` and ``name@host.tld`` are broken so that
-no autolink forms) and no line break (every line or paragraph separator and control character becomes a space).
+no autolink forms), no line break (every line or paragraph separator and control character, C1 ones too, becomes a
+space) and no reordering (a bidirectional override, embedding, isolate or mark is written as its escape, ``\\u202e``).
 ``markdown_plain`` undoes exactly that, for the HTML pages cut from report.md; ``html_text`` is ``html.escape``.
 ``terminal_text`` is text for a terminal (``vertebrae show``, ``eval``, error lines): every character that is not
 printable (an escape sequence's ESC, a bell, a carriage return, C1 controls, bidirectional overrides) is written as its
@@ -16,7 +17,8 @@ from __future__ import annotations
 import html
 import re
 
-_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_BIDI = re.compile(r"[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
 # "&" always (no entity from data), "<" where a tag, comment or autolink could start; ">" opens nothing and never
 # starts a line (a quote)
 _ENTITIES = re.compile(r"&|<(?=[A-Za-z/!?])")
@@ -44,6 +46,7 @@ def _link(match: re.Match) -> str:
 def markdown_text(value: object) -> str:
     """``value`` as Markdown that renders as exactly its text (see the module docstring), on one line."""
     text = _BREAKS.sub(" ", str(value))
+    text = _BIDI.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
     text = "".join(f"\\{c}" if c in _ESCAPED else c for c in text)
     text = _ENTITIES.sub(lambda m: "&amp;" if m.group(0) == "&" else "&lt;", text)
     text = re.sub("_", _underscore, text)

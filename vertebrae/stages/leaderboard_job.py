@@ -26,6 +26,7 @@ from vertebrae.reports.leaderboard_render import (
     leaderboard_markdown,
 )
 from vertebrae.reports.summary import PROTOCOLS
+from vertebrae.reports.text import terminal_text
 from vertebrae.stages.verify import check_report
 
 FORMATS = ("md", "csv", "html", "parquet")
@@ -88,15 +89,15 @@ def run_leaderboard(results_dir: str | Path = "results", metric: str | None = No
         raise ConfigError("--format parquet needs --output FILE")
     rows, standings, skipped = build(results_dir, metric=metric, records_dir=records_dir)
     for line in skipped:
-        print(f"vertebrae leaderboard: {line}", file=sys.stderr)
+        print(f"vertebrae leaderboard: {terminal_text(line)}", file=sys.stderr)
     if format == "parquet":
         with atomic_write(output) as tmp:
             leaderboard_frame(rows).to_parquet(tmp, index=False)
         return 0
     text = {"md": lambda: leaderboard_markdown(rows, standings, cost=cost), "csv": lambda: leaderboard_csv(rows),
             "html": lambda: leaderboard_html(rows, standings, cost=cost, links=report_links(rows, output))}[format]()
-    if output is None:
-        sys.stdout.write(text)
+    if output is None:  # a terminal gets no control character from data (a csv field is written as it was)
+        sys.stdout.write(terminal_text(text, lines=True) if sys.stdout.isatty() else text)
     else:
         with atomic_write(output) as tmp:
             Path(tmp).write_text(text, encoding="utf-8")
