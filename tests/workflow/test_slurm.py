@@ -30,6 +30,34 @@ from workflow_support import (BIN, DEFAULT_RUN_SECONDS, REPO, USER_CONFIG, clone
                               unactivated_env, write_config, written_report)
 
 CLUSTER = REPO / "profiles" / "slurm" / "localhost" / "cluster.sh"
+# rule -> job group of the site profile: such jobs are submitted together, one SLURM job per connected chain
+GROUPS = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text(encoding="utf-8"))["groups"]
+
+
+def _submissions(stdout: str) -> Counter:
+    """SLURM submissions by rule, and by ``group:<name>`` for a job group (the plugin's log folder names them)."""
+    found = re.findall(r"submitted with SLURM jobid \d+ \(log: \S*/slurm_logs/(rule|group)_(\w+)/", stdout)
+    groups = set(GROUPS.values())  # a group's folder is group_<group>_<its rules>
+
+    def group(folder: str) -> str:
+        return next(f"group:{g}" for g in groups if folder == g or folder.startswith(f"{g}_"))
+
+    return Counter(name if kind == "rule" else group(name) for kind, name in found)
+
+
+def _ran(workdir: Path) -> Counter:
+    """Jobs that ran, by rule: each leaves its benchmark record (benchmarks/<rule>/...)."""
+    return Counter(p.relative_to(workdir / "benchmarks").parts[0] for p in (workdir / "benchmarks").rglob("*.tsv"))
+
+
+def _check_grouped(submitted: Counter, planned: Counter, workdir: Path) -> None:
+    """No grouped rule was submitted alone; every grouped job ran, in fewer SLURM jobs than jobs."""
+    grouped = set(GROUPS) & set(planned)
+    assert grouped and not grouped & set(submitted), submitted
+    ran = _ran(workdir)
+    assert all(ran[rule] == planned[rule] for rule in grouped), (ran, planned)
+    groups = sum(n for name, n in submitted.items() if name.startswith("group:"))
+    assert 0 < groups < sum(planned[rule] for rule in grouped), (submitted, planned)
 WORKFLOW_TIMEOUT_S = int(os.environ.get("VERTEBRAE_SLURM_TIMEOUT", "3000"))
 REQUIRED = os.environ.get("VERTEBRAE_REQUIRE_SLURM") == "1"
 ASKED = REQUIRED or os.environ.get("VERTEBRAE_SLURM") == "1"
@@ -100,10 +128,12 @@ def test_default_workflow_on_slurm_equals_local_run(slurm_cluster, default_run, 
     assert "Using profiles slurm" in proc.stdout or "Using profile" in proc.stdout
 
     # every job of a rule that is not a local bookkeeping rule was submitted to SLURM, once
-    submitted = Counter(re.findall(r"submitted with SLURM jobid \d+ \(log: \S*/slurm_logs/rule_(\w+)/", proc.stdout))
-    assert {"embed_shard", "merge_embeddings", "score"} <= set(submitted), submitted
-    assert all(submitted[rule] == planned[rule] for rule in submitted), (submitted, planned)
+    submitted = _submissions(proc.stdout)
+    assert {"embed_shard", "fit_extractor", "group:post_embedding"} <= set(submitted), submitted
+    assert all(submitted[rule] == planned[rule] for rule in submitted if not rule.startswith("group:")), (
+        submitted, planned)
     assert not {"plan", "report", "figures"} & set(submitted)
+    _check_grouped(submitted, planned, workdir)
 
     reports = sorted(p.relative_to(default_run) for p in (default_run / "results" / "reports").glob("*/report.json"))
     assert reports, "the local run wrote no report"
@@ -134,8 +164,9 @@ def test_my_config_alone_on_slurm_without_an_activated_environment(slurm_cluster
     assert planned["report"] == 1 and planned["embed_shard"] == 4, planned
     proc = _run(snakemake, cwd=root, env=env, timeout=WORKFLOW_TIMEOUT_S)
     assert proc.returncode == 0, proc.stdout[-8000:]
-    submitted = Counter(re.findall(r"submitted with SLURM jobid \d+ \(log: \S*/slurm_logs/rule_(\w+)/", proc.stdout))
-    assert submitted["embed_shard"] == 4 and submitted["score"] == 1, submitted
+    submitted = _submissions(proc.stdout)
+    assert submitted["embed_shard"] == 4 and submitted["group:post_embedding"] == 1, submitted  # merge + score
+    _check_grouped(submitted, planned, root)
     assert sorted(p.name for p in (root / "results" / "reports").iterdir()) == ["my_iris"]
     report = json.loads((root / "results/reports/my_iris/report.json").read_text(encoding="utf-8"))
     assert report["dataset_summary"]["identity"] == "declared:my-iris@1"
@@ -167,9 +198,11 @@ def test_three_precomputed_files_on_slurm(slurm_cluster, tmp_path):
     assert planned["embed_shard"] == 3 and planned["embed_retrieval_shard"] == 6 and planned["report"] == 2, planned
     proc = _run(run, cwd=root, env=env, timeout=WORKFLOW_TIMEOUT_S)
     assert proc.returncode == 0, proc.stdout[-8000:]
-    submitted = Counter(re.findall(r"submitted with SLURM jobid \d+ \(log: \S*/slurm_logs/rule_(\w+)/", proc.stdout))
+    submitted = _submissions(proc.stdout)
     assert submitted["embed_shard"] == 3 and submitted["embed_retrieval_shard"] == 6, submitted
-    assert submitted["score"] == 3 and submitted["score_retrieval"] == 3, submitted
+    # one per candidate: a labelled merge + score, a retrieval pair's two merges + score
+    assert submitted["group:post_embedding"] == 6, submitted
+    _check_grouped(submitted, planned, root)
     for bench, candidates in (("models", ["a", "b", "c"]), ("search", ["qa", "qb", "qc"])):
         on_slurm, alone = written_report(root, bench), written_report(local, bench)
         assert sorted(on_slurm["ranking"]) == candidates, on_slurm["ranking"]
