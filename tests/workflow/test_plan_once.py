@@ -23,7 +23,8 @@ def _write_data(tmp_path, seed):
 
 @pytest.fixture
 def planned(tmp_path, monkeypatch):
-    monkeypatch.delenv(PLAN_ENV, raising=False)
+    monkeypatch.setenv(PLAN_ENV, "")  # recorded, so that what plan_once sets is undone after the test
+    monkeypatch.delenv(PLAN_ENV)
     _write_data(tmp_path, 0)
     first = plan_once(_config(tmp_path), base_dir=tmp_path)
     _write_data(tmp_path, 1)  # a fresh plan now gives other fingerprints
