@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from collections.abc import Iterable, Mapping
-from contextlib import suppress
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 from vertebrae import __version__
+from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.fingerprint import sha256_hex
 from vertebrae.workflow import plan
 from vertebrae.workflow.dag import WorkflowPlan
@@ -54,14 +53,8 @@ def _read(path: Path, digest: str) -> WorkflowPlan | None:
 
 
 def _write(path: Path, digest: str, planned: WorkflowPlan) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    try:
-        tmp.write_text(json.dumps({"digest": digest, "plan": asdict(planned)}), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        with suppress(FileNotFoundError):
-            tmp.unlink()
+    with atomic_write(path) as tmp:  # synced: a SLURM job on another node reads it
+        Path(tmp).write_text(json.dumps({"digest": digest, "plan": asdict(planned)}), encoding="utf-8")
 
 
 def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] = (),
