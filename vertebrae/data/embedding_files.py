@@ -319,13 +319,9 @@ def _layout_npy(f: EmbeddingFile, given: str | None) -> tuple[str | None, int, i
 
 
 def _open_npz(path: Path) -> Any:
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValidationError(f"{path} is not a readable .npz archive: {exc}") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValidationError(f"{path} is not an .npz archive (it holds a single array); use format npy")
-    return archive
+    from vertebrae.data.source_checks import open_npz
+
+    return open_npz(path, single_array_hint="; use format npy")
 
 
 def _layout_npz(f: EmbeddingFile, given: str | None) -> tuple[str | None, int, int]:

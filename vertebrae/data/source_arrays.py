@@ -29,6 +29,7 @@ from vertebrae.data.source_checks import (
     _npy_mmap,
     _read_npy_header,
     _values_from_array,
+    open_npz,
 )
 from vertebrae.data.source_decl import _check_rows, _key, _listing, _resolve
 
@@ -143,16 +144,6 @@ def _load_sklearn(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -
 # npz
 
 
-def _open_npz(path: Path) -> Any:
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValidationError(f"{path} is not a readable .npz archive: {exc}") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValidationError(f"{path} is not an .npz archive (it holds a single array)")
-    return archive
-
-
 def _npz_require(archive: Any, opts: Mapping[str, Any], key: str, path: Path, where: str) -> str | None:
     name = opts[key]
     if name is not None and name not in archive.files:
@@ -193,7 +184,7 @@ def npz_labels_only(archive: Any, opts: Mapping[str, Any], path: Path) -> str | 
 
 def _count_npz(opts: dict[str, Any], base_dir: Path, where: str) -> int:
     path = _resolve(opts, "path", base_dir, where)
-    with _open_npz(path) as archive:  # type: ignore[arg-type]
+    with open_npz(path) as archive:  # type: ignore[arg-type]
         return _npz_checked_names(archive, opts, path, where)[3]  # type: ignore[arg-type]
 
 
@@ -218,7 +209,7 @@ def _npz_groups(archive: Any, opts: Mapping[str, Any], path: Path, where: str, n
 def _groups_npz(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
     path = _resolve(opts, "path", base_dir, where)
     assert path is not None
-    with _open_npz(path) as archive:
+    with open_npz(path) as archive:
         fkey, _, _, n = _npz_checked_names(archive, opts, path, where)
         groups = _npz_groups(archive, opts, path, where, n, f"{path}[{fkey!r}]")
     return None if groups is None else _values_from_array(groups[0], _GROUP_KINDS, "groups", groups[1])
@@ -227,7 +218,7 @@ def _groups_npz(opts: dict[str, Any], base_dir: Path, where: str) -> list | None
 def _load_npz(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
     path = _resolve(opts, "path", base_dir, where)
     assert path is not None
-    with _open_npz(path) as archive:
+    with open_npz(path) as archive:
         fkey, lkey, ikey, n = _npz_checked_names(archive, opts, path, where)
         fwhat = f"{path}[{fkey or lkey!r}]"
         labels_arr = _npz_array(archive, lkey, path)
@@ -310,7 +301,7 @@ def _groups_npy(opts: dict[str, Any], base_dir: Path, where: str) -> list | None
 
 
 def _sparse_shape(path: Path) -> tuple[int, ...]:
-    with _open_npz(path) as archive:
+    with open_npz(path) as archive:
         if "shape" not in archive.files or "format" not in archive.files:
             raise ValidationError(
                 f"{path} is not a scipy.sparse .npz (keys: {_listing(archive.files)})"

@@ -183,3 +183,15 @@ def _aux_columns(
     ids = _optional_column(opts, "ids_path", "ids", _ID_KINDS, base_dir, where, n, features_what)
     groups = _optional_column(opts, "groups_path", "groups", _GROUP_KINDS, base_dir, where, n, features_what)
     return labels, ids, groups
+
+
+def open_npz(path: Path, *, single_array_hint: str = "") -> Any:
+    """``np.load`` of an .npz archive without pickles; ValidationError naming ``path`` for an unreadable file or a
+    plain .npy (one array), followed by ``single_array_hint``."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValidationError(f"{path} is not a readable .npz archive: {exc}") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValidationError(f"{path} is not an .npz archive (it holds a single array){single_array_hint}")
+    return archive

@@ -155,11 +155,12 @@ def _csv_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | 
 
 
 def _npz_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
-    from vertebrae.data.source_arrays import _open_npz, npz_labels_only
+    from vertebrae.data.source_arrays import npz_labels_only
+    from vertebrae.data.source_checks import open_npz
     from vertebrae.data.source_decl import _resolve
 
     path = _resolve(opts, "path", base_dir, where)
-    with _open_npz(path) as archive:  # type: ignore[arg-type]
+    with open_npz(path) as archive:  # type: ignore[arg-type]
         return npz_labels_only(archive, opts, path)  # type: ignore[arg-type]
 
 
