@@ -12,7 +12,10 @@ from sklearn.datasets import load_iris
 from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, OverlapScoringConfig
 from vertebrae.cli import main
 from vertebrae.extractors import PrecomputedExtractor, SklearnExtractor
-from vertebrae.reports.summary import check_summary
+from vertebrae import __version__
+from vertebrae.core.errors import ValidationError
+from vertebrae.core.provenance import software, software_line
+from vertebrae.reports.summary import Summary, check_summary
 from vertebrae.results.base import with_content_hash
 from vertebrae.stages.verify import verify
 
@@ -54,6 +57,23 @@ def test_summary_of_a_verified_report(iris_report, tmp_path):
     summary = check_summary(results / "summary" / "summary.json")
     assert summary.cell("pca1", "iris").score == scores["pca1"] and summary.cell("pca1", "iris").rank is None
     assert verify(results) == []  # the summary verifies beside the artifacts
+
+
+def test_the_summary_says_which_vertebrae_wrote_it(iris_report, tmp_path):
+    """As every report does: summary.json carries ``software`` (the version, and the commit from a checkout) and
+    summary.md ends with its "Written by" line; a summary whose stamp is not one is refused."""
+    results = tmp_path / "results"
+    report = results / "reports" / "iris" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps(iris_report), encoding="utf-8")
+    assert _summary(results, report) == 0
+    document = json.loads((results / "summary" / "summary.json").read_text(encoding="utf-8"))
+    assert document["software"] == software() and document["software"]["vertebrae"] == __version__
+    assert check_summary(results / "summary" / "summary.json").software == software()
+    markdown = (results / "summary" / "summary.md").read_text(encoding="utf-8")
+    assert markdown.rstrip("\n").splitlines()[-1] == software_line(software())
+    with pytest.raises(ValidationError, match="software"):
+        Summary.from_dict({**document, "software": "0.1"})
 
 
 def test_a_hand_edited_report_is_refused_and_moved_aside(iris_report, tmp_path, capsys):

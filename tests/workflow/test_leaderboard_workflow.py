@@ -18,6 +18,7 @@ import yaml
 
 from workflow_support import BIN
 
+from vertebrae.core.provenance import software, software_line
 from vertebrae.results.base import with_content_hash
 
 IDENTITY = {"kind": "declared", "revision": "1"}
@@ -78,6 +79,7 @@ def test_the_leaderboard_shows_every_config_and_reads_back_with_pandas(workdir):
     page = vertebrae(workdir, "leaderboard", "--cost", "dim").stdout
     assert "cheapest candidate statistically tied with the leader (by dim): pca2 (dim 2;" in page
     assert all(f"## Quality vs cost: {name}" in page for name in BENCHMARKS)
+    assert page.rstrip("\n").splitlines()[-1] == software_line(software())  # which vertebrae wrote it, as reports say
     vertebrae(workdir, "leaderboard", "--format", "parquet", "--output", "lb.parquet")
     pd.testing.assert_frame_equal(pd.read_parquet(workdir / "lb.parquet")[["benchmark", "candidate", "value"]],
                                   long[["benchmark", "candidate", "value"]])
@@ -87,6 +89,7 @@ def test_the_leaderboard_shows_every_config_and_reads_back_with_pandas(workdir):
     hrefs = re.findall(r'href="([^"]+)"', html)
     assert {f"reports/{name}/{page}.html" for name in BENCHMARKS for page in ("report", "ranking")} <= set(hrefs)
     assert all((workdir / "results" / href).is_file() for href in hrefs)
+    assert f"<p>{software_line(software())}</p>" in html
 
 
 def test_a_corrupt_report_is_skipped_with_a_line_naming_it(workdir, tmp_path):

@@ -96,7 +96,9 @@ def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def leaderboard_markdown(rows: Sequence[Row], standings: Across, *, cost: str = "embed_seconds") -> str:
+def leaderboard_markdown(rows: Sequence[Row], standings: Across, *, cost: str = "embed_seconds",
+                         written_by: str | None = None) -> str:
+    """The leaderboard as Markdown; ``written_by`` (``vertebrae.core.provenance.software_line()``) ends it."""
     lines = ["# vertebrae leaderboard", "",
              f"{len({r.candidate for r in rows})} candidate(s) in {len(benchmarks_of(rows))} benchmark(s)."]
     for title, header, cells, note in _sections(rows, standings, cost):
@@ -104,6 +106,8 @@ def leaderboard_markdown(rows: Sequence[Row], standings: Across, *, cost: str = 
                   "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(_md(c) for c in line) + " |" for line in cells]
         lines += ["", _md(note)]
+    if written_by is not None:
+        lines += ["", _md(written_by)]
     return "\n".join(lines) + "\n"
 
 
@@ -158,8 +162,9 @@ def _links(rows: Sequence[Row], links: Mapping[str, Sequence[tuple[str, str]]]) 
 
 
 def leaderboard_html(rows: Sequence[Row], standings: Across, *, cost: str = "embed_seconds",
-                     links: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> str:
-    """The page; ``links``: per benchmark, ``(label, href)`` of its report files (a list of benchmarks heads it)."""
+                     links: Mapping[str, Sequence[tuple[str, str]]] | None = None, written_by: str | None = None) -> str:
+    """The page; ``links``: per benchmark, ``(label, href)`` of its report files (a list of benchmarks heads it);
+    ``written_by`` (``vertebrae.core.provenance.software_line()``) its last paragraph."""
     body = [f"<h1>vertebrae leaderboard</h1><p>{len({r.candidate for r in rows})} candidate(s) in "
             f"{len(benchmarks_of(rows))} benchmark(s).</p>", _links(rows, links or {})]
     for title, header, cells, note in _sections(rows, standings, cost):
@@ -170,6 +175,8 @@ def leaderboard_html(rows: Sequence[Row], standings: Across, *, cost: str = "emb
         if title.startswith("Quality vs cost: "):
             bench = title[len("Quality vs cost: "):]
             body.append(pareto_svg([r for r in rows if r.benchmark == bench], cost))
+    if written_by is not None:
+        body.append(f"<p>{html.escape(written_by)}</p>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>vertebrae leaderboard</title>"
             f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
 

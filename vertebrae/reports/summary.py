@@ -9,9 +9,10 @@ metric without a valid aggregate): *unranked*. A candidate absent from a benchma
 Markdown, null in JSON). Candidates are matched across benchmarks by name.
 
 The JSON form is ``{"schema": SUMMARY_SCHEMA, "benchmarks": [{"name", "protocol", "primary_metric", "report",
-"candidates", "ranked"}], "candidates": [{"name", "scores": {benchmark: {"score", "rank", "ranked"} | null}}]}``;
-``Summary.from_dict`` reads it back strictly and ``check_summary`` verifies a written summary.json (it must
-serialise back to itself).
+"candidates", "ranked"}], "candidates": [{"name", "scores": {benchmark: {"score", "rank", "ranked"} | null}}]}``,
+plus ``"software"`` (``vertebrae.core.provenance.software()``: the version that wrote it) where the summary job
+stamped it (``with_software``; Markdown: a last "Written by" line). ``Summary.from_dict`` reads it back strictly
+and ``check_summary`` verifies a written summary.json (it must serialise back to itself).
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
+from vertebrae.core.provenance import software_line
 from vertebrae.reports.schemas import LABELLED_SCHEMA, RETRIEVAL_SCHEMA, ZERO_SHOT_SCHEMA
 from vertebrae.reports.text import markdown_text
 
@@ -80,6 +82,11 @@ class Summary:
     benchmarks: tuple[Column, ...]
     candidates: tuple[str, ...]
     cells: Mapping[tuple[str, str], Cell]
+    software: Mapping[str, Any] | None = None  # which vertebrae wrote it (the summary job stamps it)
+
+    def with_software(self, software: Mapping[str, Any]) -> Summary:
+        """This summary stamped with ``software`` (``vertebrae.core.provenance.software()``)."""
+        return replace(self, software=dict(software))
 
     def cell(self, candidate: str, benchmark: str) -> Cell | None:
         return self.cells.get((candidate, benchmark))
@@ -91,7 +98,7 @@ class Summary:
             "candidates": [{"name": name, "scores": {
                 column.name: None if self.cell(name, column.name) is None else self.cell(name, column.name).to_dict()
                 for column in self.benchmarks}} for name in self.candidates],
-        }
+        } | ({} if self.software is None else {"software": dict(self.software)})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Summary:
@@ -106,7 +113,10 @@ class Summary:
                      for item in data["candidates"] for bench, value in item["scores"].items() if value is not None}
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValidationError(f"malformed summary ({type(exc).__name__}: {exc})") from None
-        return cls(columns, names, cells)
+        software = data.get("software")
+        if software is not None and not (isinstance(software, Mapping) and isinstance(software.get("vertebrae"), str)):
+            raise ValidationError(f"malformed summary: 'software' must name the vertebrae version, got {software!r}")
+        return cls(columns, names, cells, software=software)
 
 
 def _number(value: Any, what: str) -> float | None:
@@ -223,6 +233,8 @@ def summary_markdown(summary: Summary) -> str:
             texts.append("" if cell is None else f"{_score_text(cell.score)} "
                          + ("(unranked)" if cell.rank is None else f"(#{cell.rank})"))
         lines.append(f"| {_md(name)} | " + " | ".join(texts) + " |")
+    if summary.software is not None:
+        lines += ["", _md(software_line(dict(summary.software)))]
     return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from vertebrae.core.artifacts import atomic_write
+from vertebrae.core.provenance import software, software_line
 from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.reports.across import across
 from vertebrae.reports.costs import candidate_cost, stored_cost
@@ -94,8 +95,11 @@ def run_leaderboard(results_dir: str | Path = "results", metric: str | None = No
         with atomic_write(output) as tmp:
             leaderboard_frame(rows).to_parquet(tmp, index=False)
         return 0
-    text = {"md": lambda: leaderboard_markdown(rows, standings, cost=cost), "csv": lambda: leaderboard_csv(rows),
-            "html": lambda: leaderboard_html(rows, standings, cost=cost, links=report_links(rows, output))}[format]()
+    stamp = software_line(software())  # Markdown and HTML say which vertebrae wrote them, as reports do
+    text = {"md": lambda: leaderboard_markdown(rows, standings, cost=cost, written_by=stamp),
+            "csv": lambda: leaderboard_csv(rows),
+            "html": lambda: leaderboard_html(rows, standings, cost=cost, links=report_links(rows, output),
+                                             written_by=stamp)}[format]()
     if output is None:  # a terminal gets no control character from data (a csv field is written as it was)
         sys.stdout.write(terminal_text(text, lines=True) if sys.stdout.isatty() else text)
     else:

@@ -81,13 +81,16 @@ def _expected_text(path: Path) -> str | None:
 
 def _check_summary_json(path: Path) -> None:
     """summary.json reads back (``check_summary``) and is the summary of the reports it names, where those verify
-    (a bad report is reported itself); CorruptArtifactError if it is not."""
+    (a bad report is reported itself), with its own ``software`` stamp (a record of the writer, not derived from
+    the reports); CorruptArtifactError if it is not."""
     from vertebrae.reports.summary import build_summary
 
     summary = check_summary(path)
     workdir = path.parent.parent.parent  # <workdir>/results/summary/summary.json; report paths are relative to it
     try:
         rebuilt = build_summary([(c.report, check_report(workdir / c.report)) for c in summary.benchmarks])
+        if summary.software is not None:
+            rebuilt = rebuilt.with_software(summary.software)
     except (OSError, ArtifactError, VertebraeError):
         return
     if rebuilt.to_dict() != summary.to_dict():
