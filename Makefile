@@ -56,8 +56,12 @@ demo: setup
 
 # The suite touches nothing outside the repository, its venv and temporary folders: it installs no system package
 # and starts no service. The SLURM test (which does both, as root) is skipped there and runs with `make test-slurm`.
+# Two pytest-xdist workers (the suite is mostly Snakemake job processes: CPU-bound), one test file per work unit
+# in collection order, the workflow tests first (module fixtures built once; tests/conftest.py); the files that
+# read the default run form one unit, so it runs once (tests/workflow/conftest.py).
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest --durations=30
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
 # The default workflow on a real single-node SLURM started on this machine (installs slurm + munge with apt if
 # needed: root, Debian/Ubuntu); the cluster is stopped afterwards unless it was already running.

@@ -184,7 +184,8 @@ def test_a_single_typed_class_is_named_by_its_display():
     assert "'2024-05-01'" in message
 
 
-@pytest.mark.parametrize("bad", [object(), {"a": 1}, [1, 2], float("nan"), None, b"x"], ids=repr)
+@pytest.mark.parametrize("bad", [object(), {"a": 1}, [1, 2], float("nan"), None, b"x"],
+                         ids=["object", "dict", "list", "nan", "None", "bytes"])
 def test_an_unsupported_label_names_the_row(build, bad):
     labels = ["a", "b", "a", bad]
     message = _raises(LabelError, build, _dense(), labels, identity=ID)

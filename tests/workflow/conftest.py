@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import time
 from pathlib import Path
@@ -20,9 +22,26 @@ def default_config() -> dict:
 @pytest.fixture(scope="session")
 def default_run(request, tmp_path_factory, default_config) -> Path:
     """The embedded default config run once with Snakemake (``--cores 2``); returns the working directory. Its wall
-    time is kept in the session's stash (``DEFAULT_RUN_SECONDS``): the SLURM test prints its own against it."""
-    workdir = tmp_path_factory.mktemp("default-run")
-    write_config(workdir, default_config)
+    time is kept in the session's stash (``DEFAULT_RUN_SECONDS``): the SLURM test prints its own against it.
+
+    Under pytest-xdist the run is shared by the workers (their common base folder, under a lock): the first
+    worker to ask runs it, the others wait for it and read the same folder."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return _run_default(request, tmp_path_factory.mktemp("default-run"), default_config)
+    shared = tmp_path_factory.getbasetemp().parent
+    with open(shared / "default-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        workdir, done = shared / "default-run", shared / "default-run.done"
+        if not done.exists():
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir()
+            _run_default(request, workdir, default_config)
+            done.touch()
+    return workdir
+
+
+def _run_default(request, workdir: Path, config: dict) -> Path:
+    write_config(workdir, config)
     started = time.monotonic()
     snakemake(workdir)
     request.config.stash[DEFAULT_RUN_SECONDS] = time.monotonic() - started

@@ -97,8 +97,8 @@ def test_markdown_report_ranks_every_extractor(default_run):
         assert positions == sorted(positions) and len(positions) == len(report["extractor_results"])
 
 
-def test_second_run_has_nothing_to_do(default_run):
-    proc = snakemake(default_run, "-n")
+def test_second_run_has_nothing_to_do(workdir_copy):
+    proc = snakemake(workdir_copy, "-n")  # a copy: the shared run is read by other tests (workers) meanwhile
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
