@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from vertebrae.core.artifacts import read_json_document
 from vertebrae.stages.labelled_jobs import run_score
 from vertebrae.stages.plan import run_plan
@@ -74,6 +76,15 @@ def _check_parts_merge_to_the_one_job_score(tmp_path):
                                 fingerprint=spec["fingerprint"])
     single = read_json_document(out, "score", fingerprint=spec["fingerprint"])
     assert comparable(merged) == comparable(single)  # manifest and payload, but for Separatix's timings
+    # the report's scoring cost adds up the merge's record and its partial jobs' (kept under their own names)
+    report = json.loads((tmp_path / "results/reports/digits/report.json").read_text())
+    for candidate in report["extractor_results"]:
+        fp = candidate["metadata"]["score_fingerprint"]
+        records = [tmp_path / "benchmarks" / "merge_labelled_partials" / f"{fp}.tsv"] + [
+            tmp_path / "benchmarks" / "score_labelled_partial" / f"{ref['fingerprint']}.tsv"
+            for ref in workflow_plan.spec(fp)["partials"]]
+        seconds = [float(path.read_text().splitlines()[1].split("\t")[0]) for path in records]
+        assert len(seconds) == 7 and candidate["metadata"]["cost"]["score_seconds"] == pytest.approx(sum(seconds))
     # verify reads the partials too: a hand-edited one is found and moved aside with the score built from it
     assert verify(tmp_path / "results") == []
     partial = tmp_path / spec["partials"][1]["path"]

@@ -9,7 +9,9 @@ In the workflow the times and memory come from the jobs' own Snakemake ``benchma
   compress job), divided by their rows, times 1,000; unknown unless every endpoint has records (a compressed
   retrieval variant names no source embedding in its report: unknown);
 - peak memory: the largest ``max_rss`` among those jobs;
-- scoring seconds: the ``s`` of its score job (fanned-out retrieval: its partial jobs and their merge, summed).
+- scoring seconds: the ``s`` of its score job (fanned-out retrieval: its partial jobs and their merge, summed; a
+  fanned-out labelled score: its merge and the partial jobs its plan names, ``results/plans/<fingerprint>.json``
+  beside ``benchmarks/``; unknown unless each has a record).
 
 The dimension and the bytes per vector need no records: the dimension of the matrix scored (after compression) and
 that many values of its stored dtype (``float32``: 4 bytes); unknown for a sparse matrix (its size varies per row).
@@ -134,9 +136,27 @@ def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None)
     seconds = sum(r["s"] for r in embed) / rows * 1000 if embed and complete and rows else None
     memory = [r["max_rss"] for r in embed if math.isfinite(r["max_rss"])]
     score_fp = (candidate.get("metadata") or {}).get("score_fingerprint")
-    scored = _records(records_dir, SCORE_RULES, str(score_fp)) if score_fp else []
+    scored = _score_records(records_dir, str(score_fp)) if score_fp else []
     return Cost(embed_seconds_per_1k_rows=seconds, peak_memory_mb=max(memory) if memory and complete else None,
                 dim=dim, bytes_per_vector=size, score_seconds=sum(r["s"] for r in scored) if scored else None)
+
+
+def _score_records(records_dir: Path, score_fp: str) -> list[dict[str, float]]:
+    """The records of the jobs that wrote score ``score_fp``; [] where one is missing (unknown, never a part)."""
+    merged = _records(records_dir, ("merge_labelled_partials",), score_fp)
+    if not merged:
+        return _records(records_dir, SCORE_RULES, score_fp)
+    from vertebrae.core.artifacts import read_json_artifact
+    from vertebrae.core.errors import VertebraeError
+
+    try:  # a labelled partial serves every score that declares its part: its record is kept under its own name
+        spec = read_json_artifact(records_dir.parent / "results" / "plans" / f"{score_fp}.json", "plan",
+                                  fingerprint=None)
+        parts = [str(ref["fingerprint"]) for ref in spec["partials"]]
+    except (VertebraeError, OSError, KeyError, TypeError):
+        return []
+    found = [_records(records_dir, ("score_labelled_partial",), fp) for fp in parts]
+    return merged + [r for records in found for r in records] if all(found) else []
 
 
 COST_KEY = "cost"
