@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from vertebrae.workflow import plan
 from vertebrae.workflow.plan_once import PLAN_DIR, PLAN_ENV, plan_digest, plan_once
+from workflow_support import snakemake, write_config
 
 
 def _config(tmp_path):
@@ -62,3 +65,28 @@ def test_an_unreadable_or_foreign_plan_file_is_planned_again(planned, tmp_path, 
     else:
         path.write_text(damage, encoding="utf-8")
     assert set(plan_once(_config(tmp_path), base_dir=tmp_path).specs) != set(planned.specs)
+
+
+def test_a_second_snakemake_start_recalls_the_checked_sklearn_steps(tmp_path, monkeypatch):
+    """Planning checks declared scikit-learn steps by importing them (1-2 s per start); the next start of the same
+    config recalls that check (.vertebrae/checks, vertebrae.core.check_records) and imports no scikit-learn."""
+    _write_data(tmp_path, 0)
+    config = _config(tmp_path)
+    config["benchmarks"]["b"]["extractors"]["pca"] = {"type": "sklearn", "steps": [
+        {"estimator": "sklearn.preprocessing.StandardScaler"},
+        {"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 2}}]}
+    write_config(tmp_path, config)
+    monkeypatch.delenv(PLAN_ENV, raising=False)
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")  # every import of the Snakemake process, on its stderr
+
+    def sklearn_imports(proc) -> list[str]:
+        return [line for line in proc.stderr.splitlines() if re.search(r"\|\s+sklearn(\.|$)", line)]
+
+    assert any(line.endswith("sklearn.pipeline") for line in sklearn_imports(snakemake(tmp_path, "-n")))
+    assert len(list((tmp_path / ".vertebrae" / "checks").glob("*.json"))) == 1
+    second = snakemake(tmp_path, "-n")
+    assert "fit_extractor" in second.stdout and sklearn_imports(second) == []  # the PCA still planned
+    config["benchmarks"]["b"]["extractors"]["pca"]["steps"][1]["params"]["n_components"] = -1
+    write_config(tmp_path, config)
+    refused = snakemake(tmp_path, "-n", check=False)  # another declaration: checked in full, and refused
+    assert refused.returncode != 0 and "steps[1].params (PCA)" in refused.stdout + refused.stderr

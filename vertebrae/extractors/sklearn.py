@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.callables import import_object, within_modules
+from vertebrae.core import check_records
 from vertebrae.extractors.base import Extractor
 
 _TORCH_SHIM = "sklearn.externals.array_api_compat.torch"
@@ -74,6 +75,8 @@ STATE_TYPES: dict[str, tuple[str, ...]] = {
         "scipy.interpolate._bsplines.BSpline", "scipy._lib.array_api_compat.numpy._aliases.asarray"),
 }
 _ALWAYS_TRUSTED = ("numpy.dtype",)
+_STEPS_CHECK = "sklearn-steps"  # check_records: a declaration of steps passed ``_built_steps``
+_DECIDING = ("scikit-learn", "skops", "numpy", "scipy")  # the packages whose versions decide that check
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
@@ -138,6 +141,39 @@ def _step_class(path: str, trusted_modules: Sequence[str], where: str) -> type:
         raise ConfigError(f"{where}: {_class_path(cls)} cannot be saved once fitted (skops does not support it), so "
                           "it cannot be a step; pick another estimator")
     return cls
+
+
+def _built_steps(steps: Sequence[Mapping[str, Any]], trusted: Sequence[str], where: str) -> list[Any]:
+    """The estimators of declared ``steps``, each class checked (``_step_class``) and its parameters validated."""
+    built = []
+    for i, step in enumerate(steps):
+        estimator_cls = _step_class(step["estimator"], trusted, f"{where}.steps[{i}].estimator")
+        params = dict(step.get("params") or {})
+        try:
+            estimator = estimator_cls(**params)
+        except TypeError as exc:
+            raise ConfigError(f"{where}.steps[{i}].params: {exc}") from None
+        validate = getattr(estimator, "_validate_params", None)
+        if callable(validate) and isinstance(getattr(estimator, "_parameter_constraints", None), dict):
+            try:
+                validate()
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{where}.steps[{i}].params ({estimator_cls.__name__}): {exc}") from None
+        built.append(estimator)
+    return built
+
+
+def _pipeline(built: Sequence[Any]) -> Any:
+    from sklearn.pipeline import make_pipeline
+
+    return make_pipeline(*built)
+
+
+class _Unbuilt:
+    """A declared pipeline a record says passed its checks (``check_records``), built when the extractor first needs it."""
+
+    def __init__(self, build: Any) -> None:
+        self.build = build
 
 
 def _canonical_zip(data: bytes, *, rewrite: Any = None) -> bytes:
@@ -261,7 +297,7 @@ class SklearnExtractor(Extractor):
         already_fitted: bool = False,
         random_state: int = 0,
     ) -> None:
-        if not hasattr(estimator, "transform"):
+        if not isinstance(estimator, _Unbuilt) and not hasattr(estimator, "transform"):
             raise ValidationError(f"extractor {name!r}: {type(estimator).__name__} has no transform method")
         if cache_identity is not None and (not isinstance(cache_identity, str) or not cache_identity):
             raise ValidationError(f"extractor {name!r}: cache_identity must be a non-empty string")
@@ -288,37 +324,47 @@ class SklearnExtractor(Extractor):
         ``trusted_modules``: it runs code), checked before anything is imported; parameters are validated
         against the estimator's declared constraints here, so a bad value fails at plan time. Whether e.g.
         ``n_components`` fits the data's width is only known at fit, which names the extractor and the step.
+        Where a record says the same declaration of scikit-learn steps passed under the same versions
+        (``vertebrae.core.check_records``: the workflow's planning), nothing is imported here and the pipeline is
+        built, and checked again, when first used.
         """
-        from sklearn.pipeline import make_pipeline
-
         trusted = cls._trusted_modules_of(trusted_modules, where)
         if not steps:
             raise ConfigError(f"{where}.steps: at least one step is required")
-        built, declared = [], []
+        declared = []
         for i, step in enumerate(steps):
             if not isinstance(step, Mapping) or not isinstance(step.get("estimator"), str):
                 raise ConfigError(f"{where}.steps[{i}].estimator: a step needs an 'estimator' import path, got {step!r}")
-            estimator_cls = _step_class(step["estimator"], trusted, f"{where}.steps[{i}].estimator")
-            params = dict(step.get("params") or {})
-            try:
-                estimator = estimator_cls(**params)
-            except TypeError as exc:
-                raise ConfigError(f"{where}.steps[{i}].params: {exc}") from None
-            validate = getattr(estimator, "_validate_params", None)
-            if callable(validate) and isinstance(getattr(estimator, "_parameter_constraints", None), dict):
-                try:
-                    validate()
-                except (TypeError, ValueError) as exc:
-                    raise ConfigError(f"{where}.steps[{i}].params ({estimator_cls.__name__}): {exc}") from None
-            built.append(estimator)
-            declared.append({"estimator": step["estimator"], "params": to_json_value(params)})
-        identity = {"steps": declared}
+            declared.append({"estimator": step["estimator"], "params": to_json_value(dict(step.get("params") or {}))})
+        # only steps naming scikit-learn classes are remembered: a trusted module can change under one version
+        remembered = all(step["estimator"].startswith("sklearn.") for step in declared)
+        classes = check_records.recalled(_STEPS_CHECK, declared, _DECIDING) if remembered else None
+        if not (isinstance(classes, list) and len(classes) == len(declared) and all(isinstance(c, str) for c in classes)):
+            built = _built_steps(steps, trusted, where)
+            classes = [_class_path(type(step)) for step in built]
+            if remembered:
+                check_records.remember(_STEPS_CHECK, declared, _DECIDING, classes)
+            estimator: Any = _pipeline(built)
+        else:
+            estimator = _Unbuilt(lambda: _pipeline(_built_steps(steps, trusted, where)))
         from vertebrae.core.fingerprint import canonical_json
 
-        extractor = cls(name, make_pipeline(*built), cache_identity=canonical_json(identity), allow_sparse=allow_sparse, random_state=random_state)
-        extractor._declared_classes = tuple(_class_path(type(step)) for step in built)
+        extractor = cls(name, estimator, cache_identity=canonical_json({"steps": declared}), allow_sparse=allow_sparse,
+                        random_state=random_state)
+        extractor._declared_classes = tuple(classes)
         extractor._where = where
         return extractor
+
+    @property
+    def estimator(self) -> Any:
+        """The estimator (a declared pipeline recalled as checked is built here, on first use)."""
+        if isinstance(self._estimator, _Unbuilt):
+            self._estimator = self._estimator.build()
+        return self._estimator
+
+    @estimator.setter
+    def estimator(self, value: Any) -> None:
+        self._estimator = value
 
     @staticmethod
     def _trusted_modules_of(value: Any, where: str) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ output and is the hash of ``recipe`` under the stage's artifact kind (``KIND_OF_
 protocol, whose fingerprint is the protocol payload's own: the write-protocol job builds the protocol and checks it.
 Specs that declare an extractor are re-derived against it (recipe, row count, shard bounds).
 
-Imports: JSON, the fingerprint and the JSON artifact I/O only; the extractor, its recipe and the data source (numpy,
+Imports: JSON, the fingerprint, the JSON artifact I/O and the check records only; the extractor, its recipe and the data source (numpy,
 scikit-learn, a model library) come in inside the checks of the fit and embedding specs that need them.
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 from vertebrae.core.artifacts import read_json_artifact, write_json_artifact
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
 from vertebrae.core.fingerprint import FINGERPRINT_LENGTH, canonical_json, fingerprint, sha256_hex
+from vertebrae.core.check_records import CHECK_RECORDS_DIR, remembered_in
 
 KIND_OF_STAGE = {
     "fit": "fitted-extractor", "embed": "embedding", "compress": "compressed", "protocol": "protocol", "score": "score",
@@ -222,7 +223,8 @@ def run_plan(spec: str | None, output: str | Path, spec_file: str | Path | None 
             spec = json.loads(spec)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"job spec is not JSON: {exc}") from None
-    check_spec(spec)
+    with remembered_in(CHECK_RECORDS_DIR):  # the working directory's records of passed checks (sklearn steps)
+        check_spec(spec)
     write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 

@@ -7,7 +7,8 @@ it writes the plan to ``.vertebrae/plans/{digest}.json`` (``digest``: the config
 directory and vertebrae's version) and sets ``VERTEBRAE_PLAN`` to that digest, which every job inherits (the SLURM
 plugin submits with ``--export=ALL``). A process that inherits it and computes the same digest reads the file; any
 other (a new ``snakemake``, another config, a missing or unreadable file) plans in full. Nothing carries across
-invocations: ``snakemake`` started from a shell plans again.
+invocations: ``snakemake`` started from a shell plans again, but the scikit-learn steps a config declares are checked
+once under the same versions (``vertebrae.core.check_records``, in ``.vertebrae/checks``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from vertebrae import __version__
 from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.fingerprint import sha256_hex
+from vertebrae.core.check_records import CHECK_RECORDS_DIR, remembered_in
 from vertebrae.workflow import plan
 from vertebrae.workflow.dag import WorkflowPlan
 
@@ -67,7 +69,8 @@ def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] =
         found = _read(path, digest)
         if found is not None:
             return found
-    planned = plan(config, base_dir=base_dir, config_files=config_files)
+    with remembered_in(Path(base_dir) / CHECK_RECORDS_DIR):  # declared scikit-learn steps checked once, not per start
+        planned = plan(config, base_dir=base_dir, config_files=config_files)
     _write(path, digest, planned)
     os.environ[PLAN_ENV] = digest
     return planned
