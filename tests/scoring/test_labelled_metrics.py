@@ -9,7 +9,7 @@ from sklearn.cluster import KMeans
 from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.metrics import (adjusted_rand_score, balanced_accuracy_score, normalized_mutual_info_score, r2_score,
                              v_measure_score)
-from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold, StratifiedKFold
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from sklearn.preprocessing import StandardScaler
 
@@ -120,6 +120,72 @@ def test_linear_probe_regression_is_a_ridge_probe(data):
         predicted.append(model.predict(scaler.transform(x[test])))
     result = LinearProbeMetric(Cs=(0.1, 1.0, 10.0)).compute(x, regression_targets(target), row_ids=None, seed=SEED)
     assert result.score == pytest.approx(r2_score(np.concatenate(true), np.concatenate(predicted)), abs=1e-12)
+
+
+def _subjects(y):
+    """Independence groups: 4 rows per subject, a subject's rows one class (as images of one person would be)."""
+    return [f"s{c}-{i // 4}" for c in range(4) for i in range(int(np.sum(y == c)))]
+
+
+def test_with_groups_knn_folds_keep_each_group_on_one_side(data):
+    """A dataset's independence groups: no fold trains on a subject it tests (StratifiedGroupKFold, same seed)."""
+    x, y = data
+    groups = _subjects(y)
+    codes = np.unique(groups, return_inverse=True)[1]
+    folds = list(StratifiedGroupKFold(5, shuffle=True, random_state=SEED).split(np.zeros(len(y)), y, codes))
+    assert all(not set(codes[train]) & set(codes[test]) for train, test in folds)
+    expected = np.empty(len(y), dtype=int)
+    for train, test in folds:
+        model = KNeighborsClassifier(n_neighbors=5, metric="cosine", algorithm="brute").fit(x[train], y[train])
+        expected[test] = model.predict(x[test])
+    metric = KNNMetric(k=5)
+    result = metric.compute(x, classification_targets(y), row_ids=None, groups=groups, seed=SEED)
+    assert result.diagnostics["per_sample"]["predicted"] == expected.tolist()
+    ignored = KNNMetric(k=5, group_folds=False).compute(x, classification_targets(y), row_ids=None, groups=groups,
+                                                        seed=SEED)
+    assert ignored.to_dict()["diagnostics"] == metric.compute(x, classification_targets(y), row_ids=None,
+                                                              seed=SEED).to_dict()["diagnostics"]
+    assert metric.recipe()["group_folds"] is True and KNNMetric(k=5, group_folds=False).recipe() != metric.recipe()
+    target = x[:, 0] * 2.0
+    regression = KNNMetric(k=5).compute(x, regression_targets(target), row_ids=None, groups=groups, seed=SEED)
+    splits = list(GroupKFold(5, shuffle=True, random_state=SEED).split(x, groups=codes))
+    predicted = np.empty(len(target))
+    for train, test in splits:
+        predicted[test] = KNeighborsRegressor(n_neighbors=5, metric="cosine", algorithm="brute").fit(
+            x[train], target[train]).predict(x[test])
+    order = np.concatenate([test for _, test in splits])
+    assert regression.score == pytest.approx(r2_score(target[order], predicted[order]), abs=1e-12)
+
+
+def test_with_groups_the_probe_keeps_groups_apart_in_outer_and_inner_folds(data):
+    x, y = data
+    groups = _subjects(y)
+    codes = np.unique(groups, return_inverse=True)[1]
+    grid = (1e-2, 1.0)
+    result = LinearProbeMetric(Cs=grid, folds=3, inner_folds=3).compute(x, classification_targets(y), row_ids=None,
+                                                                        groups=groups, seed=SEED)
+    predicted = np.empty(len(y), dtype=int)
+    for train, test in StratifiedGroupKFold(3, shuffle=True, random_state=SEED).split(np.zeros(len(y)), y, codes):
+        scaler = StandardScaler().fit(x[train])
+        xtr, xte = scaler.transform(x[train]), scaler.transform(x[test])
+        inner = list(StratifiedGroupKFold(3, shuffle=True, random_state=SEED).split(xtr, y[train], codes[train]))
+        means = [np.mean([LogisticRegression(C=c, max_iter=1000).fit(xtr[a], y[train][a]).score(xtr[b], y[train][b])
+                          for a, b in inner]) for c in grid]
+        predicted[test] = LogisticRegression(C=grid[int(np.argmax(means))], max_iter=1000).fit(xtr, y[train]).predict(xte)
+    assert result.diagnostics["per_sample"]["predicted"] == predicted.tolist()
+
+
+def test_fewer_groups_than_folds_is_refused_naming_the_key(data):
+    x, y = data
+    few = [f"g{i % 3}" for i in range(len(y))]
+    for metric in (KNNMetric(k=3, folds=5), LinearProbeMetric(folds=5)):
+        with pytest.raises(ValidationError, match=r"key 'folds' = 5 exceeds the 3 independence groups"):
+            metric.check(classification_targets(y), groups=few)
+        metric.check(classification_targets(y))  # without groups: fine
+    with pytest.raises(ValidationError, match=r"key 'inner_folds' = 3 exceeds the 2 independence groups"):
+        LinearProbeMetric(folds=2, inner_folds=3).check(classification_targets(y), groups=[f"g{i % 4}" for i in range(len(y))])
+    with pytest.raises(ConfigError, match="group_folds"):
+        KNNMetric(group_folds="yes")
 
 
 def test_few_shot_equals_a_direct_nearest_class_mean_over_the_same_episodes(data):

@@ -116,3 +116,25 @@ def test_validate_refuses_multilabel_targets_whose_labels_always_come_together(t
     assert err.startswith("vertebrae: error: benchmarks.tags.dataset: multilabel targets: every row that carries one "
                           "of the labels ['cat', 'dog'] carries all of them"), err
     assert not (tmp_path / ".snakemake").exists()  # refused at plan time, before Snakemake's dry run
+
+
+def test_plan_refuses_more_folds_than_the_datasets_groups(tmp_path):
+    # issue 29: kNN and probe folds keep each independence group on one side; 3 groups cannot fill 5 folds
+    import numpy as np
+
+    from vertebrae.core.errors import ConfigError
+    from vertebrae.workflow import plan
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "g.npz", embeddings=rng.normal(size=(60, 4)), labels=np.arange(60) % 2,
+             subject=np.arange(60) % 3)
+    bench = {"dataset": {"source": {"type": "npz", "path": "g.npz", "groups_key": "subject"},
+                         "identity": {"kind": "declared", "name": "g", "revision": "1"}},
+             "extractors": {"raw": {"type": "precomputed"}}, "metrics": [{"type": "knn", "k": 3}]}
+    with pytest.raises(ConfigError, match=r"benchmarks\.g\.metrics\[0\] \('knn'\): .*key 'folds' = 5 exceeds the 3 "
+                                          r"independence groups"):
+        plan({"benchmarks": {"g": bench}}, base_dir=tmp_path)
+    bench["metrics"] = [{"type": "knn", "k": 3, "folds": 3}]
+    assert plan({"benchmarks": {"g": bench}}, base_dir=tmp_path).reports  # as many folds as groups: planned
+    bench["metrics"] = [{"type": "knn", "k": 3, "group_folds": False}]
+    assert plan({"benchmarks": {"g": bench}}, base_dir=tmp_path).reports  # groups ignored by request

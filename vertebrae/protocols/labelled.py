@@ -100,7 +100,7 @@ class Benchmark:
             separatix=separatix_config,
             primary_metric=primary_metric,
         )
-        check_metrics(self.plan, dataset.targets, dataset.row_ids)  # bad metric declarations fail here, not mid-run
+        check_metrics(self.plan, dataset.targets, dataset.row_ids, dataset.groups)  # bad metric declarations fail here, not mid-run
         self.compression_configs = list(compression_configs)
         self.embedding_config = embedding_config or EmbeddingConfig()
         self.cache_config = cache_config or CacheConfig()

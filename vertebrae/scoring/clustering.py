@@ -51,7 +51,7 @@ class ClusteringMetric(BuiltinMetric):
         return {"type": "clustering", "name": self.name, "n_init": self.n_init, "repeats": self.repeats,
                 "split": self.split, "primary": self.primary}
 
-    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int):
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):  # no folds
         codes = class_codes(targets, where)
         if self.split is not None:
             train, test = split_positions(self.split, keys, where)

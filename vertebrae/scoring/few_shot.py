@@ -93,7 +93,7 @@ class FewShotMetric(BuiltinMetric):
                 out[e, j] = float((predicted == codes[rows]).mean())
         return out
 
-    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int):
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):  # no folds
         codes = class_codes(targets, where)
         n_classes = len(targets.catalog)
         if self.split is not None:

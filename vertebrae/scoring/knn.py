@@ -23,8 +23,8 @@ import numpy as np
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, choice, class_codes, classification_scores, evaluation_splits, l2_normalised, parse_split,
-    per_sample, positive, positive_float, prepared, sample_paired,
+    BuiltinMetric, check_name, choice, class_codes, classification_scores, evaluation_splits, flag, group_codes, l2_normalised,
+    parse_split, per_sample, positive, positive_float, prepared, sample_paired,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -72,7 +72,7 @@ class KNNMetric(BuiltinMetric):
     TARGET_TYPES = ("classification", "regression")
 
     def __init__(self, k: int = 20, weighting: str = "uniform", temperature: float = 0.07, folds: int = 5,
-                 split: Any = None, primary: str = "accuracy", *, name: str = "knn") -> None:
+                 split: Any = None, primary: str = "accuracy", group_folds: bool = True, *, name: str = "knn") -> None:
         owner = "KNNMetric"
         self.name = check_name(name, owner)
         self.k = positive(k, owner, "k")
@@ -81,15 +81,18 @@ class KNNMetric(BuiltinMetric):
         self.folds = positive(folds, owner, "folds", minimum=2)
         self.split = parse_split(split, owner)
         self.primary = choice(primary, ("accuracy", "balanced_accuracy"), owner, "primary")
+        self.group_folds = flag(group_folds, owner, "group_folds")
 
     def recipe(self) -> dict[str, Any]:
         return {"type": "knn", "name": self.name, "k": self.k, "weighting": self.weighting,
-                "temperature": self.temperature, "folds": self.folds, "split": self.split, "primary": self.primary}
+                "temperature": self.temperature, "folds": self.folds, "split": self.split, "primary": self.primary,
+                "group_folds": self.group_folds}
 
-    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int):
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
         codes = None if targets.target_type == "regression" else class_codes(targets, where)
+        grouped = group_codes(groups, len(keys), where) if self.group_folds else None
         splits = evaluation_splits(codes, keys, split=self.split, folds=self.folds, seed=seed, targets=targets,
-                                   where=where)
+                                   where=where, groups=grouped)
         smallest = min(len(train) for train, _ in splits)
         if self.k >= smallest:
             raise ValidationError(f"{where}: key 'k' = {self.k} must be below the {smallest} train rows")
@@ -99,7 +102,7 @@ class KNNMetric(BuiltinMetric):
                 groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
         matrix, keys, where = prepared(self, embeddings, targets, row_ids)
         regression = targets.target_type == "regression"
-        codes, splits = self._plan(targets, keys, where, seed)
+        codes, splits = self._plan(targets, keys, where, seed, groups)
         x = l2_normalised(matrix, keys, where)
         tests, outputs = [], []
         for train, test in splits:

@@ -42,6 +42,12 @@ def positive_float(value: Any, owner: str, key: str) -> float:
     return float(value)
 
 
+def flag(value: Any, owner: str, key: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigError(f"{owner}: key {key!r} must be true or false, got {value!r}")
+    return bool(value)
+
+
 def choice(value: Any, options: Sequence[str], owner: str, key: str) -> str:
     if value not in options:
         raise ConfigError(f"{owner}: key {key!r} must be one of {list(options)}, got {value!r}")
@@ -114,10 +120,23 @@ def split_positions(split: list[str] | dict[str, list[str]], keys: Sequence[str]
     return out[0], out[1]
 
 
+def group_codes(groups: Sequence[Any] | None, n: int, where: str) -> np.ndarray | None:
+    """Independence groups (one str/int per row, the dataset's ``groups``) as codes 0..G-1 in order of first row."""
+    if groups is None:
+        return None
+    values = groups.tolist() if isinstance(groups, np.ndarray) else list(groups)
+    if len(values) != n:
+        raise ValidationError(f"{where}: {len(values)} groups for {n} rows")
+    index: dict[tuple[str, str], int] = {}
+    return np.fromiter((index.setdefault((type(v).__name__, str(v)), len(index)) for v in values), dtype=np.int64,
+                       count=n)
+
+
 def evaluation_splits(codes: np.ndarray | None, keys: Sequence[str], *, split: Any, folds: int, seed: int,
-                      targets: Any, where: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(train, test) row indices: the declared split, or stratified folds (plain KFold without classes)."""
-    from sklearn.model_selection import KFold, StratifiedKFold
+                      targets: Any, where: str, groups: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) row indices: the declared split, or stratified folds (plain KFold without classes); with
+    ``groups`` (``group_codes``) the folds keep each group on one side (StratifiedGroupKFold, GroupKFold)."""
+    from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold, StratifiedKFold
 
     if split is not None:
         train, test = split_positions(split, keys, where)
@@ -130,15 +149,23 @@ def evaluation_splits(codes: np.ndarray | None, keys: Sequence[str], *, split: A
                                       "but no train row")
         return [(train, test)]
     n = len(keys)
+    n_groups = None if groups is None else int(groups.max()) + 1 if groups.size else 0
+    if n_groups is not None and n_groups < folds:
+        raise ValidationError(f"{where}: key 'folds' = {folds} exceeds the {n_groups} independence groups (the "
+                              "dataset's groups: each stays on one side of every fold; or set group_folds: false)")
     if codes is None:
         if n < folds:
             raise ValidationError(f"{where}: key 'folds' = {folds} exceeds the {n} rows")
+        if groups is not None:
+            return list(GroupKFold(folds, shuffle=True, random_state=seed).split(np.zeros(n), groups=groups))
         return list(KFold(folds, shuffle=True, random_state=seed).split(np.zeros(n)))
     counts = np.bincount(codes, minlength=len(targets.catalog))
     small = np.flatnonzero((counts > 0) & (counts < folds))
     if small.size:
         raise ValidationError(f"{where}: key 'folds' = {folds}: classes {class_names(targets, small)} have fewer rows "
                               f"({sorted(set(counts[small].tolist()))}) than folds")
+    if groups is not None:
+        return list(StratifiedGroupKFold(folds, shuffle=True, random_state=seed).split(np.zeros(n), codes, groups))
     return list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros(n), codes))
 
 
@@ -196,13 +223,14 @@ class BuiltinMetric(Metric):
 
     TARGET_TYPES: tuple[str, ...] = ()
 
-    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int) -> Any:
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Sequence[Any] | None = None) -> Any:
         raise NotImplementedError
 
-    def check(self, targets: Any, *, row_ids: Sequence[str] | None = None, seed: int = 0) -> None:
+    def check(self, targets: Any, *, row_ids: Sequence[str] | None = None, seed: int = 0,
+              groups: Sequence[Any] | None = None) -> None:
         where = f"{type(self).__name__} {self.name!r}"
         require_target_type(targets, self.TARGET_TYPES, where)
-        self._plan(targets, _row_keys(row_ids, targets.n_rows), where, seed)
+        self._plan(targets, _row_keys(row_ids, targets.n_rows), where, seed, groups)
 
 
 def check_name(name: Any, owner: str) -> str:
@@ -210,5 +238,5 @@ def check_name(name: Any, owner: str) -> str:
 
 
 __all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "choice", "class_codes", "classification_scores", "dense_rows",
-           "evaluation_splits", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared",
+           "evaluation_splits", "flag", "group_codes", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared",
            "require_target_type", "sample_paired", "split_positions"]

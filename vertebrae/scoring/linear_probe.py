@@ -23,8 +23,8 @@ import numpy as np
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.knn import r2
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, choice, class_codes, class_names, classification_scores, evaluation_splits, parse_split,
-    per_sample, positive, prepared, sample_paired,
+    BuiltinMetric, check_name, choice, class_codes, class_names, classification_scores, evaluation_splits, flag, group_codes,
+    parse_split, per_sample, positive, prepared, sample_paired,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -48,7 +48,8 @@ class LinearProbeMetric(BuiltinMetric):
     TARGET_TYPES = ("classification", "regression")
 
     def __init__(self, Cs: Sequence[float] = DEFAULT_CS, folds: int = 5, inner_folds: int = 3, split: Any = None,
-                 primary: str = "accuracy", max_iter: int = 1000, *, name: str = "linear_probe") -> None:
+                 primary: str = "accuracy", max_iter: int = 1000, group_folds: bool = True, *,
+                 name: str = "linear_probe") -> None:
         owner = "LinearProbeMetric"
         self.name = check_name(name, owner)
         self.Cs = _grid(Cs, owner)
@@ -57,31 +58,40 @@ class LinearProbeMetric(BuiltinMetric):
         self.split = parse_split(split, owner)
         self.primary = choice(primary, ("accuracy", "balanced_accuracy"), owner, "primary")
         self.max_iter = positive(max_iter, owner, "max_iter")
+        self.group_folds = flag(group_folds, owner, "group_folds")
 
     def recipe(self) -> dict[str, Any]:
         return {"type": "linear_probe", "name": self.name, "Cs": list(self.Cs), "folds": self.folds,
-                "inner_folds": self.inner_folds, "split": self.split, "primary": self.primary, "max_iter": self.max_iter}
+                "inner_folds": self.inner_folds, "split": self.split, "primary": self.primary, "max_iter": self.max_iter,
+                "group_folds": self.group_folds}
 
-    def _fit_predict(self, x_train, y_train, x_test, regression: bool, seed: int, where: str):
+    def _fit_predict(self, x_train, y_train, x_test, regression: bool, seed: int, where: str, groups=None):
+        """Predictions for ``x_test`` and the chosen C; ``groups`` (codes of the train rows): the inner folds keep
+        each group on one side too."""
         from sklearn.linear_model import LogisticRegressionCV, RidgeCV
-        from sklearn.model_selection import KFold, StratifiedKFold
+        from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold, StratifiedKFold
         from sklearn.preprocessing import StandardScaler
 
         scaler = StandardScaler().fit(x_train)
         x_train, x_test = scaler.transform(x_train), scaler.transform(x_test)
         if regression:
-            model = RidgeCV(alphas=[1.0 / c for c in self.Cs], cv=KFold(self.inner_folds, shuffle=True, random_state=seed),
+            inner = (KFold(self.inner_folds, shuffle=True, random_state=seed) if groups is None else
+                     list(GroupKFold(self.inner_folds, shuffle=True, random_state=seed).split(x_train, groups=groups)))
+            model = RidgeCV(alphas=[1.0 / c for c in self.Cs], cv=inner,
                             scoring="neg_mean_squared_error").fit(x_train, y_train)
             return model.predict(x_test).reshape(len(x_test), -1), 1.0 / float(model.alpha_)
-        model = LogisticRegressionCV(Cs=list(self.Cs), cv=StratifiedKFold(self.inner_folds, shuffle=True, random_state=seed),
+        inner = (StratifiedKFold(self.inner_folds, shuffle=True, random_state=seed) if groups is None else list(
+            StratifiedGroupKFold(self.inner_folds, shuffle=True, random_state=seed).split(x_train, y_train, groups)))
+        model = LogisticRegressionCV(Cs=list(self.Cs), cv=inner,
                                      scoring="accuracy", max_iter=self.max_iter, random_state=seed)
         model.fit(x_train, y_train)
         return model.predict(x_test), float(np.ravel(model.C_)[0])
 
-    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int):
+    def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
         codes = None if targets.target_type == "regression" else class_codes(targets, where)
+        grouped = group_codes(groups, len(keys), where) if self.group_folds else None
         splits = evaluation_splits(codes, keys, split=self.split, folds=self.folds, seed=seed, targets=targets,
-                                   where=where)
+                                   where=where, groups=grouped)
         for train, _ in splits if codes is not None else ():
             counts = np.bincount(codes[train], minlength=len(targets.catalog))
             small = np.flatnonzero((counts > 0) & (counts < self.inner_folds))
@@ -90,7 +100,12 @@ class LinearProbeMetric(BuiltinMetric):
                                       f"{class_names(targets, small)} have fewer train rows than inner folds")
         if codes is None and min(len(train) for train, _ in splits) < self.inner_folds:
             raise ValidationError(f"{where}: key 'inner_folds' = {self.inner_folds} exceeds the train rows")
-        return codes, splits
+        if grouped is not None and self.split is None:
+            fewest = min(np.unique(grouped[train]).size for train, _ in splits)
+            if fewest < self.inner_folds:
+                raise ValidationError(f"{where}: key 'inner_folds' = {self.inner_folds} exceeds the {fewest} "
+                                      "independence groups of a fold's train rows")
+        return codes, splits, grouped
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
@@ -100,7 +115,7 @@ class LinearProbeMetric(BuiltinMetric):
 
         matrix, keys, where = prepared(self, embeddings, targets, row_ids)
         regression = targets.target_type == "regression"
-        codes, splits = self._plan(targets, keys, where, seed)
+        codes, splits, grouped = self._plan(targets, keys, where, seed, groups)
         values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1) if regression else codes
         tests, outputs, chosen, warned = [], [], [], []
         for train, test in splits:
@@ -108,7 +123,8 @@ class LinearProbeMetric(BuiltinMetric):
                 _warnings.simplefilter("always", ConvergenceWarning)
                 _warnings.simplefilter("ignore", FutureWarning)  # scikit-learn's l1_ratios / legacy-attribute notices
                 predicted, c = self._fit_predict(matrix[train], values[train] if regression else codes[train],
-                                                 matrix[test], regression, seed, where)
+                                                 matrix[test], regression, seed, where,
+                                                 None if grouped is None or self.split else grouped[train])
             warned += [w for w in caught if issubclass(w.category, ConvergenceWarning)]
             tests.append(test)
             outputs.append(predicted)

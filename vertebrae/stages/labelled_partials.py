@@ -111,7 +111,7 @@ def compute_part(recipe: Mapping[str, Any], block: EmbeddingBlock, protocol: Lab
 
         metric = metric_from_config(recipe["metric"])
         if isinstance(metric, BuiltinMetric):
-            metric.check(targets, row_ids=block.row_ids, seed=recipe["seed"])
+            metric.check(targets, row_ids=block.row_ids, seed=recipe["seed"], groups=protocol.groups)
         return metric.compute(block.matrix, targets, row_ids=block.row_ids, groups=protocol.groups,
                               seed=recipe["seed"]).to_dict()
     if part == "separatix":

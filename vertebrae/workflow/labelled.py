@@ -87,7 +87,7 @@ def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_d
                 raise ConfigError(f"{where}.{key}: {exc}") from None
     for i, metric in builtin:
         try:
-            metric.check(loaded.targets, row_ids=loaded.row_ids, seed=plan.seed)
+            metric.check(loaded.targets, row_ids=loaded.row_ids, seed=plan.seed, groups=loaded.groups)
         except ValueError as exc:
             raise ConfigError(f"{where}.metrics[{i}] ({metric.name!r}): {exc}") from None
     if subsample:
