@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_iris
 
-from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, OverlapScoringConfig
+from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, FewShotMetric, OverlapScoringConfig
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.extractors import PrecomputedExtractor, SklearnExtractor
 from vertebrae.reports.figures import (
     confusion_matrix_figure,
+    few_shot_curves,
     figure_targets,
     per_class_figure,
     ranking_figure,
@@ -102,6 +103,54 @@ def test_labelled_report_figures_show_the_reported_numbers(iris_report, tmp_path
     for name in ("ranking.png", "detail.png"):
         assert path.with_name(name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(path.parent.glob(".*tmp*"))
+
+
+@pytest.fixture(scope="module")
+def few_shot_report() -> dict:
+    X, y = load_iris(return_X_y=True)
+    dataset = BenchmarkDataset.from_arrays(X, y, identity=DatasetIdentity.declared("iris", "1"))
+    from sklearn.decomposition import PCA
+
+    return Benchmark(dataset, [PrecomputedExtractor("raw"), SklearnExtractor("noisy", PCA(2), cache_identity="pca2")],
+                     metrics=[FewShotMetric(shots=[1, 3, 10], episodes=12)], scoring_config=OverlapScoringConfig(k=3),
+                     seed=0, name="iris").run().to_dict()
+
+
+def test_few_shot_curves_sit_beside_the_heat_map_with_the_reported_numbers(few_shot_report, tmp_path):
+    figures = report_figures(few_shot_report, name="iris")
+    detail = figures["detail"]
+    heat, curves = detail.axes[0], detail.axes[1]  # then the heat map's colour bar
+    assert heat.images and curves.get_xlabel() == "shots per class"
+    ranked = [next(r for r in few_shot_report["extractor_results"] if r["name"] == n) for n in few_shot_report["ranking"]]
+    assert [t.get_text() for t in curves.get_legend().get_texts()] == [r["name"] for r in ranked]
+    for container, candidate in zip(curves.containers, ranked):
+        per_shot = candidate["metrics"]["few_shot"]["diagnostics"]["per_shot"]
+        line, _, (bars,) = container.lines
+        assert list(line.get_xdata()) == [1, 3, 10]
+        np.testing.assert_allclose(np.asarray(line.get_ydata(), float), [per_shot[s]["accuracy"] for s in ("1", "3", "10")])
+        np.testing.assert_allclose([(seg[0][1], seg[1][1]) for seg in bars.get_segments()],
+                                   [(per_shot[s]["ci_low"], per_shot[s]["ci_high"]) for s in ("1", "3", "10")])
+    for fig in figures.values():
+        _close(fig)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(few_shot_report))
+    write_report_figures(path, tmp_path / "ranking.png", tmp_path / "detail.png")
+    assert (tmp_path / "detail.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"accuracy": float("nan"), "ci_low": 0.1, "ci_high": 0.9}, "candidate 'noisy', few-shot metric 'few_shot', 3 shots: accuracy"),
+    ({"accuracy": 0.5, "ci_low": 0.6, "ci_high": 0.9}, "3 shots: interval \\[0.6, 0.9\\] does not hold accuracy 0.5"),
+    ({"accuracy": 0.5, "ci_high": 0.9}, "3 shots: ci_low"),
+])
+def test_few_shot_curves_refuse_numbers_that_are_not_an_accuracy_in_its_interval(few_shot_report, entry, message):
+    report = json.loads(json.dumps(few_shot_report))
+    noisy = next(r for r in report["extractor_results"] if r["name"] == "noisy")
+    noisy["metrics"]["few_shot"]["diagnostics"]["per_shot"]["3"] = entry
+    with pytest.raises(ValidationError, match=message):
+        few_shot_curves(report["extractor_results"])
+    with pytest.raises(ValidationError, match="report 'iris'|noisy"):
+        report_figures(report, name="iris")
 
 
 def test_zero_shot_detail_is_the_best_candidates_confusion_matrix():

@@ -4,7 +4,9 @@ The building blocks take plain numbers and return a ``matplotlib.figure.Figure``
 
 - :func:`ranking_figure` — one horizontal bar per candidate (best first), the primary score on the bar, and each
   score's confidence interval as a whisker when intervals are given;
-- :func:`per_class_figure` — a classes x candidates heat map of per-class scores (values printed in the cells);
+- :func:`per_class_figure` — a classes x candidates heat map of per-class scores (values printed in the cells),
+  with, when the benchmark declares a few-shot metric, its accuracy-against-shots curves beside it
+  (:func:`few_shot_curves`, :func:`draw_few_shot_curves`);
 - :func:`confusion_matrix_figure` — rows = true class, columns = predicted class, cells = counts, colour = the
   row-normalised fraction (each row sums to 1 over a class's samples);
 - :func:`comparison_figure` — the pairwise matrix of a comparison document (``reports.comparison``): candidates x
@@ -114,8 +116,12 @@ def ranking_figure(names: Sequence[str], scores: Sequence[float], *, metric: str
 
 
 def per_class_figure(class_names: Sequence[str], scores: Mapping[str, Sequence[float | None]], *, metric: str,
-                     title: str | None = None):
-    """Heat map with one row per class and one column per candidate; ``None`` cells (no score) stay blank."""
+                     title: str | None = None, few_shot: Mapping[str, Any] | None = None):
+    """Heat map with one row per class and one column per candidate; ``None`` cells (no score) stay blank.
+
+    With ``few_shot`` (:func:`few_shot_curves`), the figure gains a second panel beside the heat map: each
+    few-shot metric's curves (:func:`draw_few_shot_curves`).
+    """
     if not class_names or not scores:
         raise ValidationError("per-class figure: needs at least one class and one candidate")
     columns = list(scores)
@@ -128,7 +134,14 @@ def per_class_figure(class_names: Sequence[str], scores: Mapping[str, Sequence[f
                      for c, v in zip(class_names, column)])
     rows = [[grid[j][i] for j in range(len(columns))] for i in range(len(class_names))]
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(1.1 * len(columns) + 2.5, 0.4 * len(class_names) + 1.8))
+    width, height = 1.1 * len(columns) + 2.5, 0.4 * len(class_names) + 1.8
+    if few_shot:
+        fig, axes = plt.subplots(1, 1 + len(few_shot), figsize=(width + 5.5 * len(few_shot), max(height, 4.0)),
+                                 gridspec_kw={"width_ratios": [width] + [5.5] * len(few_shot)})
+        ax, curve_axes = axes[0], axes[1:]
+    else:
+        fig, ax = plt.subplots(figsize=(width, height))
+        curve_axes = []
     image = ax.imshow(rows, aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0)
     ax.set_xticks(range(len(columns)), labels=columns, rotation=30, ha="right")
     ax.set_yticks(range(len(class_names)), labels=[str(c) for c in class_names])
@@ -138,8 +151,57 @@ def per_class_figure(class_names: Sequence[str], scores: Mapping[str, Sequence[f
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white" if value < 0.6 else "black")
     fig.colorbar(image, ax=ax, label=metric)
     ax.set_title(title or f"Per-class {metric}")
+    for curve_ax, (name, curves) in zip(curve_axes, (few_shot or {}).items()):
+        draw_few_shot_curves(curve_ax, curves, metric=name)
     fig.tight_layout()
     return fig
+
+
+def few_shot_curves(ranked: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[int, tuple[float, float, float]]]]:
+    """``{metric: {candidate: {shots: (accuracy, ci_low, ci_high)}}}`` of every few-shot metric of ``ranked``.
+
+    A few-shot metric is a candidate metric whose metadata ``type`` is ``few_shot``; its numbers are the
+    diagnostics' ``per_shot`` entries (``scoring.few_shot``), checked finite with low <= accuracy <= high.
+    """
+    out: dict[str, dict[str, dict[int, tuple[float, float, float]]]] = {}
+    for candidate in ranked:
+        for metric, result in (candidate.get("metrics") or {}).items():
+            if (result.get("metadata") or {}).get("type") != "few_shot":
+                continue
+            where = f"candidate {candidate['name']!r}, few-shot metric {metric!r}"
+            per_shot = (result.get("diagnostics") or {}).get("per_shot")
+            if not isinstance(per_shot, Mapping) or not per_shot:
+                raise ValidationError(f"{where}: no per-shot accuracies")
+            curve = {}
+            for shots, entry in per_shot.items():
+                at = f"{where}, {shots} shots"
+                if not str(shots).isdigit():
+                    raise ValidationError(f"{at}: shot count is not a positive integer")
+                values = tuple(_finite(entry.get(k) if isinstance(entry, Mapping) else None, f"{at}: {k}")
+                               for k in ("accuracy", "ci_low", "ci_high"))
+                if not values[1] <= values[0] <= values[2]:
+                    raise ValidationError(f"{at}: interval [{values[1]}, {values[2]}] does not hold accuracy {values[0]}")
+                curve[int(shots)] = values
+            out.setdefault(metric, {})[candidate["name"]] = dict(sorted(curve.items()))
+    return out
+
+
+def draw_few_shot_curves(ax, curves: Mapping[str, Mapping[int, tuple[float, float, float]]], *, metric: str) -> None:
+    """Accuracy against shots per class on ``ax``: one line per candidate, its interval as error bars."""
+    for i, (name, curve) in enumerate(curves.items()):
+        shots = list(curve)
+        acc = [curve[s][0] for s in shots]
+        ax.errorbar(shots, acc, yerr=[[a - curve[s][1] for s, a in zip(shots, acc)],
+                                       [curve[s][2] - a for s, a in zip(shots, acc)]],
+                    marker="os^Dvp<>*h"[i % 10], linestyle=("-", "--", "-.", ":")[i % 4], capsize=3, label=name)
+    every = sorted({s for curve in curves.values() for s in curve})
+    ax.set_xscale("log")
+    ax.set_xticks(every, labels=[str(s) for s in every])
+    ax.minorticks_off()
+    ax.set_xlabel("shots per class")
+    ax.set_ylabel("mean accuracy (bars: 95% interval over episodes)")
+    ax.set_title(f"{metric}: few-shot accuracy")
+    ax.legend(fontsize=8)
 
 
 def confusion_matrix_figure(matrix: Sequence[Sequence[int]], class_names: Sequence[str], *, title: str | None = None):
@@ -264,7 +326,7 @@ def _labelled_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
         keys = list(labels)
         figures["detail"] = per_class_figure(
             [labels[k] for k in keys], {c["name"]: [c["overlap"]["per_class_scores"].get(k) for k in keys] for c in ranked},
-            metric="OverlapIndex class score", title=f"{name}: per-class separation")
+            metric="OverlapIndex class score", title=f"{name}: per-class separation", few_shot=few_shot_curves(ranked))
     else:  # regression: no classes; the primary score with its stability interval instead
         figures["detail"] = _interval_figure(ranked, metric, f"{name}: {metric} with stability interval")
     return figures
@@ -333,7 +395,8 @@ def _zero_shot_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
 def report_figures(report: Mapping[str, Any], *, name: str = "report") -> dict[str, Any]:
     """``{"ranking": Figure, "detail": Figure, "comparison": Figure}`` for a labelled, retrieval or zero-shot report.
 
-    The detail figure is the per-class score heat map (labelled classes / labels), the primary score with its
+    The detail figure is the per-class score heat map (labelled classes / labels; with each few-shot metric's
+    curves beside it), the primary score with its
     stability interval (regression), metric@k curves (retrieval) or the best candidate's confusion matrix
     (zero-shot). The comparison figure is :func:`comparison_figure` of the report's ``comparison``, or
     :func:`no_comparison_figure` with its ``comparison_skipped`` reason; the ranking's whiskers are the
