@@ -209,6 +209,45 @@ def test_few_shot_equals_a_direct_nearest_class_mean_over_the_same_episodes(data
     assert result.score == pytest.approx(np.mean(result.diagnostics["per_episode"]["5"]), abs=1e-12)
 
 
+def test_with_groups_few_shot_queries_share_no_group_with_the_support(data):
+    """Each episode's queries are the rows outside the support and outside every group the support holds."""
+    x, y = data
+    groups = _subjects(y)  # 4 rows per subject
+    metric = FewShotMetric(shots=(1, 3), episodes=5)
+    result = metric.compute(x, classification_targets(y), row_ids=None, groups=groups, seed=SEED)
+    xn, subject = _normalised(x), np.asarray(groups)
+    for j, s in enumerate((1, 3)):
+        accs, sizes = [], []
+        for e in range(5):
+            rng = np.random.default_rng([SEED, e])
+            perms = [rng.permutation(np.flatnonzero(y == c)) for c in range(4)]
+            support = np.concatenate([p[:s] for p in perms])
+            means = np.stack([xn[p[:s]].mean(axis=0) for p in perms])
+            query = np.array([i for i in range(len(y)) if subject[i] not in set(subject[support])])
+            assert not set(query) & set(support)
+            dist = np.linalg.norm(xn[query][:, None, :] - means[None], axis=2)
+            accs.append(np.mean(dist.argmin(axis=1) == y[query]))
+            sizes.append(len(query))
+        assert result.diagnostics["per_episode"][str(s)] == pytest.approx(accs, abs=1e-12)
+        assert len(y) - 4 * 4 * s <= min(sizes) and max(sizes) <= len(y) - 4 * 4  # whole subjects left out
+    ignored = FewShotMetric(shots=(1, 3), episodes=5, group_episodes=False)
+    assert ignored.compute(x, classification_targets(y), row_ids=None, groups=groups, seed=SEED).to_dict()["diagnostics"] \
+        == metric.compute(x, classification_targets(y), row_ids=None, seed=SEED).to_dict()["diagnostics"]
+    assert metric.recipe()["group_episodes"] is True and ignored.recipe() != metric.recipe()
+    assert metric_from_config({"type": "few_shot", "group_episodes": False}).recipe()["group_episodes"] is False
+
+
+def test_few_shot_refuses_episodes_whose_support_holds_every_group(data):
+    x, y = data
+    two = [f"g{i % 2}" for i in range(len(y))]  # every class spans both groups: 2 shots can hold both
+    with pytest.raises(ValidationError, match=r"key 'shots': at \d+ shots, episode \d+'s support holds a row of every "
+                                              r"independence group.*'group_episodes: false'"):
+        FewShotMetric(shots=(1, 2), episodes=20).check(classification_targets(y), groups=two, seed=SEED)
+    FewShotMetric(shots=(1, 2), episodes=20, group_episodes=False).check(classification_targets(y), groups=two)
+    with pytest.raises(ConfigError, match="group_episodes"):
+        FewShotMetric(group_episodes=1)
+
+
 def test_clustering_equals_direct_kmeans_and_sklearn_scores(data):
     x, y = data
     result = ClusteringMetric(n_init=2, repeats=2).compute(x, classification_targets(y), row_ids=None, seed=SEED)

@@ -138,3 +138,9 @@ def test_plan_refuses_more_folds_than_the_datasets_groups(tmp_path):
     assert plan({"benchmarks": {"g": bench}}, base_dir=tmp_path).reports  # as many folds as groups: planned
     bench["metrics"] = [{"type": "knn", "k": 3, "group_folds": False}]
     assert plan({"benchmarks": {"g": bench}}, base_dir=tmp_path).reports  # groups ignored by request
+    bench["metrics"] = [{"type": "few_shot", "shots": [1, 2], "episodes": 4}]
+    with pytest.raises(ConfigError, match=r"benchmarks\.g\.metrics\[0\] \('few_shot'\): .*key 'shots': at \d+ shots, "
+                                          r"episode 0's support holds a row of every independence group"):
+        plan({"benchmarks": {"g": bench}}, base_dir=tmp_path)  # 3 subjects: one class's 2 shots + the other's hold all
+    bench["metrics"] = [{"type": "few_shot", "shots": [1, 2], "episodes": 4, "group_episodes": False}]
+    assert plan({"benchmarks": {"g": bench}}, base_dir=tmp_path).reports

@@ -5,7 +5,10 @@ one permutation of every class's support pool (in catalog order); for each shot 
 1, 5, 10) the first ``s`` rows of each class's permutation are its support (supports are nested across shot
 counts). Each class's mean is the mean of its normalised support rows; a query row is predicted as the class of
 the nearest mean (Euclidean distance; ties: first class in catalog order). Queries are every row that is not in
-that support (or, with a declared ``split``, the test rows; the support pool is then the train rows).
+that support (or, with a declared ``split``, the test rows; the support pool is then the train rows). Where the
+dataset declares independence groups (e.g. the images of one subject) and ``group_episodes`` is true (default), a
+query row must also share no group with that episode's support (no episode tests a subject it holds as support);
+a declared split is taken as given. An episode left without a query row is refused naming ``shots``.
 
 Per shot count: the mean accuracy over episodes with its normal interval ``mean +- 1.96 sd / sqrt(episodes)``;
 ``score`` is the mean accuracy at ``primary_shots`` (default 5 when listed, else the largest shot count). Every
@@ -23,7 +26,8 @@ import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, class_codes, class_names, l2_normalised, parse_split, positive, prepared, split_positions,
+    BuiltinMetric, check_name, class_codes, class_names, flag, group_codes, l2_normalised, parse_split, positive, prepared,
+    split_positions,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -56,7 +60,7 @@ class FewShotMetric(BuiltinMetric):
     TARGET_TYPES = ("classification",)
 
     def __init__(self, shots: Sequence[int] = (1, 5, 10), episodes: int = 100, split: Any = None,
-                 primary_shots: int | None = None, *, name: str = "few_shot") -> None:
+                 primary_shots: int | None = None, group_episodes: bool = True, *, name: str = "few_shot") -> None:
         owner = "FewShotMetric"
         self.name = check_name(name, owner)
         self.shots = _shots(shots, owner)
@@ -67,30 +71,43 @@ class FewShotMetric(BuiltinMetric):
         if primary_shots not in self.shots:
             raise ConfigError(f"{owner}: key 'primary_shots' = {primary_shots!r} is not one of shots {list(self.shots)}")
         self.primary_shots = int(primary_shots)
+        self.group_episodes = flag(group_episodes, owner, "group_episodes")
 
     def recipe(self) -> dict[str, Any]:
         return {"type": "few_shot", "name": self.name, "shots": list(self.shots), "episodes": self.episodes,
-                "split": self.split, "primary_shots": self.primary_shots}
+                "split": self.split, "primary_shots": self.primary_shots, "group_episodes": self.group_episodes}
 
-    def episode_accuracies(self, x: np.ndarray, codes: np.ndarray, pool: np.ndarray, queries: np.ndarray | None,
-                           n_classes: int, seed: int) -> np.ndarray:
-        """``(episodes, len(shots))`` accuracies; ``queries`` None means every non-support row."""
+    def episodes_of(self, codes: np.ndarray, pool: np.ndarray, queries: np.ndarray | None, grouped: np.ndarray | None,
+                    n_classes: int, seed: int):
+        """Yield ``(episode, shot index, support rows, query rows)`` (module docstring); ``queries`` None means every
+        row outside the support (and, with ``grouped`` codes, outside the support's groups)."""
+        n = codes.shape[0]
         members = [pool[codes[pool] == c] for c in range(n_classes)]
         present = [c for c in range(n_classes) if members[c].size]
-        out = np.empty((self.episodes, len(self.shots)))
         for e in range(self.episodes):
             rng = np.random.default_rng([seed, e])
             perms = {c: rng.permutation(members[c]) for c in present}
             for j, s in enumerate(self.shots):
                 support = np.concatenate([perms[c][:s] for c in present])
                 if queries is None:
-                    mask = np.ones(x.shape[0], dtype=bool)
+                    mask = np.ones(n, dtype=bool)
                     mask[support] = False
+                    if grouped is not None:
+                        held = np.zeros(int(grouped.max()) + 1, dtype=bool)
+                        held[grouped[support]] = True
+                        mask &= ~held[grouped]
                     rows = np.flatnonzero(mask)
                 else:
                     rows = queries
-                predicted = nearest_mean(x, rows, support, codes[support], n_classes)
-                out[e, j] = float((predicted == codes[rows]).mean())
+                yield e, j, support, rows
+
+    def episode_accuracies(self, x: np.ndarray, codes: np.ndarray, pool: np.ndarray, queries: np.ndarray | None,
+                           n_classes: int, seed: int, grouped: np.ndarray | None = None) -> np.ndarray:
+        """``(episodes, len(shots))`` accuracies over :meth:`episodes_of`."""
+        out = np.empty((self.episodes, len(self.shots)))
+        for e, j, support, rows in self.episodes_of(codes, pool, queries, grouped, n_classes, seed):
+            predicted = nearest_mean(x, rows, support, codes[support], n_classes)
+            out[e, j] = float((predicted == codes[rows]).mean())
         return out
 
     def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):  # no folds
@@ -111,15 +128,23 @@ class FewShotMetric(BuiltinMetric):
                                   f"have fewer rows than {self.shots[-1]} shots")
         if queries is None and (counts[counts > 0] <= self.shots[-1]).all():
             raise ValidationError(f"{where}: key 'shots': no row is left to query at {self.shots[-1]} shots")
-        return codes, pool, queries
+        grouped = group_codes(groups, len(keys), where) if self.group_episodes and queries is None else None
+        if grouped is not None:
+            for e, j, _, rows in self.episodes_of(codes, pool, queries, grouped, n_classes, seed):
+                if not rows.size:
+                    raise ValidationError(
+                        f"{where}: key 'shots': at {self.shots[j]} shots, episode {e}'s support holds a row of every "
+                        "independence group, so no row is left to query; declare fewer shots or "
+                        "'group_episodes: false'")
+        return codes, pool, queries, grouped
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
         matrix, keys, where = prepared(self, embeddings, targets, row_ids)
         x = l2_normalised(matrix, keys, where)
-        codes, pool, queries = self._plan(targets, keys, where, seed)
+        codes, pool, queries, grouped = self._plan(targets, keys, where, seed, groups)
         n_classes = len(targets.catalog)
-        acc = self.episode_accuracies(x, codes, pool, queries, n_classes, seed)
+        acc = self.episode_accuracies(x, codes, pool, queries, n_classes, seed, grouped)
         per_shot = {}
         for j, s in enumerate(self.shots):
             mean = float(acc[:, j].mean())

@@ -32,7 +32,7 @@ BUILTIN_TYPES = {
     "knn": _builder(KNNMetric, ("name", "k", "weighting", "temperature", "folds", "split", "primary", "group_folds")),
     "linear_probe": _builder(LinearProbeMetric, ("name", "Cs", "folds", "inner_folds", "split", "primary", "max_iter",
                                                  "group_folds")),
-    "few_shot": _builder(FewShotMetric, ("name", "shots", "episodes", "split", "primary_shots")),
+    "few_shot": _builder(FewShotMetric, ("name", "shots", "episodes", "split", "primary_shots", "group_episodes")),
     "clustering": _builder(ClusteringMetric, ("name", "n_init", "repeats", "split", "primary")),
 }
 
