@@ -56,6 +56,8 @@ RUN_ELSEWHERE = {
     ("docs/models.md", "Models", "bash", 1):
         "tests/workflow/test_eval_command.py::test_the_docs_timm_example_sweeps_layers_and_its_config_plans_nothing_new",
     ("README.md", "Your own data", "yaml", 0): "tests/test_docs.py::test_the_readme_config_validates_and_runs",
+    ("README.md", "The numbers papers publish", "yaml", 0):
+        "tests/test_docs.py::test_the_readme_metrics_validate_and_run_beside_overlapindex",
 }
 RUN_HERE = {  # filled by @runs below: Python blocks this file executes
 }
@@ -342,3 +344,29 @@ def test_the_readme_config_validates_and_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(work)
     config = yaml.safe_load((work / "my-config.yaml").read_text(encoding="utf-8"))
     assert benchmarks_from_config(config, base_dir=work)["my_models"].run().to_dict()["ranking"][0] == "model_a"
+
+
+def test_the_readme_metrics_validate_and_run_beside_overlapindex(tmp_path, monkeypatch):
+    """README "The numbers papers publish": its metrics added to the README's own-data benchmark, as a user pastes
+    them, validate (plan-time checks included) and score every candidate, ranked by the declared primary metric."""
+    from tests.workflow.test_readme_bring_data import _write_files
+    from vertebrae.workflow import benchmarks_from_config
+
+    work = tmp_path / "mine"
+    work.mkdir()
+    _write_files(work)
+    config = yaml.safe_load(block("README.md", "Your own data", "yaml"))
+    config["benchmarks"]["my_models"].update(yaml.safe_load(block("README.md", "The numbers papers publish", "yaml"))
+                                             ["benchmarks"]["my_models"])
+    (work / "my-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    done = subprocess.run([str(BIN / "vertebrae"), "validate", "my-config.yaml"], cwd=work, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "score_labelled_partial" in done.stdout  # each metric its own job (fanout: auto)
+    monkeypatch.chdir(work)
+    result = benchmarks_from_config(config, base_dir=work)["my_models"].run().to_dict()
+    for candidate in result["extractor_results"]:
+        assert candidate["primary_metric_name"] == "linear_probe"
+        assert set(candidate["metrics"]) == {"knn", "linear_probe", "few_shot", "clustering"}
+        assert list(candidate["metrics"]["few_shot"]["diagnostics"]["per_shot"]) == ["1", "5", "10"]
+    assert result["ranking"][0] == "model_a"  # the well-separated file leads on the probe too

@@ -48,8 +48,12 @@ def _config(groups_key="site"):
 
 
 def _fingerprints(config, base_dir):
+    """Fingerprints by stage; a score is planned as its merge job (``fanout: auto``, a metric is declared), whose
+    partials are keyed by their own recipes ("labelled-partial")."""
     specs = plan(config, base_dir=base_dir).specs.values()
-    return {stage: {s["fingerprint"] for s in specs if s["stage"] == stage} for stage in ("protocol", "embed", "score", "report")}
+    stages = {"merge-labelled-partials": "score", "score-labelled-partial": "labelled-partial"}
+    return {stage: {s["fingerprint"] for s in specs if stages.get(s["stage"], s["stage"]) == stage}
+            for stage in ("protocol", "embed", "score", "labelled-partial", "report")}
 
 
 def test_groups_from_config_through_snakemake_equal_in_process(tmp_path, monkeypatch):

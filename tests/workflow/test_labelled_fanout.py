@@ -59,3 +59,28 @@ def test_adding_few_shot_plans_only_its_job_and_what_follows(tmp_path):
     assert set(counts) <= {"compare", "report", "figures", "report_tables", "report_page", "summary",
                            "leaderboard_page", "results_index", "all"}, counts
     assert {"report", "compare", "summary"} <= set(counts), counts
+
+
+def test_fanout_auto_splits_a_benchmark_that_declares_metrics_and_keeps_one_job_otherwise(tmp_path):
+    """``fanout`` defaults to auto: part by part when a metric besides OverlapIndex is declared (adding one then reruns
+    only its job), one score job a candidate otherwise; the score's fingerprint is the same either way."""
+    from vertebrae.workflow import plan
+
+    def stages(config):
+        planned = plan(config, base_dir=tmp_path)
+        scores = {fp for fp, spec in planned.specs.items() if spec["stage"] in ("score", "merge-labelled-partials")}
+        return sorted(spec["stage"] for spec in planned.specs.values()), scores
+
+    auto = copy.deepcopy(CONFIG)
+    del auto["benchmarks"]["digits"]["fanout"]
+    auto_stages, auto_scores = stages(auto)
+    assert (auto_stages, auto_scores) == stages(CONFIG)  # auto with metrics = true
+    assert "score" not in auto_stages and auto_stages.count("score-labelled-partial") == 1 + 2 + 1 + 3  # OI, repeats, Sx, metrics
+    one_job = copy.deepcopy(CONFIG)
+    one_job["benchmarks"]["digits"]["fanout"] = False
+    one_stages, one_scores = stages(one_job)
+    assert one_stages.count("score") == 1 and "score-labelled-partial" not in one_stages and one_scores == auto_scores
+    bare = copy.deepcopy(auto)
+    bare["benchmarks"]["digits"].update(metrics=[], primary_metric="overlap")
+    bare_stages, _ = stages(bare)
+    assert bare_stages.count("score") == 1 and "score-labelled-partial" not in bare_stages

@@ -99,6 +99,12 @@ def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_d
             raise ConfigError(f"{where}.stability: {exc}") from None
 
 
+def fans_out(bench: Mapping[str, Any]) -> bool:
+    """A labelled benchmark's ``fanout``: true/false as declared; ``auto`` fans out when a metric besides
+    OverlapIndex is declared (adding or changing one then reruns only its job), else one score job a candidate."""
+    return bool(bench["metrics"]) if bench["fanout"] == "auto" else bool(bench["fanout"])
+
+
 def _add_score(result: WorkflowPlan, spec: dict[str, Any], plan: ScoringPlan, fanout: bool) -> str:
     """Plan one candidate's score: the one score job, or (``fanout``) one partial job per metric and the merge job,
     which writes the same score artifact under the same fingerprint (``stages.labelled_partials``). A score an
@@ -186,7 +192,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
                 "stage": "score", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
                 "embedding": scored_ref, "protocol": protocol_ref, "plan": scoring_plan.to_dict(),
                 "target_type": dataset["target_type"],
-            }, scoring_plan, bench["fanout"])
+            }, scoring_plan, fans_out(bench))
             candidates.append({"name": variant, "score": ref(score_fp, artifact_path("score", score_fp)), "embedding": embed_fp,
                                "scored_embedding": scored_ref["fingerprint"], "extractor": extractor.recipe(),
                                "compression": compression})
