@@ -238,6 +238,7 @@ def test_run_write_protocol_refuses_data_changed_after_planning(workdir):
 COMPRESSED_CONFIG = copy.deepcopy(CONFIG)
 COMPRESSED_CONFIG["benchmarks"]["toy"]["compression"] = [{"method": "pca", "n_components": 3}]
 COMPRESSED_CONFIG["benchmarks"]["toy"]["metrics"] = [{"type": "callable", "path": "metric_fixtures:embedding_width"}]
+COMPRESSED_CONFIG["benchmarks"]["toy"]["fanout"] = False  # the one score job (the fan-out: test_labelled_partials)
 
 
 def _raw_embedding_fp(p) -> str:
