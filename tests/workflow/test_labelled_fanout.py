@@ -5,6 +5,7 @@ score job's, is tests/workflow/test_builtin_metrics.py)."""
 from __future__ import annotations
 
 import copy
+import re
 
 from workflow_support import job_counts, snakemake, write_config
 
@@ -84,3 +85,21 @@ def test_fanout_auto_splits_a_benchmark_that_declares_metrics_and_keeps_one_job_
     bare["benchmarks"]["digits"].update(metrics=[], primary_metric="overlap")
     bare_stages, _ = stages(bare)
     assert bare_stages.count("score") == 1 and "score-labelled-partial" not in bare_stages
+
+
+def test_the_parts_that_grow_with_rows_squared_start_first(tmp_path):
+    """knn and linear_probe part jobs ask for priority 1 (Snakemake starts them before the other ready parts, so a
+    long part does not end the fan-out alone); every other part job keeps the default 0."""
+    from vertebrae.workflow import plan
+
+    write_config(tmp_path, CONFIG)
+    dry = snakemake(tmp_path, "-n").stdout
+    jobs = [block for block in dry.split("\n\n") if "rule score_labelled_partial:" in block]
+    planned = plan(CONFIG, base_dir=tmp_path)
+    names = {}
+    for block in jobs:
+        fp = re.search(r"output: results/partials/([0-9a-f]{16})\.json", block).group(1)
+        recipe = planned.spec(fp)["recipe"]
+        names[recipe.get("name") or recipe["part"] + str(recipe.get("repeat", ""))] = "priority: 1" in block
+    assert names == {"overlap": False, "stability0": False, "stability1": False, "separatix": False, "knn": True,
+                     "linear_probe": True, "clustering": False}, names

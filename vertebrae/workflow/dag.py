@@ -15,7 +15,7 @@ from typing import Any
 
 from vertebrae.core.fingerprint import canonical_json
 from vertebrae.workflow.paths import artifact_path, report_paths
-from vertebrae.workflow.resources import embed_mem_mb, partial_mem_mb
+from vertebrae.workflow.resources import embed_mem_mb, part_priority, partial_mem_mb
 from vertebrae.workflow.spec_files import spec_file, write_spec_files
 
 # rule input name -> the spec key of the {fingerprint, path} reference it reads, by stage (None refs are skipped)
@@ -172,6 +172,10 @@ class WorkflowPlan:
         """mem_mb of the job on spec ``fp``: a partial score's, or the one its planner recorded (embedding and fit
         jobs, ``resources.embed_mem_mb``)."""
         return self.partial_mem_mb(fp) if fp in self.fanouts else self.memory[fp]
+
+    def priority(self, fp: str) -> int:
+        """Scheduling priority of the labelled part job on spec ``fp`` (``resources.part_priority``)."""
+        return part_priority(self.specs[fp]["recipe"])
 
     def partial_resources(self, *, mem_mb: Callable[[Any], int], gpu: Callable[[Any], int]
                           ) -> dict[str, int | Callable[[Any], int]]:

@@ -17,6 +17,11 @@ a model load: seconds), so an endpoint gets one shard per ``AUTO_SHARD_SECONDS``
 model's rows ``MODEL_ROW_SECONDS`` each, other extractors' ``PLAIN_ROW_SECONDS``), and enough that no shard holds
 more than ``AUTO_MAX_ROWS`` rows (its memory, above): a small endpoint is one job.
 
+Labelled part jobs (``part_priority``): a candidate's parts become ready together, and a local run starts them in
+no particular order; a long part started last ends the fan-out alone. Parts whose work grows with the rows squared
+(``knn``: every query against every train row of each fold; ``linear_probe``: folds x inner folds x grid fits)
+ask for priority 1, so Snakemake starts them first; every other part (and job) has priority 0.
+
 Other rules ask for fixed amounts (the workflow profile, ``profiles/default``): their working set is admitted
 against ``max_dense_bytes`` before any work.
 """
@@ -72,6 +77,15 @@ def auto_shards(extractor: Any, rows: int) -> int:
     return max(1, min(AUTO_MAX_SHARDS, max(by_time, by_memory)))
 
 
+LONG_PARTS = ("knn", "linear_probe")  # built-in metric types that start first (the module docstring)
+
+
+def part_priority(recipe: Mapping[str, Any]) -> int:
+    """Scheduling priority of a labelled part job from its recipe: 1 for a ``LONG_PARTS`` metric, else 0."""
+    metric = recipe.get("metric") if recipe.get("part") == "metric" else None
+    return int(isinstance(metric, Mapping) and metric.get("type") in LONG_PARTS)
+
+
 def partial_mem_mb(retrieval: Mapping[str, Any], q_rows: int, g_rows: int) -> int:
     """mem_mb of a partial-score job of ``q_rows`` queries against ``g_rows`` gallery rows (``retrieval``: the
     spec's RetrievalConfig as a dict)."""
@@ -81,4 +95,4 @@ def partial_mem_mb(retrieval: Mapping[str, Any], q_rows: int, g_rows: int) -> in
 
 
 __all__ = ["DIM_BOUND", "INTERPRETER_MB", "ITEM_MB", "TORCH_MB", "UNKNOWN_WEIGHTS_MB",
-           "embed_mem_mb", "partial_mem_mb", "weights_bytes"]
+           "embed_mem_mb", "part_priority", "partial_mem_mb", "weights_bytes"]

@@ -68,6 +68,10 @@ def get_partial_mem_mb(wildcards):
     return PLAN.mem_mb(wildcards.partial)
 
 
+def get_part_priority(wildcards):
+    return PLAN.priority(wildcards.fp)
+
+
 def get_partial_gpus(wildcards):
     return PLAN.gpus(wildcards.partial)
 

@@ -130,6 +130,7 @@ rule score_labelled_partial:
     params:
         overlap=get_overlap_option,
     threads: PLAN.threads["scoring"]
+    priority: get_part_priority
     conda:
         "../../envs/vertebrae.yaml"
     log:
