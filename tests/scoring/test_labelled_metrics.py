@@ -248,6 +248,27 @@ def test_few_shot_refuses_episodes_whose_support_holds_every_group(data):
         FewShotMetric(group_episodes=1)
 
 
+def test_a_declared_split_that_shares_groups_is_kept_with_a_warning_naming_them(data):
+    """A user's split is taken as given; where a subject has rows in train and test, each metric says so."""
+    x, y = data
+    groups = _subjects(y)  # subjects s<class>-<i>, 4 consecutive rows each
+    by_row = ["test" if i % 4 == 0 else "train" for i in range(len(y))]  # all but s2-7 (rows 98, 99) on both sides
+    by_subject = ["test" if int(g.split("-")[1]) % 4 == 0 else "train" for g in groups]  # whole subjects
+    targets = classification_targets(y)
+    metrics = (KNNMetric(k=3, split=by_row), LinearProbeMetric(Cs=(1.0,), inner_folds=2, split=by_row),
+               FewShotMetric(shots=(1,), episodes=2, split=by_row))
+    for metric in metrics:
+        warned = metric.compute(x, targets, row_ids=None, groups=groups, seed=SEED)
+        shared = [w for w in warned.warnings if "independence groups" in w]
+        assert shared == [f"{type(metric).__name__} {metric.name!r}: key 'split': 30 of the 31 independence groups "
+                          "have rows in both train and test (e.g. ['s0-0', 's0-1', 's0-2', 's0-3', 's0-4']): those "
+                          "test rows are not independent of the train rows"], warned.warnings
+        plain = metric.compute(x, targets, row_ids=None, seed=SEED)  # same numbers, no groups: no warning
+        assert plain.score == warned.score and not [w for w in plain.warnings if "independence" in w]
+    for metric in (KNNMetric(k=3, split=by_subject), FewShotMetric(shots=(1,), episodes=2, split=by_subject)):
+        assert not metric.compute(x, targets, row_ids=None, groups=groups, seed=SEED).warnings
+
+
 def test_clustering_equals_direct_kmeans_and_sklearn_scores(data):
     x, y = data
     result = ClusteringMetric(n_init=2, repeats=2).compute(x, classification_targets(y), row_ids=None, seed=SEED)

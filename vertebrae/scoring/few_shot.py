@@ -27,7 +27,7 @@ import numpy as np
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.labelled_common import (
     BuiltinMetric, check_name, class_codes, class_names, flag, group_codes, l2_normalised, parse_split, positive, prepared,
-    split_positions,
+    split_group_warnings, split_positions,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -158,7 +158,9 @@ class FewShotMetric(BuiltinMetric):
             "statistic": f"accuracy@{self.primary_shots}-shot",
         }
         metadata = {**self.recipe(), "n_rows": len(keys), "seed": int(seed), "target_type": targets.target_type}
-        return MetricResult(self.name, per_shot[str(self.primary_shots)]["accuracy"], True, diagnostics, [], metadata)
+        warnings = [] if queries is None else split_group_warnings(self.split, pool, queries, groups, where)
+        return MetricResult(self.name, per_shot[str(self.primary_shots)]["accuracy"], True, diagnostics, warnings,
+                            metadata)
 
 
 __all__ = ["FewShotMetric", "nearest_mean"]

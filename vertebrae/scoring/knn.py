@@ -24,7 +24,7 @@ import numpy as np
 from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.labelled_common import (
     BuiltinMetric, check_name, choice, class_codes, classification_scores, evaluation_splits, flag, group_codes, l2_normalised,
-    parse_split, per_sample, positive, positive_float, prepared, sample_paired,
+    parse_split, per_sample, positive, positive_float, prepared, sample_paired, split_group_warnings,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -115,16 +115,17 @@ class KNNMetric(BuiltinMetric):
             tests.append(test)
         test = np.concatenate(tests)
         predicted = np.concatenate(outputs)
+        warnings = split_group_warnings(self.split, *splits[0], groups, where)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
                     "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
         if regression:
             true = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1)[test]
             score = r2(true, predicted)
-            return MetricResult(self.name, score, True, {"r2": score}, [], metadata)
+            return MetricResult(self.name, score, True, {"r2": score}, warnings, metadata)
         scores = classification_scores(codes[test], predicted)
         diagnostics = {**scores, "per_sample": per_sample(keys, test, codes[test], predicted),
                        "paired": sample_paired(self.primary), "statistic": self.primary}
-        return MetricResult(self.name, scores[self.primary], True, diagnostics, [], metadata)
+        return MetricResult(self.name, scores[self.primary], True, diagnostics, warnings, metadata)
 
 
 __all__ = ["KNNMetric", "neighbour_votes", "r2", "vote"]

@@ -132,6 +132,23 @@ def group_codes(groups: Sequence[Any] | None, n: int, where: str) -> np.ndarray 
                        count=n)
 
 
+def split_group_warnings(split: Any, train: np.ndarray, test: np.ndarray, groups: Sequence[Any] | None,
+                         where: str) -> list[str]:
+    """A declared split is taken as given; with the dataset's independence groups, a warning when some group has
+    rows on both sides (its test rows are then not independent of the train rows), naming up to five groups."""
+    if split is None or groups is None:
+        return []
+    values = groups.tolist() if isinstance(groups, np.ndarray) else list(groups)
+    grouped = group_codes(values, len(values), where)
+    shared = np.intersect1d(grouped[train], grouped[test])
+    if not shared.size:
+        return []
+    first = {int(code): i for i, code in reversed(list(enumerate(grouped.tolist())))}
+    names = [values[first[int(code)]] for code in shared[:5]]
+    return [f"{where}: key 'split': {shared.size} of the {int(grouped.max()) + 1} independence groups have rows in "
+            f"both train and test (e.g. {names}): those test rows are not independent of the train rows"]
+
+
 def evaluation_splits(codes: np.ndarray | None, keys: Sequence[str], *, split: Any, folds: int, seed: int,
                       targets: Any, where: str, groups: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """(train, test) row indices: the declared split, or stratified folds (plain KFold without classes); with
@@ -239,4 +256,4 @@ def check_name(name: Any, owner: str) -> str:
 
 __all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "choice", "class_codes", "classification_scores", "dense_rows",
            "evaluation_splits", "flag", "group_codes", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared",
-           "require_target_type", "sample_paired", "split_positions"]
+           "require_target_type", "sample_paired", "split_group_warnings", "split_positions"]

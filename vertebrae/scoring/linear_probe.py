@@ -24,7 +24,7 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.knn import r2
 from vertebrae.scoring.labelled_common import (
     BuiltinMetric, check_name, choice, class_codes, class_names, classification_scores, evaluation_splits, flag, group_codes,
-    parse_split, per_sample, positive, prepared, sample_paired,
+    parse_split, per_sample, positive, prepared, sample_paired, split_group_warnings,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -132,6 +132,7 @@ class LinearProbeMetric(BuiltinMetric):
         test = np.concatenate(tests)
         predicted = np.concatenate(outputs)
         warnings = [f"{where}: the solver did not converge within max_iter = {self.max_iter} in {len(warned)} fit(s)"] if warned else []
+        warnings += split_group_warnings(self.split, *splits[0], groups, where)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
                     "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
         if regression:
