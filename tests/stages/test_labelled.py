@@ -234,3 +234,21 @@ def test_compress_block_fits_on_the_samples_and_keeps_row_ids(dataset):
     recipe = compression_recipe("e" * 16, EmbeddingCompressionConfig(method="pca", n_components=2))
     assert recipe == {"embedding": "e" * 16, "fit_endpoint": "samples",
                       "compression": EmbeddingCompressionConfig(method="pca", n_components=2).to_dict()}
+
+
+def test_score_embeddings_plans_each_builtin_metric_once_and_equals_its_own_compute(dataset, protocol, monkeypatch):
+    """check_metrics refuses bad declarations before any scoring and hands its plans (folds, episodes) to compute:
+    the splits are made once a score, and the numbers equal the metric computed alone."""
+    from vertebrae import FewShotMetric, KNNMetric
+
+    metrics = (KNNMetric(k=3, folds=3), FewShotMetric(shots=(1, 2), episodes=3))
+    alone = {m.name: m.compute(dataset.inputs, protocol.targets, row_ids=dataset.row_ids, seed=0).to_dict()
+             for m in metrics}
+    calls = []
+    for cls in (KNNMetric, FewShotMetric):
+        original = cls._plan
+        monkeypatch.setattr(cls, "_plan", lambda self, *a, _o=original, **k: calls.append(self.name) or _o(self, *a, **k))
+    payload = score_embeddings(EmbeddingBlock(dataset.inputs, dataset.row_ids), protocol,
+                               ScoringPlan(SCORING, seed=0, metrics=metrics))
+    assert sorted(calls) == sorted(m.name for m in metrics)
+    assert payload["metrics"] == alone

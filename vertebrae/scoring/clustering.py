@@ -69,12 +69,12 @@ class ClusteringMetric(BuiltinMetric):
         return codes, train, test, n_clusters
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
-                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+                groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
         from sklearn.cluster import KMeans
 
         matrix, keys, where = prepared(self, embeddings, targets, row_ids)
         x = l2_normalised(matrix, keys, where)
-        codes, train, test, n_clusters = self._plan(targets, keys, where, seed)
+        codes, train, test, n_clusters = self._plan(targets, keys, where, seed) if plan is None else plan
         per_seed: dict[str, list[Any]] = {"ids": [], **{name: [] for name in SCORES}}
         for r in range(self.repeats):
             model = KMeans(n_clusters=n_clusters, n_init=self.n_init, random_state=seed + r)

@@ -84,6 +84,7 @@ class FewShotMetric(BuiltinMetric):
         n = codes.shape[0]
         members = [pool[codes[pool] == c] for c in range(n_classes)]
         present = [c for c in range(n_classes) if members[c].size]
+        n_groups = 0 if grouped is None else int(grouped.max()) + 1
         for e in range(self.episodes):
             rng = np.random.default_rng([seed, e])
             perms = {c: rng.permutation(members[c]) for c in present}
@@ -93,7 +94,7 @@ class FewShotMetric(BuiltinMetric):
                     mask = np.ones(n, dtype=bool)
                     mask[support] = False
                     if grouped is not None:
-                        held = np.zeros(int(grouped.max()) + 1, dtype=bool)
+                        held = np.zeros(n_groups, dtype=bool)
                         held[grouped[support]] = True
                         mask &= ~held[grouped]
                     rows = np.flatnonzero(mask)
@@ -139,10 +140,10 @@ class FewShotMetric(BuiltinMetric):
         return codes, pool, queries, grouped
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
-                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+                groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
         matrix, keys, where = prepared(self, embeddings, targets, row_ids)
         x = l2_normalised(matrix, keys, where)
-        codes, pool, queries, grouped = self._plan(targets, keys, where, seed, groups)
+        codes, pool, queries, grouped = self._plan(targets, keys, where, seed, groups) if plan is None else plan
         n_classes = len(targets.catalog)
         acc = self.episode_accuracies(x, codes, pool, queries, n_classes, seed, grouped)
         per_shot = {}

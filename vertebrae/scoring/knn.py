@@ -96,13 +96,13 @@ class KNNMetric(BuiltinMetric):
         smallest = min(len(train) for train, _ in splits)
         if self.k >= smallest:
             raise ValidationError(f"{where}: key 'k' = {self.k} must be below the {smallest} train rows")
-        return codes, splits
+        return codes, splits, grouped
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
-                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+                groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
         matrix, keys, where = prepared(self, embeddings, targets, row_ids)
         regression = targets.target_type == "regression"
-        codes, splits = self._plan(targets, keys, where, seed, groups)
+        codes, splits, grouped = self._plan(targets, keys, where, seed, groups) if plan is None else plan
         x = l2_normalised(matrix, keys, where)
         tests, outputs = [], []
         for train, test in splits:
@@ -115,7 +115,7 @@ class KNNMetric(BuiltinMetric):
             tests.append(test)
         test = np.concatenate(tests)
         predicted = np.concatenate(outputs)
-        warnings = split_group_warnings(self.split, *splits[0], groups, where)
+        warnings = split_group_warnings(self.split, *splits[0], groups, where, grouped)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
                     "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
         if regression:

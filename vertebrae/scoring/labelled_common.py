@@ -133,18 +133,20 @@ def group_codes(groups: Sequence[Any] | None, n: int, where: str) -> np.ndarray 
 
 
 def split_group_warnings(split: Any, train: np.ndarray, test: np.ndarray, groups: Sequence[Any] | None,
-                         where: str) -> list[str]:
+                         where: str, grouped: np.ndarray | None = None) -> list[str]:
     """A declared split is taken as given; with the dataset's independence groups, a warning when some group has
-    rows on both sides (its test rows are then not independent of the train rows), naming up to five groups."""
+    rows on both sides (its test rows are then not independent of the train rows), naming up to five groups.
+    ``grouped``: the groups' ``group_codes`` when the caller holds them."""
     if split is None or groups is None:
         return []
-    values = groups.tolist() if isinstance(groups, np.ndarray) else list(groups)
-    grouped = group_codes(values, len(values), where)
+    if grouped is None:
+        grouped = group_codes(groups, len(groups), where)
     shared = np.intersect1d(grouped[train], grouped[test])
     if not shared.size:
         return []
-    first = {int(code): i for i, code in reversed(list(enumerate(grouped.tolist())))}
-    names = [values[first[int(code)]] for code in shared[:5]]
+    codes, first = np.unique(grouped, return_index=True)
+    names = [groups[int(i)] for i in first[np.searchsorted(codes, shared[:5])]]
+    names = [n.item() if isinstance(n, np.generic) else n for n in names]
     return [f"{where}: key 'split': {shared.size} of the {int(grouped.max()) + 1} independence groups have rows in "
             f"both train and test (e.g. {names}): those test rows are not independent of the train rows"]
 
@@ -244,10 +246,12 @@ class BuiltinMetric(Metric):
         raise NotImplementedError
 
     def check(self, targets: Any, *, row_ids: Sequence[str] | None = None, seed: int = 0,
-              groups: Sequence[Any] | None = None) -> None:
+              groups: Sequence[Any] | None = None) -> Any:
+        """Returns the plan (codes, splits, episodes' pool) that ``compute`` makes from the same targets, row ids,
+        seed and groups: pass it there as ``plan`` and the work is not done twice."""
         where = f"{type(self).__name__} {self.name!r}"
         require_target_type(targets, self.TARGET_TYPES, where)
-        self._plan(targets, _row_keys(row_ids, targets.n_rows), where, seed, groups)
+        return self._plan(targets, _row_keys(row_ids, targets.n_rows), where, seed, groups)
 
 
 def check_name(name: Any, owner: str) -> str:

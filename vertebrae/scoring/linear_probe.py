@@ -108,14 +108,14 @@ class LinearProbeMetric(BuiltinMetric):
         return codes, splits, grouped
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
-                groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
+                groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
         import warnings as _warnings
 
         from sklearn.exceptions import ConvergenceWarning
 
         matrix, keys, where = prepared(self, embeddings, targets, row_ids)
         regression = targets.target_type == "regression"
-        codes, splits, grouped = self._plan(targets, keys, where, seed, groups)
+        codes, splits, grouped = self._plan(targets, keys, where, seed, groups) if plan is None else plan
         values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1) if regression else codes
         tests, outputs, chosen, warned = [], [], [], []
         for train, test in splits:
@@ -132,7 +132,7 @@ class LinearProbeMetric(BuiltinMetric):
         test = np.concatenate(tests)
         predicted = np.concatenate(outputs)
         warnings = [f"{where}: the solver did not converge within max_iter = {self.max_iter} in {len(warned)} fit(s)"] if warned else []
-        warnings += split_group_warnings(self.split, *splits[0], groups, where)
+        warnings += split_group_warnings(self.split, *splits[0], groups, where, grouped)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
                     "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
         if regression:

@@ -109,12 +109,12 @@ def compress_block(block: EmbeddingBlock, config: EmbeddingCompressionConfig) ->
     return EmbeddingBlock(fitted.compressed_reference, block.row_ids), metadata
 
 
-def check_metrics(plan: ScoringPlan, targets: Any, row_ids: Sequence[str], groups: Sequence[Any] | None = None) -> None:
+def check_metrics(plan: ScoringPlan, targets: Any, row_ids: Sequence[str],
+                  groups: Sequence[Any] | None = None) -> dict[str, Any]:
     """Every refusal of the built-in metrics that the targets and groups decide (folds, shots, k, split, target
-    type)."""
-    for metric in plan.metrics:
-        if isinstance(metric, BuiltinMetric):
-            metric.check(targets, row_ids=row_ids, seed=plan.seed, groups=groups)
+    type); returns each built-in metric's checked plan by name (``compute``'s ``plan``)."""
+    return {metric.name: metric.check(targets, row_ids=row_ids, seed=plan.seed, groups=groups)
+            for metric in plan.metrics if isinstance(metric, BuiltinMetric)}
 
 
 def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: ScoringPlan, *, endpoint: str = "samples") -> dict[str, Any]:
@@ -124,10 +124,12 @@ def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: Sc
     the overlap score.
     """
     check_row_ids(block, protocol.row_ids, endpoint)
-    check_metrics(plan, protocol.targets, block.row_ids, protocol.groups)
+    checked = check_metrics(plan, protocol.targets, block.row_ids, protocol.groups)
     overlap = OverlapIndexScorer(plan.scoring).score_targets(block.matrix, protocol.targets, seed=plan.seed, row_ids=block.row_ids)
     metrics = {
-        metric.name: metric.compute(block.matrix, protocol.targets, row_ids=block.row_ids, groups=protocol.groups, seed=plan.seed).to_dict()
+        metric.name: metric.compute(block.matrix, protocol.targets, row_ids=block.row_ids, groups=protocol.groups,
+                                    seed=plan.seed, **({"plan": checked[metric.name]} if metric.name in checked else {})
+                                    ).to_dict()
         for metric in plan.metrics
     }
     stability = None
