@@ -1,8 +1,9 @@
 """Repairs converge (issue 32, item 2): for each kind of artifact a small run with a fanned-out retrieval benchmark
-writes, a single tampering (a changed number, a swapped file, a foreign partial, an edited report, a damaged or
-foreign figure) is found by ``vertebrae verify``; ``verify --repair`` then a plain ``snakemake`` gives the original
-reports and figures, and a second ``verify`` exits 0. One run is shared by the module; each case works on a copy of
-it. ``verify`` runs through the CLI's ``main`` in this process (the jobs, through Snakemake, in their own)."""
+writes, a tampering (a changed number, a swapped file, a foreign partial, an edited report, a damaged or foreign
+figure) is found by ``vertebrae verify``, which names the tampered file; ``verify --repair`` then a plain
+``snakemake`` gives the original reports and figures, and a second ``verify`` exits 0. One run is shared by the
+module; each set of cases (files no other case of the set touches) works on a copy of it. ``verify`` runs through
+the CLI's ``main`` in this process (the jobs, through Snakemake, in their own)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def _first(workdir: Path, pattern: str, index: int = 0) -> Path:
     return paths[index]
 
 
-def _edit_json(path: Path) -> None:
+def _edit_json(path: Path) -> Path:
     """Change one number (a digit after a decimal point, else any digit) in the payload of a JSON artifact, or in
     the document when it has none: the bytes stay valid JSON."""
     text = path.read_text(encoding="utf-8")
@@ -80,9 +81,10 @@ def _edit_json(path: Path) -> None:
     found = re.compile(r"\d\.(\d)").search(text, start) or re.compile(r"(\d)").search(text, start)
     at = found.start(1)
     path.write_text(text[:at] + ("8" if text[at] == "9" else str(int(text[at]) + 1)) + text[at + 1:], encoding="utf-8")
+    return path
 
 
-def _edit_h5(path: Path) -> None:
+def _edit_h5(path: Path) -> Path:
     """Change one stored number of the first numeric dataset (the manifest stays as written)."""
     with h5py.File(path, "r+") as f:
         names = []
@@ -92,37 +94,45 @@ def _edit_h5(path: Path) -> None:
         flat = data[()].reshape(-1)
         flat[0] = flat[0] + 1
         data[...] = flat.reshape(data.shape)
+    return path
 
 
-def _swap_shard(workdir: Path) -> None:
+def _swap_shard(workdir: Path) -> Path:
     merged = _first(workdir, "embeddings/*.h5")
     shutil.copyfile(merged.with_suffix("") / "shard-0-of-2.h5", merged)
+    return merged
 
 
-def _foreign_partial(workdir: Path) -> None:
+def _foreign_partial(workdir: Path) -> Path:
     folders = sorted(p for p in (workdir / "results/retrieval/partials").iterdir() if p.is_dir())
     mine, other = sorted(folders[0].glob("*.h5"))[0], sorted(folders[1].glob("*.h5"))[0]
     shutil.copyfile(other, mine)
+    return mine
 
 
-def _flip_figure_byte(workdir: Path) -> None:
+def _flip_figure_byte(workdir: Path) -> Path:
     path = _first(workdir, "reports/search/detail.png")
     data = path.read_bytes()
     at = data.index(b"IDAT") + 40  # inside the image data: the chunk's CRC no longer matches
     path.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:])
+    return path
 
 
-def _foreign_figure(workdir: Path) -> None:  # a valid figure of another benchmark, under this one's name
-    shutil.copyfile(_first(workdir, "reports/iris/ranking.png"), _first(workdir, "reports/search/ranking.png"))
+def _foreign_figure(workdir: Path) -> Path:  # a valid figure of another benchmark, under this one's name
+    target = _first(workdir, "reports/search/ranking.png")
+    shutil.copyfile(_first(workdir, "reports/iris/ranking.png"), target)
+    return target
 
 
 def _append(pattern: str):
-    def tamper(workdir: Path) -> None:
+    def tamper(workdir: Path) -> Path:
         path = _first(workdir, pattern)
         path.write_text(path.read_text(encoding="utf-8") + "<script>alert(1)</script>\n", encoding="utf-8")
+        return path
     return tamper
 
 
+# each case tampers with one artifact and returns its path
 CASES = {
     "merged-embedding-number": lambda w: _edit_h5(_first(w, "embeddings/*.h5")),
     "merged-embedding-swapped-with-its-shard": _swap_shard,
@@ -148,6 +158,19 @@ CASES = {
     "summary-csv": _append("summary/summary.csv"),
     "summary-md": _append("summary/summary.md"),
 }
+# The cases run in four sets, one repair and Snakemake rebuild per set (one per case cost ~10 s each): no two cases
+# of a set touch the same file (the merged embedding, its shard and the first partial are in different sets), and
+# verify must name every tampered file of a set, so no case hides behind another's.
+CASE_SETS = {
+    "embeddings-relevance-comparison-md": ("merged-embedding-number", "retrieval-embedding-number",
+                                           "relevance-protocol", "comparison", "report-md", "summary-json"),
+    "swap-partial-protocol-report": ("merged-embedding-swapped-with-its-shard", "partial-number", "labelled-protocol",
+                                     "report-json-number", "figure-byte", "summary-csv"),
+    "shard-foreign-staged-fitted-score-html": ("shard-number", "foreign-partial", "staged-relevance-rows",
+                                               "fitted-extractor", "score", "report-html-page",
+                                               "figure-of-another-report", "summary-md"),
+    "fanout-plan-retrieval-score": ("fanout-spec", "plan", "retrieval-score"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -163,14 +186,21 @@ def clean_run(tmp_path_factory) -> tuple[Path, dict]:
     return workdir, _reports(workdir)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_a_tampered_artifact_is_found_and_repair_then_a_plain_run_restores_the_reports(clean_run, tmp_path, case):
+def test_the_case_sets_hold_every_case_once():
+    assert sorted(c for cases in CASE_SETS.values() for c in cases) == sorted(CASES)
+
+
+@pytest.mark.parametrize("case_set", sorted(CASE_SETS))
+def test_tampered_artifacts_are_each_found_and_repair_then_a_plain_run_restores_the_reports(clean_run, tmp_path,
+                                                                                           case_set):
     source, original = clean_run
     workdir = tmp_path / "run"
     shutil.copytree(source, workdir, symlinks=True)
-    CASES[case](workdir)
+    tampered = {case: CASES[case](workdir) for case in CASE_SETS[case_set]}
     status, printed = _verify(workdir)
     assert status == 2, printed
+    found = {Path(line[len("bad: "):].split(": ", 1)[0]) for line in printed.splitlines() if line.startswith("bad: ")}
+    assert not {case: path for case, path in tampered.items() if path not in found}, printed
     status, printed = _verify(workdir, "--repair")
     assert status == 0, printed
     snakemake(workdir)
