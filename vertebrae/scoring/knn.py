@@ -23,8 +23,8 @@ import numpy as np
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, choice, class_codes, classification_scores, evaluation_splits, flag, group_codes, l2_normalised,
-    parse_split, per_sample, positive, positive_float, prepared, sample_paired, split_group_warnings,
+    BuiltinMetric, check_name, choice, classification_scores, flag, fold_plan, l2_normalised, parse_split, per_sample,
+    positive, positive_float, sample_paired, split_group_warnings,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -89,10 +89,7 @@ class KNNMetric(BuiltinMetric):
                 "group_folds": self.group_folds}
 
     def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
-        codes = None if targets.target_type == "regression" else class_codes(targets, where)
-        grouped = group_codes(groups, len(keys), where) if self.group_folds else None
-        splits = evaluation_splits(codes, keys, split=self.split, folds=self.folds, seed=seed, targets=targets,
-                                   where=where, groups=grouped)
+        codes, splits, grouped = fold_plan(self, targets, keys, where, seed, groups)
         smallest = min(len(train) for train, _ in splits)
         if self.k >= smallest:
             raise ValidationError(f"{where}: key 'k' = {self.k} must be below the {smallest} train rows")
@@ -100,9 +97,8 @@ class KNNMetric(BuiltinMetric):
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
-        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
+        matrix, keys, where, (codes, splits, grouped) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
         regression = targets.target_type == "regression"
-        codes, splits, grouped = self._plan(targets, keys, where, seed, groups) if plan is None else plan
         x = l2_normalised(matrix, keys, where)
         tests, outputs = [], []
         for train, test in splits:

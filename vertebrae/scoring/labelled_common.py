@@ -151,6 +151,18 @@ def split_group_warnings(split: Any, train: np.ndarray, test: np.ndarray, groups
             f"both train and test (e.g. {names}): those test rows are not independent of the train rows"]
 
 
+def fold_plan(metric: Any, targets: Any, keys: Sequence[str], where: str, seed: int,
+              groups: Sequence[Any] | None) -> tuple[np.ndarray | None, list[tuple[np.ndarray, np.ndarray]],
+                                                       np.ndarray | None]:
+    """(class codes, None for regression; ``evaluation_splits``; group codes, None unless ``group_folds``) of a
+    metric declaring ``folds``, ``split`` and ``group_folds``."""
+    codes = None if targets.target_type == "regression" else class_codes(targets, where)
+    grouped = group_codes(groups, len(keys), where) if metric.group_folds else None
+    splits = evaluation_splits(codes, keys, split=metric.split, folds=metric.folds, seed=seed, targets=targets,
+                               where=where, groups=grouped)
+    return codes, splits, grouped
+
+
 def evaluation_splits(codes: np.ndarray | None, keys: Sequence[str], *, split: Any, folds: int, seed: int,
                       targets: Any, where: str, groups: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """(train, test) row indices: the declared split, or stratified folds (plain KFold without classes); with
@@ -253,11 +265,17 @@ class BuiltinMetric(Metric):
         require_target_type(targets, self.TARGET_TYPES, where)
         return self._plan(targets, _row_keys(row_ids, targets.n_rows), where, seed, groups)
 
+    def _planned(self, embeddings: Any, targets: Any, row_ids: Sequence[str] | None, seed: int,
+                 groups: Sequence[Any] | None, plan: Any) -> tuple[np.ndarray, tuple[str, ...], str, Any]:
+        """``prepared``'s (matrix, keys, where) and the plan: ``check``'s as given, else made here."""
+        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
+        return matrix, keys, where, self._plan(targets, keys, where, seed, groups) if plan is None else plan
+
 
 def check_name(name: Any, owner: str) -> str:
     return _check_name(name, owner)
 
 
 __all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "choice", "class_codes", "classification_scores", "dense_rows",
-           "evaluation_splits", "flag", "group_codes", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared",
+           "evaluation_splits", "flag", "fold_plan", "group_codes", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared",
            "require_target_type", "sample_paired", "split_group_warnings", "split_positions"]

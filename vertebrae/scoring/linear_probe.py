@@ -23,8 +23,8 @@ import numpy as np
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.knn import r2
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, choice, class_codes, class_names, classification_scores, evaluation_splits, flag, group_codes,
-    parse_split, per_sample, positive, prepared, sample_paired, split_group_warnings,
+    BuiltinMetric, check_name, choice, class_names, classification_scores, flag, fold_plan, parse_split, per_sample,
+    positive, sample_paired, split_group_warnings,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -88,10 +88,7 @@ class LinearProbeMetric(BuiltinMetric):
         return model.predict(x_test), float(np.ravel(model.C_)[0])
 
     def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
-        codes = None if targets.target_type == "regression" else class_codes(targets, where)
-        grouped = group_codes(groups, len(keys), where) if self.group_folds else None
-        splits = evaluation_splits(codes, keys, split=self.split, folds=self.folds, seed=seed, targets=targets,
-                                   where=where, groups=grouped)
+        codes, splits, grouped = fold_plan(self, targets, keys, where, seed, groups)
         for train, _ in splits if codes is not None else ():
             counts = np.bincount(codes[train], minlength=len(targets.catalog))
             small = np.flatnonzero((counts > 0) & (counts < self.inner_folds))
@@ -113,9 +110,8 @@ class LinearProbeMetric(BuiltinMetric):
 
         from sklearn.exceptions import ConvergenceWarning
 
-        matrix, keys, where = prepared(self, embeddings, targets, row_ids)
+        matrix, keys, where, (codes, splits, grouped) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
         regression = targets.target_type == "regression"
-        codes, splits, grouped = self._plan(targets, keys, where, seed, groups) if plan is None else plan
         values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1) if regression else codes
         tests, outputs, chosen, warned = [], [], [], []
         for train, test in splits:
