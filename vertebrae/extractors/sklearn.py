@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError
-from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.fingerprint import canonical_json, to_json_value
 from vertebrae.core.callables import import_object, within_modules
 from vertebrae.core import check_records
 from vertebrae.extractors.base import Extractor
@@ -347,8 +347,6 @@ class SklearnExtractor(Extractor):
             estimator: Any = _pipeline(built)
         else:
             estimator = _Unbuilt(lambda: _pipeline(_built_steps(steps, trusted, where)))
-        from vertebrae.core.fingerprint import canonical_json
-
         extractor = cls(name, estimator, cache_identity=canonical_json({"steps": declared}), allow_sparse=allow_sparse,
                         random_state=random_state)
         extractor._declared_classes = tuple(classes)
