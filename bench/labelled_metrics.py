@@ -243,12 +243,12 @@ def main() -> None:
     for name, (ours, direct) in cases(x, y, targets, args.episodes, args.repeats).items():
         if name in args.skip:
             continue
-        ours_s = direct_s = float("inf")
+        value, fastest = {}, {ours: float("inf"), direct: float("inf")}
         for repeat in range(max(1, args.timing_repeats)):  # the order alternates: the first run pays the fresh memory
-            first, second = (ours, direct) if repeat % 2 == 0 else (direct, ours)
-            (a, a_s), (b, b_s) = timed(first), timed(second)
-            (score, this_ours), (expected, this_direct) = ((a, a_s), (b, b_s)) if repeat % 2 == 0 else ((b, b_s), (a, a_s))
-            ours_s, direct_s = min(ours_s, this_ours), min(direct_s, this_direct)
+            for fn in (ours, direct) if repeat % 2 == 0 else (direct, ours):
+                value[fn], seconds = timed(fn)
+                fastest[fn] = min(fastest[fn], seconds)
+        (score, expected), (ours_s, direct_s) = (value[ours], value[direct]), (fastest[ours], fastest[direct])
         ratio = ours_s / direct_s
         worst = ratio if not worst >= ratio else worst
         print(f"{name:<14}{ours_s:>12.2f}{direct_s:>12.2f}{ratio:>8.3f}  {abs(score - expected) < 1e-9} "
