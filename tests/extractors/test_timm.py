@@ -89,3 +89,54 @@ def test_bad_declarations_are_refused_naming_the_key(timm_folder):
         build_extractor("t", {"type": "timm", "model": ARCH}, where="x")
     with pytest.raises(ConfigError, match=r"x\.pooling: cls needs a model with a class token"):
         build_extractor("t", {"type": "timm", "model": "resnet18", "pretrained": True, "pooling": "cls"}, where="x")
+
+
+RECALL = """
+import json, sys
+from vertebrae.core.check_records import remembered_in
+from vertebrae.extractors.registry import build_extractor
+with remembered_in(sys.argv[1]):
+    extractor = build_extractor("t", json.loads(sys.argv[2]), where="x")
+    out = {"recipe": extractor.recipe(), "timm_imported": "timm" in sys.modules or "torch" in sys.modules}
+print(json.dumps(out))
+"""
+
+
+def test_a_remembered_meta_check_is_recalled_without_timm_and_gives_the_same_recipe(timm_folder, tmp_path):
+    """Inside ``remembered_in`` (the workflow's planning and plan jobs) a later process recalls what the meta model
+    told and imports neither timm nor torch; the recipe is the full check's. Declaration-level refusals still run
+    on the recalled findings, and other checkpoint bytes are checked in full."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    import tiny_models
+
+    from vertebrae.core.check_records import remembered_in
+
+    records = tmp_path / "checks"
+    folder = shutil.copytree(timm_folder, tmp_path / "vit")
+    decl = {"type": "timm", "checkpoint": str(folder), "hidden_layer": 1, "device": "cpu"}
+
+    def build(declaration):
+        done = subprocess.run([sys.executable, "-c", RECALL, str(records), json.dumps(declaration)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout)
+
+    full = build_extractor("t", decl, where="x").recipe()  # outside the block: nothing recorded
+    assert not records.exists()
+    first, second = build(decl), build(decl)
+    assert first["timm_imported"] and not second["timm_imported"]
+    assert first["recipe"] == second["recipe"] == json.loads(json.dumps(full))
+    with remembered_in(records):  # the record holds the depth: a layer beyond it is still refused
+        with pytest.raises(ConfigError, match=r"x\.hidden_layer: 3 is beyond the depth of vit_tiny_patch16_224"):
+            build_extractor("t", {**decl, "hidden_layer": 3}, where="x")
+        # new weights under the same path (another architecture's shapes): checked in full, refused
+        other = tiny_models.build_timm(tmp_path / "wide", seed=1)
+        config = json.loads((other / "config.json").read_text())
+        config["model_args"] = {**config.get("model_args", {}), "embed_dim": 48, "num_heads": 3}
+        (folder / "config.json").write_text(json.dumps(config))
+        with pytest.raises(ConfigError, match=r"x\.checkpoint: .* does not fit vit_tiny_patch16_224"):
+            build_extractor("t", decl, where="x")

@@ -16,7 +16,12 @@ classifier sees), ``tokens_mean`` (mean of the patch tokens / spatial positions,
 
 Everything is checked when the extractor is built (at plan time), on the model built on torch's meta device (no
 memory, no weights): an unknown name (the closest names are suggested), a checkpoint whose tensors do not fit the
-architecture, a layer beyond the model's depth, cls on a model without prefix tokens.
+architecture, a layer beyond the model's depth, cls on a model without prefix tokens. What the meta model tells
+(architecture, data config, depth, prefix tokens, the weights fit) is decided by the declaration, the checkpoint's
+bytes and the timm / torch / safetensors versions; inside ``vertebrae.core.check_records.remembered_in`` (the
+workflow's planning and its plan jobs) it is recorded once and recalled after, so a process that plans a timm
+candidate imports neither timm nor torch (4-6 s a process). A hub name (``hf-hub:``) is never recalled: the hub
+decides its config.
 
 Recipe: model name and model_args, the weights (SHA-256 of the checkpoint's files, or the hub id and revision
 of a pretrained model), the resolved data config, pooling, hidden layer, normalisation and the timm version.
@@ -30,6 +35,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from vertebrae.core import check_records
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.extractors.base import Extractor
@@ -37,6 +43,9 @@ from vertebrae.extractors.torch_runtime import ModelExtractor, file_sha256, fold
 
 POOLING = ("pre_logits", "tokens_mean", "cls")
 DATA_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
+_META_CHECK = "timm-meta-model"  # check_records: what the meta model of a declaration told
+_DECIDING = ("timm", "torch", "safetensors")  # the packages whose versions decide it
+_FOUND = {"architecture", "hf_hub_id", "data_config", "depth", "prefix_tokens", "intermediates"}
 
 
 def _unknown_name(name: str, where: str) -> ConfigError:
@@ -150,6 +159,39 @@ class TimmExtractor(ModelExtractor, Extractor):
                           "pytorch_model.bin")
 
     def _check(self, preprocess: Mapping[str, Any]) -> None:
+        where = self._where
+        if self._checkpoint is None:
+            weights: dict[str, Any] | None = None
+        else:
+            weights = ({"files": folder_digest(self._checkpoint)} if self._folder else
+                       {"sha256": file_sha256(self._checkpoint)})
+        declared = None if self.model is not None and self.model.startswith("hf-hub:") else {
+            "model": self.model, "pretrained": self.pretrained, "revision": self.revision, "folder": self._folder,
+            "weights": weights, "model_args": to_json_value(self.model_args, "model_args"),
+            "preprocess": to_json_value(dict(preprocess), "preprocess")}
+        found = check_records.recalled(_META_CHECK, declared, _DECIDING) if declared is not None else None
+        if not _well_formed(found):
+            found = self._meta_model_check(preprocess)
+            if declared is not None:
+                check_records.remember(_META_CHECK, declared, _DECIDING, found)
+        self.architecture, self._hf_hub_id = found["architecture"], found["hf_hub_id"]
+        self.data_config = {k: tuple(v) if isinstance(v, list) else v for k, v in found["data_config"].items()}
+        self.depth, self.prefix_tokens = found["depth"], found["prefix_tokens"]
+        self._intermediates = found["intermediates"]
+        if self._folder and self.model is not None and self.model.partition(".")[0] != self.architecture:
+            raise ConfigError(f"{where}.model: {self.model!r}, but the checkpoint folder {self._checkpoint} holds "
+                              f"a {self.architecture!r} (its config.json); leave model out or name that")
+        if self.pooling == "cls" and self.prefix_tokens < 1:
+            raise ConfigError(f"{where}.pooling: cls needs a model with a class token; {self.architecture} has none "
+                              "(use pre_logits or tokens_mean)")
+        if self.hidden_layer is not None:
+            self.check_layers([self.hidden_layer], key="hidden_layer")
+        self._weights: dict[str, Any] = weights if weights is not None else {
+            "hub": self.model, "hf_hub_id": self._hf_hub_id, "revision": self.revision or "main"}
+
+    def _meta_model_check(self, preprocess: Mapping[str, Any]) -> dict[str, Any]:
+        """What the model built on the meta device tells (JSON values, the keys of ``_FOUND``); ConfigError for an
+        unknown name, a model timm cannot build, or a checkpoint whose tensors do not fit it."""
         import timm
         from timm.data import resolve_model_data_config
 
@@ -164,34 +206,20 @@ class TimmExtractor(ModelExtractor, Extractor):
             if "Unknown model" in str(exc):
                 raise _unknown_name(str(self.model), where) from None
             raise ConfigError(f"{where}: timm cannot build {name!r} with model_args {self.model_args}: {exc}") from None
-        self.architecture = meta.pretrained_cfg.get("architecture") or type(meta).__name__
-        self._hf_hub_id = meta.pretrained_cfg.get("hf_hub_id")
-        if self._folder and self.model is not None and self.model.partition(".")[0] != self.architecture:
-            raise ConfigError(f"{where}.model: {self.model!r}, but the checkpoint folder {self._checkpoint} holds "
-                              f"a {self.architecture!r} (its config.json); leave model out or name that")
+        architecture = meta.pretrained_cfg.get("architecture") or type(meta).__name__
         data = dict(resolve_model_data_config(meta))
         for key, value in preprocess.items():
             data[key] = tuple(value) if isinstance(value, list) else value
-        self.data_config = data
-        self.depth = len(getattr(meta, "feature_info", []) or [])
-        prefix_tokens = int(getattr(meta, "num_prefix_tokens", 0) or 0)
-        if self.pooling == "cls" and prefix_tokens < 1:
-            raise ConfigError(f"{where}.pooling: cls needs a model with a class token; {self.architecture} has none "
-                              "(use pre_logits or tokens_mean)")
-        self.prefix_tokens = prefix_tokens
-        self._intermediates = hasattr(meta, "forward_intermediates") and bool(self.depth)
-        if self.hidden_layer is not None:
-            self.check_layers([self.hidden_layer], key="hidden_layer")
-        self._weights: dict[str, Any]
-        if self._checkpoint is None:
-            self._weights = {"hub": self.model, "hf_hub_id": self._hf_hub_id, "revision": self.revision or "main"}
-            return
-        file = self._model_file() if self._folder else self._checkpoint
-        misfit = _misfit({k: tuple(v.shape) for k, v in meta.state_dict().items()}, _checkpoint_shapes(file))
-        if misfit:
-            raise ConfigError(f"{where}.checkpoint: {file} does not fit {self.architecture}: {misfit}")
-        self._weights = {"files": folder_digest(self._checkpoint)} if self._folder else {
-            "sha256": file_sha256(self._checkpoint)}
+        depth = len(getattr(meta, "feature_info", []) or [])
+        if self._checkpoint is not None:
+            file = self._model_file() if self._folder else self._checkpoint
+            misfit = _misfit({k: tuple(v.shape) for k, v in meta.state_dict().items()}, _checkpoint_shapes(file))
+            if misfit:
+                raise ConfigError(f"{where}.checkpoint: {file} does not fit {architecture}: {misfit}")
+        return {"architecture": architecture, "hf_hub_id": meta.pretrained_cfg.get("hf_hub_id"),
+                "data_config": to_json_value(data, "data_config"), "depth": depth,
+                "prefix_tokens": int(getattr(meta, "num_prefix_tokens", 0) or 0),
+                "intermediates": hasattr(meta, "forward_intermediates") and bool(depth)}
 
     def check_layers(self, layers: Sequence[int], *, key: str = "hidden_layers") -> None:
         """Layers through timm's intermediate-feature API, within the depth of the model (checked on the meta
@@ -212,12 +240,12 @@ class TimmExtractor(ModelExtractor, Extractor):
         return [self._checkpoint] if self._checkpoint is not None else None
 
     def recipe(self) -> dict[str, Any]:
-        import timm
+        from importlib.metadata import version
 
         return {"type": "timm", "model": self.model if self.model is not None else self.architecture,
                 "model_args": to_json_value(self.model_args, "model_args"), "weights": self._weights,
                 "data_config": to_json_value(self.data_config, "data_config"), "pooling": self.pooling,
-                "hidden_layer": self.hidden_layer, "normalize": self.normalize, "timm_version": timm.__version__,
+                "hidden_layer": self.hidden_layer, "normalize": self.normalize, "timm_version": version("timm"),
                 **self.runtime_recipe()}
 
     def _load(self) -> Any:
@@ -273,6 +301,14 @@ class TimmExtractor(ModelExtractor, Extractor):
 
             features = torch.nn.functional.normalize(features.float(), dim=-1)
         return features
+
+
+def _well_formed(found: Any) -> bool:
+    """A recalled finding of ``_meta_model_check`` with every key, each of its type (else: check in full)."""
+    return (isinstance(found, dict) and set(found) == _FOUND and isinstance(found["architecture"], str)
+            and isinstance(found["hf_hub_id"], (str, type(None))) and isinstance(found["data_config"], dict)
+            and all(isinstance(found[k], int) and not isinstance(found[k], bool) for k in ("depth", "prefix_tokens"))
+            and isinstance(found["intermediates"], bool))
 
 
 class _meta:
