@@ -25,7 +25,7 @@ from vertebrae.workflow import benchmarks_from_config, plan
 
 from workflow_support import REPO, comparable, snakemake, write_config
 
-SHARDS = 8
+SHARDS = 4
 CRASH_CONFIG = {
     "seed": 0,
     "embedding": {"shards": SHARDS, "batch_size": 64},
