@@ -319,8 +319,9 @@ def test_refusals_name_the_key_and_the_classes(data):
     with pytest.raises(ValidationError, match="'k' = 200 must be below"):
         KNNMetric(k=200).compute(x, classification_targets(y), row_ids=None)
     split = ["test" if label == 3 or i % 4 == 0 else "train" for i, label in enumerate(y)]
-    with pytest.raises(ValidationError, match=r"'split': classes \['3'\] have test rows but no train row"):
-        LinearProbeMetric(split=split).compute(x, classification_targets(y), row_ids=None)
+    for metric in (LinearProbeMetric(split=split), FewShotMetric(split=split), ClusteringMetric(split=split)):
+        with pytest.raises(ValidationError, match=r"'split': classes \['3'\] have test rows but no train row"):
+            metric.compute(x, classification_targets(y), row_ids=None)
     with pytest.raises(ConfigError, match="'split' holds values other than train/test: \\['val'\\]"):
         KNNMetric(split=["train", "val"])
     with pytest.raises(ConfigError, match="'split' may hold only"):

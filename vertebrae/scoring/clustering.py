@@ -19,7 +19,7 @@ import numpy as np
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, choice, class_codes, class_names, l2_normalised, parse_split, positive, prepared, split_positions,
+    BuiltinMetric, check_name, check_split_classes, choice, class_codes, l2_normalised, parse_split, positive, prepared, split_positions,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -55,10 +55,7 @@ class ClusteringMetric(BuiltinMetric):
         codes = class_codes(targets, where)
         if self.split is not None:
             train, test = split_positions(self.split, keys, where)
-            absent = np.setdiff1d(np.unique(codes[test]), np.unique(codes[train]))
-            if absent.size:
-                raise ValidationError(f"{where}: key 'split': classes {class_names(targets, absent)} have test rows "
-                                      "but no train row")
+            check_split_classes(codes, train, test, targets, where)
         else:
             train = test = np.arange(len(keys))
         n_clusters = int(np.unique(codes[train]).size)

@@ -26,7 +26,7 @@ import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, class_codes, class_names, flag, group_codes, l2_normalised, parse_split, positive, prepared,
+    BuiltinMetric, check_name, check_split_classes, class_codes, class_names, flag, group_codes, l2_normalised, parse_split, positive, prepared,
     split_group_warnings, split_positions,
 )
 from vertebrae.scoring.metrics import MetricResult
@@ -116,10 +116,7 @@ class FewShotMetric(BuiltinMetric):
         n_classes = len(targets.catalog)
         if self.split is not None:
             pool, queries = split_positions(self.split, keys, where)
-            absent = np.setdiff1d(np.unique(codes[queries]), np.unique(codes[pool]))
-            if absent.size:
-                raise ValidationError(f"{where}: key 'split': classes {class_names(targets, absent)} have test rows "
-                                      "but no train row")
+            check_split_classes(codes, pool, queries, targets, where)
         else:
             pool, queries = np.arange(len(keys)), None
         counts = np.bincount(codes[pool], minlength=n_classes)

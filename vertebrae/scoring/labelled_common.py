@@ -163,6 +163,14 @@ def fold_plan(metric: Any, targets: Any, keys: Sequence[str], where: str, seed: 
     return codes, splits, grouped
 
 
+def check_split_classes(codes: np.ndarray, train: np.ndarray, test: np.ndarray, targets: Any, where: str) -> None:
+    """A declared split whose test rows hold a class no train row has is refused, naming the classes."""
+    absent = np.setdiff1d(np.unique(codes[test]), np.unique(codes[train]))
+    if absent.size:
+        raise ValidationError(f"{where}: key 'split': classes {class_names(targets, absent)} have test rows but no "
+                              "train row")
+
+
 def evaluation_splits(codes: np.ndarray | None, keys: Sequence[str], *, split: Any, folds: int, seed: int,
                       targets: Any, where: str, groups: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """(train, test) row indices: the declared split, or stratified folds (plain KFold without classes); with
@@ -174,10 +182,7 @@ def evaluation_splits(codes: np.ndarray | None, keys: Sequence[str], *, split: A
         if not train.size or not test.size:
             raise ValidationError(f"{where}: key 'split' needs train and test rows")
         if codes is not None:
-            absent = np.setdiff1d(np.unique(codes[test]), np.unique(codes[train]))
-            if absent.size:
-                raise ValidationError(f"{where}: key 'split': classes {class_names(targets, absent)} have test rows "
-                                      "but no train row")
+            check_split_classes(codes, train, test, targets, where)
         return [(train, test)]
     n = len(keys)
     n_groups = None if groups is None else int(groups.max()) + 1 if groups.size else 0
@@ -276,6 +281,6 @@ def check_name(name: Any, owner: str) -> str:
     return _check_name(name, owner)
 
 
-__all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "choice", "class_codes", "classification_scores", "dense_rows",
+__all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "check_split_classes", "choice", "class_codes", "classification_scores", "dense_rows",
            "evaluation_splits", "flag", "fold_plan", "group_codes", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared",
            "require_target_type", "sample_paired", "split_group_warnings", "split_positions"]
