@@ -703,3 +703,28 @@ def test_a_collapsed_embedding_is_unranked_whatever_the_primary_metric():
                        primary_metric="my_metric", scoring_config=SCORING, seed=SEED).run()
     # width 4 beats width 3 on my_metric, but the constant rows are collapsed
     assert [r.name for r in result.ranked_results()] == ["signal"]
+
+
+def test_a_run_plans_each_builtin_metric_once_for_all_its_candidates(monkeypatch):
+    """The built-in metrics' plans (folds, episodes) depend on the targets, row ids, groups and seed, which every
+    candidate of a benchmark shares: a run makes them once (and the constructor once, to refuse early), not once a
+    candidate, and each candidate's numbers equal the metric computed alone on its embeddings."""
+    from vertebrae import ClusteringMetric, FewShotMetric, KNNMetric, LinearProbeMetric
+
+    metrics = [KNNMetric(k=3, folds=3), LinearProbeMetric(Cs=(0.1,), folds=2, inner_folds=2, max_iter=200),
+               FewShotMetric(shots=(1, 2), episodes=3), ClusteringMetric(n_init=1, repeats=1)]
+    dataset = _dataset()
+    extractors = [_columns("noise", range(4, 8)), _columns("signal", range(0, 4)), _columns("all", range(8))]
+    calls = []
+    for cls in (KNNMetric, LinearProbeMetric, FewShotMetric, ClusteringMetric):
+        original = cls._plan
+        monkeypatch.setattr(cls, "_plan", lambda self, *a, _o=original, **k: calls.append(self.name) or _o(self, *a, **k))
+    result = Benchmark(dataset, extractors, scoring_config=SCORING, seed=SEED, metrics=metrics).run()
+    assert sorted(calls) == sorted(2 * [m.name for m in metrics]), calls  # the constructor's check and the run's
+    monkeypatch.undo()
+    X = _features()[0]
+    for candidate in result.extractor_results:
+        columns = {"noise": range(4, 8), "signal": range(0, 4), "all": range(8)}[candidate.name]
+        for metric in metrics:
+            alone = metric.compute(X[:, list(columns)], dataset.targets, row_ids=dataset.row_ids, seed=SEED).to_dict()
+            assert candidate.to_dict()["metrics"][metric.name] == alone, (candidate.name, metric.name)

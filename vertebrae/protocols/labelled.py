@@ -146,11 +146,12 @@ class Benchmark:
             raise ValidationError(f"benchmark {self.name!r} has no extractors")
         protocol = build_protocol(self.dataset)
         protocol_fp = fingerprint("protocol", protocol_recipe(self.dataset.identity_key(), self.dataset.target_declaration))
+        checked = check_metrics(self.plan, protocol.targets, protocol.row_ids, protocol.groups)  # every candidate's
         results = []
         for extractor in self.extractors:
             for name, block, embed_fp, compression, provenance in self._variants(extractor):
                 started = time.perf_counter()
-                payload = score_embeddings(block, protocol, self.plan)
+                payload = score_embeddings(block, protocol, self.plan, checked=checked)
                 timings = {"embed_s": provenance.pop("embed_s"), "embed_peak_mb": provenance.pop("embed_peak_mb"),
                            "score_s": time.perf_counter() - started}
                 results.append(candidate_result(

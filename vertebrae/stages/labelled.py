@@ -117,14 +117,17 @@ def check_metrics(plan: ScoringPlan, targets: Any, row_ids: Sequence[str],
             for metric in plan.metrics if isinstance(metric, BuiltinMetric)}
 
 
-def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: ScoringPlan, *, endpoint: str = "samples") -> dict[str, Any]:
+def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: ScoringPlan, *, endpoint: str = "samples",
+                     checked: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Score one candidate's (possibly compressed) embeddings; returns the score payload.
 
     Order: OverlapIndex, custom metrics, stability, then Separatix on the same evaluated variant, gated by
-    the overlap score.
+    the overlap score. ``checked``: ``check_metrics(plan, protocol.targets, protocol.row_ids, protocol.groups)``
+    made once for several candidates of one protocol (their row ids are the protocol's); made here when None.
     """
     check_row_ids(block, protocol.row_ids, endpoint)
-    checked = check_metrics(plan, protocol.targets, block.row_ids, protocol.groups)
+    if checked is None:
+        checked = check_metrics(plan, protocol.targets, block.row_ids, protocol.groups)
     overlap = OverlapIndexScorer(plan.scoring).score_targets(block.matrix, protocol.targets, seed=plan.seed, row_ids=block.row_ids)
     metrics = {
         metric.name: metric.compute(block.matrix, protocol.targets, row_ids=block.row_ids, groups=protocol.groups,
