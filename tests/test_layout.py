@@ -22,7 +22,7 @@ FLOORS = {
     "results": 4,
     "stages": 5,
     "protocols": 6, "workflow": 6,
-    "cli": 7, "__main__": 7,
+    "cli": 7, "__main__": 7, "job_server": 7,
 }
 
 

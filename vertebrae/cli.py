@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from vertebrae.core.errors import CorruptArtifactError, StaleArtifactError, VertebraeError
+from vertebrae.core.job_client import SERVER_ENV, run_served
 
 
 @dataclass(frozen=True)
@@ -290,6 +292,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if os.environ.get(SERVER_ENV):  # a job of `vertebrae run`: its job server runs it, if it serves the subcommand
+        served = run_served(sys.argv[1:] if argv is None else list(argv))
+        if served is not None:
+            return served
     args = _parser().parse_args(argv)
     try:
         return _run(args)

@@ -29,6 +29,7 @@ the report is written, the ranking section of its report.md.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -44,6 +45,7 @@ from vertebrae.workflow.bundled import profile_args, snakefile
 from vertebrae.workflow.config import load_config_file
 from vertebrae.workflow.paths import report_paths
 from vertebrae.workflow.retrieval import check_retrieval_sources
+from vertebrae.workflow.serving import serving
 
 SECTION_KINDS = {"benchmarks": "labelled", "retrieval": "retrieval", "zero_shot": "zero-shot"}
 
@@ -89,7 +91,8 @@ def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequ
     (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses."""
     for path in _configs(config):
         load_config_file(_config_file(path))
-    return subprocess.call(snakemake_command(config, *profile_args(snakemake_args)))
+    with serving(dict(os.environ)) as environ:  # warm processes for the scoring and bookkeeping jobs
+        return subprocess.call(snakemake_command(config, *profile_args(snakemake_args)), env=environ)
 
 
 def job_table(dry_run_stdout: str) -> dict[str, int]:

@@ -1,0 +1,139 @@
+"""``vertebrae run``'s job server (vertebrae/job_server.py): served jobs behave as their own processes would.
+
+A real server (``job_server``, as ``vertebrae run`` starts it) and real ``vertebrae`` clients: exit status and
+streams as unserved, signals forwarded to the job, a killed client's job killed, a declined subcommand left to its
+client, a server whose ``vertebrae run`` is gone ending itself; and a real ``vertebrae run`` whose reports equal a run
+with the server off, its score jobs served (their benchmark records show the thin client's memory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from vertebrae.core.job_client import SERVER_ENV, receive_message, send_message, server_path
+from vertebrae.job_server import SERVED
+from vertebrae.workflow.serving import serving
+from workflow_support import BIN, USER_CONFIG, comparable
+
+VERTEBRAE = str(BIN / "vertebrae")
+SUMMARY = ["summary", "--output-csv", "s.csv", "--output-markdown", "s.md", "--output-json", "s.json"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **extra)
+
+
+@pytest.fixture(scope="module")
+def served():
+    """A running server (as `vertebrae run` starts one: ``serving``) and the environment that names it; its process."""
+    with serving(_env()) as environ:
+        assert SERVER_ENV in environ
+        server = next(p for p in psutil.Process().children() if "vertebrae.job_server" in " ".join(p.cmdline()))
+        yield environ, server
+
+
+def _wait(predicate, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_status_and_streams_as_unserved(served, tmp_path):
+    environ, _ = served
+    for argv in (["plan", "--help"], [*SUMMARY, "missing.json"], ["score", "--no-such-option"]):
+        here = subprocess.run([VERTEBRAE, *argv], cwd=tmp_path, env=_env(), capture_output=True, text=True)
+        there = subprocess.run([VERTEBRAE, *argv], cwd=tmp_path, env=environ, capture_output=True, text=True)
+        assert (there.returncode, there.stdout, there.stderr) == (here.returncode, here.stdout, here.stderr), argv
+    assert here.returncode == 2 and "vertebrae score: error" in here.stderr
+
+
+def test_signals_reach_the_job_and_a_killed_client_takes_it(served, tmp_path):
+    environ, server = served
+    for end in ("terminate", "kill"):
+        fifo = tmp_path / f"{end}.json"
+        os.mkfifo(fifo)  # the job blocks opening it: a served job that is still running
+        client = subprocess.Popen([VERTEBRAE, *SUMMARY, fifo.name], cwd=tmp_path, env=environ)
+        assert _wait(lambda: server.children()), "no job was forked"
+        job = server.children()[0]
+        assert job.cwd() == str(tmp_path)
+        getattr(client, end)()
+        assert client.wait(timeout=30) == (-signal.SIGTERM if end == "terminate" else -signal.SIGKILL)
+        assert _wait(lambda: not job.is_running() or job.status() == psutil.STATUS_ZOMBIE), f"{end}: job left running"
+        assert _wait(lambda: not server.children()), f"{end}: job not reaped"
+
+
+def test_declined_and_unreachable_leave_the_job_to_its_client(served, tmp_path):
+    environ, _ = served
+    assert "embed-shard" not in SERVED and "compress" not in SERVED and "run" not in SERVED
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(server_path(environ))
+        send_message(sock, {"argv": ["embed-shard", "--help"], "cwd": str(tmp_path), "env": {}, "prefix": sys.prefix},
+                     (0, 1, 2))
+        assert receive_message(sock)[0] == {"served": False}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:  # another environment's vertebrae (conda env)
+        sock.connect(server_path(environ))
+        send_message(sock, {"argv": ["plan", "--help"], "cwd": str(tmp_path), "env": {}, "prefix": "/opt/other"},
+                     (0, 1, 2))
+        assert receive_message(sock)[0] == {"served": False}
+    gone = dict(environ, **{SERVER_ENV: environ[SERVER_ENV] + "-gone"})
+    proc = subprocess.run([VERTEBRAE, "plan", "--help"], cwd=tmp_path, env=gone, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: vertebrae plan")
+
+
+def test_a_server_is_used_only_on_its_host_and_in_its_allocation():
+    path = "/tmp/x/socket"
+    host = socket.gethostname()
+    assert server_path({SERVER_ENV: f"{host}::{path}"}) == path
+    assert server_path({SERVER_ENV: f"{host}:17:{path}", "SLURM_JOB_ID": "17"}) == path
+    assert server_path({SERVER_ENV: f"{host}::{path}", "SLURM_JOB_ID": "17"}) is None  # a SLURM job: not its own
+    assert server_path({SERVER_ENV: f"{host}:17:{path}", "SLURM_JOB_ID": "18"}) is None
+    assert server_path({SERVER_ENV: f"other-{host}::{path}"}) is None
+    assert server_path({SERVER_ENV: "off"}) is None and server_path({}) is None
+
+
+def test_a_server_ends_when_its_run_is_gone(tmp_path):
+    socket_path = tmp_path / "socket"
+    # the server's parent (sh) exits at once: the server must not outlive it
+    parent = subprocess.Popen(["sh", "-c", f'"{sys.executable}" -m vertebrae.job_server "{socket_path}" $$ & echo $!'],
+                              stdout=subprocess.PIPE, text=True, env=_env())
+    pid = int(parent.stdout.readline())
+    parent.wait(timeout=30)
+    assert _wait(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 60)
+
+
+def test_a_served_run_equals_an_unserved_one(tmp_path):
+    """`vertebrae run` with the server and with VERTEBRAE_JOB_SERVER=off: equal reports; the score jobs were
+    served (their Snakemake benchmark records measured the client: a fraction of an unserved score job's memory)."""
+    config = dict(USER_CONFIG, embedding={"batch_size": 50, "shards": 1})
+    config["benchmarks"] = {"my_iris": dict(USER_CONFIG["benchmarks"]["my_iris"],
+                                            compression=[{"method": "pca", "n_components": 2}])}
+    memory = {}
+    for mode in ("served", "off"):
+        workdir = tmp_path / mode
+        workdir.mkdir()
+        (workdir / "my.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        env = _env(**({SERVER_ENV: "off"} if mode == "off" else {}))
+        proc = subprocess.run([VERTEBRAE, "run", "my.yaml", "--cores", "2"], cwd=workdir, env=env,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        records = sorted((workdir / "benchmarks" / "score").glob("*.tsv"))
+        assert len(records) == 2, records
+        memory[mode] = max(float(p.read_text().splitlines()[1].split("\t")[2]) for p in records)
+    assert memory["served"] < memory["off"] / 3, memory
+    report = Path("results/reports/my_iris/report.json")
+    served, off = (json.loads((tmp_path / m / report).read_text(encoding="utf-8")) for m in ("served", "off"))
+    assert comparable(served) == comparable(off)
