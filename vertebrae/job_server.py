@@ -107,21 +107,23 @@ def serve(path: str, parent: int) -> None:
     selector.register(listener, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
     jobs: dict[int, socket.socket] = {}  # pid -> its client's connection
-    while not stopping and os.getppid() == parent:
-        for key, _ in selector.select(timeout=1.0):
-            if key.fileobj is listener:
-                _accept(cli, listener, selector, jobs)
-            elif key.fileobj == wake_r:
-                os.read(wake_r, 4096)
-            else:  # a client closed (or wrote) mid-job: it is gone, and so is its job
-                pid = key.data
-                selector.unregister(key.fileobj)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-        _reap(selector, jobs)
-    for pid in jobs:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    try:
+        while not stopping and os.getppid() == parent:
+            for key, _ in selector.select(timeout=1.0):
+                if key.fileobj is listener:
+                    _accept(cli, listener, selector, jobs)
+                elif key.fileobj == wake_r:
+                    os.read(wake_r, 4096)
+                else:  # a client closed (or wrote) mid-job: it is gone, and so is its job
+                    pid = key.data
+                    selector.unregister(key.fileobj)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
+            _reap(selector, jobs)
+    finally:  # however the server ends, no job outlives it (its client reports it failed)
+        for pid in jobs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
 
 
 def _accept(cli, listener: socket.socket, selector: selectors.BaseSelector, jobs: dict) -> None:
@@ -155,7 +157,7 @@ def _accept(cli, listener: socket.socket, selector: selectors.BaseSelector, jobs
             with contextlib.suppress(Exception):
                 sys.stdout.flush()
                 sys.stderr.flush()
-            os._exit(status)
+            os._exit(status if isinstance(status, int) and 0 <= status <= 255 else 1)
     for fd in fds:
         os.close(fd)
     with contextlib.suppress(OSError):
