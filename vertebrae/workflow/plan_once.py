@@ -24,7 +24,6 @@ from vertebrae import __version__
 from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.fingerprint import sha256_hex
 from vertebrae.core.check_records import CHECK_RECORDS_DIR, remembered_in
-from vertebrae.workflow import plan
 from vertebrae.workflow.dag import WorkflowPlan
 
 PLAN_ENV = "VERTEBRAE_PLAN"
@@ -69,6 +68,8 @@ def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] =
         found = _read(path, digest)
         if found is not None:
             return found
+    from vertebrae.workflow.planning import plan  # only here: a job that reads the plan imports no planner
+
     with remembered_in(Path(base_dir) / CHECK_RECORDS_DIR):  # declared scikit-learn steps checked once, not per start
         planned = plan(config, base_dir=base_dir, config_files=config_files)
     _write(path, digest, planned)

@@ -1,0 +1,43 @@
+"""``plan(config)``: the config validated and every job planned into a ``WorkflowPlan`` (one module per protocol)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from vertebrae.core.errors import ConfigError
+from vertebrae.workflow.comparison import plan_comparisons
+from vertebrae.workflow.config import check_benchmark_names, check_config_files, validate_config
+from vertebrae.workflow.dag import WorkflowPlan
+from vertebrae.workflow.labelled import plan_labelled
+from vertebrae.workflow.retrieval import plan_retrieval
+from vertebrae.workflow.sweeps import group_layer_sweeps
+from vertebrae.workflow.zero_shot import plan_zero_shot
+
+
+def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
+         config_files: Iterable[str | Path] = ()) -> WorkflowPlan:
+    """Validate ``config`` and plan every job; paths in the config resolve against ``base_dir``.
+
+    ``config_files``: the files ``config`` was read from by another parser (Snakemake's), re-read here so that a
+    key given twice (silently dropping a block there) is refused naming the file, key and lines.
+    """
+    check_config_files(config_files)
+    config = validate_config(config)
+    check_benchmark_names(config)
+    base_dir = Path(base_dir)
+    result = WorkflowPlan(threads=dict(config["threads"]))
+    for name, bench in config.get("benchmarks", {}).items():
+        plan_labelled(result, name, bench, config, base_dir)
+    for name, bench in config.get("retrieval", {}).items():
+        if name in result.reports:
+            raise ConfigError(f"retrieval.{name}: a labelled benchmark has the same name; report names must be unique")
+        plan_retrieval(result, name, bench, config, base_dir)
+    for name, bench in config.get("zero_shot", {}).items():
+        if name in result.reports or name in result.retrieval_reports:
+            raise ConfigError(f"zero_shot.{name}: another benchmark has the same name; report names must be unique")
+        plan_zero_shot(result, name, bench, config, base_dir)
+    group_layer_sweeps(result)
+    plan_comparisons(result, config)
+    return result
