@@ -42,8 +42,8 @@ SERVED = frozenset({
     "leaderboard",
 })
 # imported before the first fork, besides the served subcommands' own modules: what their jobs import lazily
-PRELOAD = ("numpy", "scipy.stats", "h5py", "sklearn.decomposition", "overlapindex", "separatix",
-           "matplotlib.figure", "matplotlib.backends.backend_agg", "threadpoolctl")
+PRELOAD = ("numpy", "scipy.stats", "h5py", "sklearn.decomposition", "overlapindex", "separatix", "threadpoolctl",
+           "matplotlib.pyplot", "vertebrae.results")
 
 
 def _preload() -> object:
