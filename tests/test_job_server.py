@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -116,24 +115,29 @@ def test_a_server_ends_when_its_run_is_gone(tmp_path):
 
 
 def test_a_served_run_equals_an_unserved_one(tmp_path):
-    """`vertebrae run` with the server and with VERTEBRAE_JOB_SERVER=off: equal reports; the score jobs were
-    served (their Snakemake benchmark records measured the client: a fraction of an unserved score job's memory)."""
+    """`vertebrae run` with VERTEBRAE_JOB_SERVER=off, then again with the server forcing every score job (and all
+    after it) to rerun: equal reports; the rerun score jobs were served (their Snakemake benchmark records measured
+    the client: a fraction of an unserved score job's memory)."""
     config = dict(USER_CONFIG, embedding={"batch_size": 50, "shards": 1})
     config["benchmarks"] = {"my_iris": dict(USER_CONFIG["benchmarks"]["my_iris"],
                                             compression=[{"method": "pca", "n_components": 2}])}
-    memory = {}
-    for mode in ("served", "off"):
-        workdir = tmp_path / mode
-        workdir.mkdir()
-        (workdir / "my.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-        env = _env(**({SERVER_ENV: "off"} if mode == "off" else {}))
-        proc = subprocess.run([VERTEBRAE, "run", "my.yaml", "--cores", "2"], cwd=workdir, env=env,
+    (tmp_path / "my.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    report = tmp_path / "results/reports/my_iris/report.json"
+    reports, memory = {}, {}
+    for mode, env, extra in (("off", _env(**{SERVER_ENV: "off"}), []), ("served", _env(), ["--forcerun", "score"])):
+        proc = subprocess.run([VERTEBRAE, "run", "my.yaml", "--cores", "2", *extra], cwd=tmp_path, env=env,
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        records = sorted((workdir / "benchmarks" / "score").glob("*.tsv"))
+        records = sorted((tmp_path / "benchmarks" / "score").glob("*.tsv"))
         assert len(records) == 2, records
         memory[mode] = max(float(p.read_text().splitlines()[1].split("\t")[2]) for p in records)
+        reports[mode] = json.loads(report.read_text(encoding="utf-8"))
     assert memory["served"] < memory["off"] / 3, memory
-    report = Path("results/reports/my_iris/report.json")
-    served, off = (json.loads((tmp_path / m / report).read_text(encoding="utf-8")) for m in ("served", "off"))
-    assert comparable(served) == comparable(off)
+    assert comparable(reports["served"]) == comparable(reports["off"])
+
+
+def test_a_dry_run_starts_no_server():
+    from vertebrae.workflow.commands import _dry_run
+
+    assert all(_dry_run(args) for args in (["-n"], ["--cores", "2", "-np"], ["--dry-run"], ["--dryrun", "-q"]))
+    assert not any(_dry_run(args) for args in ([], ["--cores", "2"], ["-j4"], ["--profile", "slurm"], ["--notemp"]))

@@ -91,8 +91,18 @@ def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequ
     (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses."""
     for path in _configs(config):
         load_config_file(_config_file(path))
+    command = snakemake_command(config, *profile_args(snakemake_args))
+    if _dry_run(snakemake_args):  # runs no job: a job server would only take CPU from Snakemake's start
+        return subprocess.call(command)
     with serving(dict(os.environ)) as environ:  # warm processes for the scoring and bookkeeping jobs
-        return subprocess.call(snakemake_command(config, *profile_args(snakemake_args)), env=environ)
+        return subprocess.call(command, env=environ)
+
+
+def _dry_run(snakemake_args: Sequence[str]) -> bool:
+    """Whether Snakemake's arguments ask for a dry run: ``-n``, ``--dry-run``/``--dryrun``, or ``-n`` among
+    clustered short flags (``-np``)."""
+    return any(a in ("--dry-run", "--dryrun") or (a.startswith("-") and not a.startswith("--") and a[1:].isalpha()
+                                                  and "n" in a[1:]) for a in snakemake_args)
 
 
 def job_table(dry_run_stdout: str) -> dict[str, int]:
