@@ -6,7 +6,9 @@ Each subcommand names the job function it runs (``module:function``, imported on
 (``vertebrae: error: ...``) with exit status 2; when a job refuses a corrupt input artifact, that file and everything
 built from it are moved aside first (``vertebrae.stages.verify.quarantine``; a stale or foreign one of a results
 tree too) and the message says where, so that the next run rebuilds them. Under ``vertebrae run`` a job subcommand
-is first offered to the run's job server (``vertebrae.core.job_client``), which runs this same ``main`` warm. Besides the job subcommands the workflow calls, four take a user's config file directly:
+is first offered to the run's job server (``vertebrae.core.job_client``), which runs this same ``main`` warm.
+
+Besides the job subcommands the workflow calls, four take a user's config file directly:
 ``vertebrae run CONFIG [snakemake args...]`` (exit status: Snakemake's), ``vertebrae validate CONFIG``,
 ``vertebrae status CONFIG`` and ``vertebrae show CONFIG [BENCHMARK]``; ``vertebrae eval`` builds such a config from
 ``--data`` / ``--model`` specs and runs it.
