@@ -1,5 +1,5 @@
 # vertebrae: plan -> fit -> embed shard -> merge -> compress -> protocol -> score -> report, for three protocols.
-# Planning lives in the library (vertebrae.workflow); rules only call `vertebrae` subcommands.
+# Planning lives in the library (vertebrae.planning); rules only call `vertebrae` subcommands.
 import os
 import sys
 

@@ -158,7 +158,7 @@ def fanout_ratio(x: np.ndarray, y: np.ndarray, repeats: int) -> float:
     import yaml
 
     from vertebrae.core.artifacts import read_json_artifact
-    from vertebrae.workflow import artifact_path, plan
+    from vertebrae.planning import artifact_path, plan
 
     root = Path(tempfile.mkdtemp(prefix="labelled-fanout-"))
     (root / "data").mkdir()

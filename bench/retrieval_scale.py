@@ -169,7 +169,7 @@ def fanout_ratio(root: Path, threads: int, partial_threads: int, repeats: int) -
         assert comparable(report["candidate_results"]) == comparable(single_report["candidate_results"]), \
             "the fanned-out score differs from the one-job score"
     sys.path.insert(0, str(REPO))
-    from vertebrae.workflow import plan
+    from vertebrae.planning import plan
 
     wp = plan(yaml.safe_load((workdir / "config" / "config.yaml").read_text(encoding="utf-8")), base_dir=workdir)
     peak, declared = 0.0, 0

@@ -6,7 +6,7 @@ schema's defaults for everything else (shards, scoring). Both faces run it from 
 fresh process (interpreter start and imports included, as a user's script pays them):
 
 - ``vertebrae run CONFIG --cores 2`` in an empty working directory (every job, the report and its figures);
-- a Python process calling ``vertebrae.workflow.benchmarks_from_config(config)[name].run()``.
+- a Python process calling ``vertebrae.planning.benchmarks_from_config(config)[name].run()``.
 
 Both are timed in this one run (the machine may be shared: read the ratio, not the seconds), and the two rankings
 must name the same candidates in the same order. The last line reads
@@ -36,7 +36,7 @@ from workflow_support import job_counts  # noqa: E402
 NAME = "small"
 INPROCESS = """
 import json, sys, yaml
-from vertebrae.workflow import benchmarks_from_config
+from vertebrae.planning import benchmarks_from_config
 config = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))
 result = benchmarks_from_config(config)[sys.argv[2]].run().to_dict()
 json.dump(result, open(sys.argv[3], "w", encoding="utf-8"))

@@ -331,7 +331,7 @@ def test_the_model_adapters_snippet_runs_on_a_tiny_local_clip(tmp_path, monkeypa
 
 def test_the_readme_config_validates_and_runs(tmp_path, monkeypatch):
     from tests.workflow.test_readme_bring_data import _write_files
-    from vertebrae.workflow import benchmarks_from_config
+    from vertebrae.planning import benchmarks_from_config
 
     work = tmp_path / "mine"
     work.mkdir()
@@ -350,7 +350,7 @@ def test_the_readme_metrics_validate_and_run_beside_overlapindex(tmp_path, monke
     """README "The numbers papers publish": its metrics added to the README's own-data benchmark, as a user pastes
     them, validate (plan-time checks included) and score every candidate, ranked by the declared primary metric."""
     from tests.workflow.test_readme_bring_data import _write_files
-    from vertebrae.workflow import benchmarks_from_config
+    from vertebrae.planning import benchmarks_from_config
 
     work = tmp_path / "mine"
     work.mkdir()

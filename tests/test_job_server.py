@@ -22,7 +22,7 @@ import yaml
 
 from vertebrae.core.job_client import SERVER_ENV, receive_message, send_message, server_path
 from vertebrae.job_server import SERVED
-from vertebrae.workflow.serving import serving
+from vertebrae.cli.serving import serving
 from workflow_support import BIN, USER_CONFIG, comparable
 
 VERTEBRAE = str(BIN / "vertebrae")
@@ -137,7 +137,7 @@ def test_a_served_run_equals_an_unserved_one(tmp_path):
 
 
 def test_a_dry_run_starts_no_server():
-    from vertebrae.workflow.commands import _dry_run
+    from vertebrae.cli.commands import _dry_run
 
     assert all(_dry_run(args) for args in (["-n"], ["--cores", "2", "-np"], ["--dry-run"], ["--dryrun", "-q"]))
     assert not any(_dry_run(args) for args in ([], ["--cores", "2"], ["-j4"], ["--profile", "slurm"], ["--notemp"]))

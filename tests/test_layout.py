@@ -21,7 +21,7 @@ FLOORS = {
     "reports": 3,
     "results": 4,
     "stages": 5,
-    "protocols": 6, "workflow": 6,
+    "protocols": 6, "planning": 6, "workflow": 6,
     "cli": 7, "__main__": 7, "job_server": 7,
 }
 

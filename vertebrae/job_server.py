@@ -1,7 +1,7 @@
 """A warm process for ``vertebrae run``'s jobs: imports once, forks one process per job subcommand.
 
 A local run's jobs are short processes that spend most of their time importing (scikit-learn alone takes about a
-second in every score and compress job). ``vertebrae run`` wraps Snakemake in ``vertebrae.workflow.serving``, which
+second in every score and compress job). ``vertebrae run`` wraps Snakemake in ``vertebrae.cli.serving``, which
 starts ``python -m vertebrae.job_server SOCKET PARENT_PID``: a process that imports the served subcommands' modules
 and their heavy libraries once, listens on a Unix socket in a private temporary folder (mode 0700), and names
 itself in ``VERTEBRAE_JOB_SERVER`` (``vertebrae.core.job_client``). Each request (a subcommand's arguments, working

@@ -2,7 +2,7 @@
 
 Nothing here is written by hand, so the references cannot drift: the config reference walks
 ``workflow/schemas/config.schema.yaml`` (every key, its type, default and description), the CLI reference walks the
-argparse parser of ``vertebrae/cli.py`` (every subcommand and argument), and the API page lists the public names of
+argparse parser of ``vertebrae/cli/__init__.py`` (every subcommand and argument), and the API page lists the public names of
 ``vertebrae.__all__`` for mkdocstrings to render from their docstrings. The pages exist only in the built site
 (``mkdocs build``); ``tests/test_docs.py`` calls the same functions.
 """
@@ -123,7 +123,7 @@ def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
     commands = subcommands(parser)
     user = [name for name in commands if name in USER_COMMANDS]
     out = ["# Command-line reference", "",
-           "Generated from the argument parser of `vertebrae/cli.py` at every docs build. The first commands are "
+           "Generated from the argument parser of `vertebrae/cli/__init__.py` at every docs build. The first commands are "
            "the ones a user types; the job subcommands after them are what the workflow's rules run (each "
            "`vertebrae JOB --help` prints the same).", ""]
     for heading, names in (("Commands", user), ("Job subcommands", [n for n in commands if n not in user])):

@@ -54,7 +54,7 @@ def test_unknown_name_falls_back_to_the_loader():
 
 PLAN_SCRIPT = """
 import sys
-from vertebrae.workflow import plan
+from vertebrae.planning import plan
 planned = plan({"seed": 0, "embedding": {"shards": 2}, "benchmarks": {"d": {
     "dataset": {"source": {"type": "sklearn", "name": "digits"},
                 "identity": {"kind": "declared", "name": "sklearn-digits", "revision": "1"}},

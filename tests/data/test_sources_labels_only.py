@@ -10,7 +10,7 @@ import pytest
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.data.sources import load_source, source_labels_only, source_row_count
-from vertebrae.workflow import benchmarks_from_config, plan
+from vertebrae.planning import benchmarks_from_config, plan
 
 IDS = [f"r{i:02d}" for i in range(30)]
 LABELS = [("a", "b", "c")[i % 3] for i in range(30)]

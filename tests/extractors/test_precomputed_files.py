@@ -23,7 +23,7 @@ from vertebrae.extractors.precomputed import (
 )
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embed_endpoint, embed_rows, embedding_recipe
-from vertebrae.workflow.config import config_schema
+from vertebrae.planning.config import config_schema
 
 N, D = 12, 4
 IDS = [f"row-{i:02d}" for i in range(N)]
@@ -227,7 +227,7 @@ def test_no_warning_while_building(tmp_path):
 
 @pytest.mark.skipif(not HOOK, reason="needs the stages to pass row ids to reads_rows extractors (issue 18, lead)")
 def test_zero_shot_reads_a_samples_file_and_a_prompts_file(tmp_path):
-    from vertebrae.workflow.zero_shot import zero_shot_benchmarks_from_config
+    from vertebrae.planning.zero_shot import zero_shot_benchmarks_from_config
 
     labels = np.array(["cat", "dog", "owl"])[np.arange(30) % 3]
     ids = np.array([f"s{i}" for i in range(30)])

@@ -10,8 +10,8 @@ import yaml
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.extractors.registry import EXTRACTOR_KEYS, build_extractor
-from vertebrae.workflow import plan
-from vertebrae.workflow.config import config_schema
+from vertebrae.planning import plan
+from vertebrae.planning.config import config_schema
 from workflow_support import BIN
 
 PCA = [{"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 2}}]

@@ -19,8 +19,8 @@ from vertebrae.core.provenance import software
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.stages import jobs, labelled_jobs, report_job
 from vertebrae.stages.plan import load_plan, run_plan
-from vertebrae.workflow import benchmarks_from_config, plan, report_paths
-from vertebrae.workflow.paths import artifact_path
+from vertebrae.planning import benchmarks_from_config, plan, report_paths
+from vertebrae.planning.paths import artifact_path
 
 plan_path, fitted_path, embedding_path, compressed_path, protocol_path, score_path = (
     partial(artifact_path, kind) for kind in ("plan", "fitted", "embedding", "compressed", "protocol", "score"))

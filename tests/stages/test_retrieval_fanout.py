@@ -29,8 +29,8 @@ from vertebrae.stages.retrieval_fanout import (FanoutPartial, direction_inputs, 
                                                partial_spec_of, score_retrieval_partial, split_bounds)
 from vertebrae.stages.retrieval_fanout_jobs import (_collapsed, collapse_summary, relevance_rows, run_merge_partials,
                                                    run_score_fanout_partial, split_relevance_rows)
-from vertebrae.workflow import plan
-from vertebrae.workflow.paths import artifact_path
+from vertebrae.planning import plan
+from vertebrae.planning.paths import artifact_path
 
 SPLITS = [(1, 1), (1, 3), (2, 2), (3, 5), ("Q", "G")]
 

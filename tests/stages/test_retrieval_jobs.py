@@ -9,8 +9,8 @@ import json
 import numpy as np
 
 from vertebrae.cli import main
-from vertebrae.workflow import plan, retrieval_benchmarks_from_config
-from vertebrae.workflow.paths import artifact_path
+from vertebrae.planning import plan, retrieval_benchmarks_from_config
+from vertebrae.planning.paths import artifact_path
 from workflow_support import comparable
 
 CONFIG = {

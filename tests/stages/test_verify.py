@@ -171,7 +171,7 @@ def test_a_plan_whose_declaration_does_not_hash_to_its_fingerprint_is_refused(tm
     re-hashed, so it reads cleanly) is refused before a job builds from it, found by verify, and moved aside."""
     from vertebrae.core.artifacts import write_json_artifact
     from vertebrae.stages.plan import load_plan, run_plan
-    from vertebrae.workflow import plan
+    from vertebrae.planning import plan
 
     from workflow_support import USER_CONFIG
 

@@ -17,8 +17,8 @@ from vertebrae.core.artifacts import read_embeddings, write_embeddings, write_js
 from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError
 from vertebrae.stages import zero_shot_jobs as zs_jobs
 from vertebrae.stages.plan import run_plan
-from vertebrae.workflow import plan, zero_shot_benchmarks_from_config
-from vertebrae.workflow.paths import artifact_path
+from vertebrae.planning import plan, zero_shot_benchmarks_from_config
+from vertebrae.planning.paths import artifact_path
 from workflow_support import comparable
 
 plan_path, protocol_path, compressed_path, score_path = (

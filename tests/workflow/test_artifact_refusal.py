@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from vertebrae.workflow import artifact_path, plan
+from vertebrae.planning import artifact_path, plan
 
 
 def _vertebrae(workdir, *args):

@@ -13,7 +13,7 @@ from vertebrae.core.artifacts import read_json_document
 from vertebrae.stages.labelled_jobs import run_score
 from vertebrae.stages.plan import run_plan
 from vertebrae.stages.verify import verify
-from vertebrae.workflow import artifact_path, benchmarks_from_config, plan
+from vertebrae.planning import artifact_path, benchmarks_from_config, plan
 from workflow_support import comparable, snakemake, write_config
 
 CONFIG = {

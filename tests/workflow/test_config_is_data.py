@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from vertebrae.cli import main
-from vertebrae.workflow.config import MAX_EXPANDED_NODES, load_config_file
+from vertebrae.planning.config import MAX_EXPANDED_NODES, load_config_file
 from workflow_support import USER_CONFIG
 
 

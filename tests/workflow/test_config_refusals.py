@@ -87,7 +87,7 @@ def _with(bench=None, **top):
 def test_plan_refuses_what_a_job_would_fail_on(config, message):
     # issue 32: each of these passed `vertebrae validate` and failed a job (or the whole run) later
     from vertebrae.core.errors import ConfigError
-    from vertebrae.workflow import plan
+    from vertebrae.planning import plan
 
     with pytest.raises(ConfigError, match=message):
         plan(config)
@@ -123,7 +123,7 @@ def test_plan_refuses_more_folds_than_the_datasets_groups(tmp_path):
     import numpy as np
 
     from vertebrae.core.errors import ConfigError
-    from vertebrae.workflow import plan
+    from vertebrae.planning import plan
 
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "g.npz", embeddings=rng.normal(size=(60, 4)), labels=np.arange(60) % 2,

@@ -21,7 +21,7 @@ import pytest
 from vertebrae.core.artifacts import read_embeddings
 from vertebrae.core.errors import ArtifactError
 from vertebrae.stages.plan import shard_fingerprint
-from vertebrae.workflow import benchmarks_from_config, plan
+from vertebrae.planning import benchmarks_from_config, plan
 
 from workflow_support import REPO, comparable, snakemake, write_config
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from vertebrae.core.errors import ConfigError
-from vertebrae.workflow import plan
+from vertebrae.planning import plan
 from workflow_support import job_counts, snakemake, write_config
 
 LABELLED_ONLY = {"embed_shard", "merge_embeddings", "write_protocol", "score"}

@@ -8,7 +8,7 @@ import sys
 
 
 from vertebrae.results import BenchmarkResult
-from vertebrae.workflow import benchmarks_from_config, plan, retrieval_benchmarks_from_config, zero_shot_benchmarks_from_config
+from vertebrae.planning import benchmarks_from_config, plan, retrieval_benchmarks_from_config, zero_shot_benchmarks_from_config
 
 from workflow_support import comparable, REPO, job_counts, snakemake, write_config, written_report
 

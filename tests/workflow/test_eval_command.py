@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vertebrae.core.errors import ConfigError
-from vertebrae.workflow.eval_command import build_config
+from vertebrae.cli.eval_command import build_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

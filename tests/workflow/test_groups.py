@@ -12,7 +12,7 @@ import numpy as np
 from vertebrae import BenchmarkDataset, DatasetIdentity
 from vertebrae.core.artifacts import read_json_artifact
 from vertebrae.core.identity import grouped_key
-from vertebrae.workflow import benchmarks_from_config, plan
+from vertebrae.planning import benchmarks_from_config, plan
 from workflow_support import REPO, comparable, snakemake, write_config
 
 N, N_GROUPS = 90, 6

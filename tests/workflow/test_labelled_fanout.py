@@ -65,7 +65,7 @@ def test_adding_few_shot_plans_only_its_job_and_what_follows(tmp_path):
 def test_fanout_auto_splits_a_benchmark_that_declares_metrics_and_keeps_one_job_otherwise(tmp_path):
     """``fanout`` defaults to auto: part by part when a metric besides OverlapIndex is declared (adding one then reruns
     only its job), one score job a candidate otherwise; the score's fingerprint is the same either way."""
-    from vertebrae.workflow import plan
+    from vertebrae.planning import plan
 
     def stages(config):
         planned = plan(config, base_dir=tmp_path)
@@ -90,7 +90,7 @@ def test_fanout_auto_splits_a_benchmark_that_declares_metrics_and_keeps_one_job_
 def test_the_parts_that_grow_with_rows_squared_start_first(tmp_path):
     """knn and linear_probe part jobs ask for priority 1 (Snakemake starts them before the other ready parts, so a
     long part does not end the fan-out alone); every other part job keeps the default 0."""
-    from vertebrae.workflow import plan
+    from vertebrae.planning import plan
 
     write_config(tmp_path, CONFIG)
     dry = snakemake(tmp_path, "-n").stdout

@@ -8,7 +8,7 @@ import csv
 
 import numpy as np
 
-from vertebrae.workflow import benchmarks_from_config, plan
+from vertebrae.planning import benchmarks_from_config, plan
 from workflow_support import comparable, job_counts, snakemake, write_config, written_report
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from workflow_support import job_counts, snakemake, write_config
 
-import vertebrae.workflow
+import vertebrae.planning
 from vertebrae.core.artifacts import read_json_artifact
 from vertebrae.core.fingerprint import canonical_json
 
@@ -70,7 +70,7 @@ def test_a_thousand_candidates_plan_with_every_shell_line_under_the_limit(tmp_pa
 def test_a_report_spec_over_the_argument_limit_plans_for_real(tmp_path, monkeypatch):
     config = many_candidates(tmp_path, 200)
     monkeypatch.chdir(tmp_path)  # candidate files resolve against the working directory, as in a job
-    workflow_plan = vertebrae.workflow.plan(config)
+    workflow_plan = vertebrae.planning.plan(config)
     report = workflow_plan.reports["many"]
     compare = workflow_plan.comparisons[report]
     text = canonical_json(workflow_plan.spec(report))
@@ -87,7 +87,7 @@ def test_a_report_spec_over_the_argument_limit_plans_for_real(tmp_path, monkeypa
 
 def changed_specs(before: dict, after: dict) -> set[str]:
     """The planned specs of ``after`` (config dicts) whose text differs from ``before``'s (or is new)."""
-    old, new = vertebrae.workflow.plan(before), vertebrae.workflow.plan(after)
+    old, new = vertebrae.planning.plan(before), vertebrae.planning.plan(after)
     return {fp for fp in new.planned()
             if fp not in old.specs or canonical_json(old.spec(fp)) != canonical_json(new.spec(fp))}
 
@@ -105,7 +105,7 @@ def test_spec_files_rerun_what_a_spec_change_reaches_and_nothing_when_rewritten(
     shutil.copy(tmp_path / "data" / "c0001.npy", tmp_path / "data" / "moved.npy")
     after = candidates_config({"c0000": "data/c0000.npy", "c0001": "data/moved.npy", "c0002": "data/c0002.npy"})
     changed = changed_specs(before, after)
-    assert changed and all(vertebrae.workflow.plan(after).spec(fp)["stage"] == "embed" for fp in changed)
+    assert changed and all(vertebrae.planning.plan(after).spec(fp)["stage"] == "embed" for fp in changed)
     write_config(tmp_path, after)
     counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout)
     assert counts["plan"] == len(changed) and counts["embed_shard"] == 1 and counts["score"] == 1, counts

@@ -8,7 +8,7 @@ import csv
 import numpy as np
 import pytest
 
-from vertebrae.workflow import benchmarks_from_config
+from vertebrae.planning import benchmarks_from_config
 from workflow_support import comparable, job_counts, snakemake, write_config, written_report
 
 
@@ -61,7 +61,7 @@ def test_text_to_image_and_image_to_image_retrieval_with_open_clip(tmp_path, mon
     sides); both reports equal the in-process RetrievalBenchmark's."""
     import tiny_models
 
-    from vertebrae.workflow import plan, retrieval_benchmarks_from_config
+    from vertebrae.planning import plan, retrieval_benchmarks_from_config
 
     tiny_models.build_open_clip(tmp_path / "models" / "clip")
     paths = tiny_models.write_images(tmp_path / "data" / "images", 12)
@@ -124,7 +124,7 @@ def test_retrieval_branch_keys_are_checked_at_plan_time(tmp_path):
     import tiny_models
 
     from vertebrae.core.errors import ValidationError
-    from vertebrae.workflow import plan
+    from vertebrae.planning import plan
 
     tiny_models.build_open_clip(tmp_path / "models" / "clip")
     rng = np.random.default_rng(0)

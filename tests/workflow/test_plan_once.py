@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from vertebrae.workflow import plan
-from vertebrae.workflow.plan_once import PLAN_DIR, PLAN_ENV, plan_digest, plan_once
+from vertebrae.planning import plan
+from vertebrae.planning.plan_once import PLAN_DIR, PLAN_ENV, plan_digest, plan_once
 from workflow_support import snakemake, write_config
 
 

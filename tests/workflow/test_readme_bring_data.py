@@ -16,7 +16,7 @@ import yaml
 
 from tests.beir_fixtures import write_beir
 from tests.workflow.test_readme_own_data import first_yaml, section
-from vertebrae.workflow import benchmarks_from_config, retrieval_benchmarks_from_config
+from vertebrae.planning import benchmarks_from_config, retrieval_benchmarks_from_config
 from workflow_support import BIN
 
 TITLE = "## Bring your data as it is"

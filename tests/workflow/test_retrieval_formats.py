@@ -81,8 +81,8 @@ def test_a_qrels_edit_plans_no_new_embedding_and_validate_checks_the_ids(tmp_pat
     """The plan (no Snakemake): editing the relevance file of a source pair keeps every embedding fingerprint and
     moves the protocol's; a qrels id absent from the gallery is refused by validate's check, naming the file."""
     from vertebrae.core.errors import ValidationError
-    from vertebrae.workflow import plan
-    from vertebrae.workflow.retrieval import check_retrieval_sources
+    from vertebrae.planning import plan
+    from vertebrae.planning.retrieval import check_retrieval_sources
 
     config = write_data(tmp_path)
     config["retrieval"] = {"wds": config["retrieval"]["wds"]}

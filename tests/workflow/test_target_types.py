@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from vertebrae.workflow import benchmarks_from_config
+from vertebrae.planning import benchmarks_from_config
 from workflow_support import comparable, job_counts, snakemake, write_config
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from vertebrae.workflow import benchmarks_from_config, retrieval_benchmarks_from_config
+from vertebrae.planning import benchmarks_from_config, retrieval_benchmarks_from_config
 from workflow_support import comparable
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from vertebrae.workflow import plan
+from vertebrae.planning import plan
 from workflow_support import BIN, job_counts, three_files_config
 
 REPORT_SIDE = {"compare": 1, "report": 1, "figures": 1, "report_tables": 1, "report_page": 1,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vertebrae.workflow import plan
-from vertebrae.workflow.config import load_config_file
+from vertebrae.planning import plan
+from vertebrae.planning.config import load_config_file
 from workflow_support import BIN, USER_CONFIG, job_counts
 
 # the README's user config with one shard (150 rows in one batch): the fewest jobs that still hold every stage

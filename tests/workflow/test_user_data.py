@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_digits
 
-from vertebrae.workflow import benchmarks_from_config
+from vertebrae.planning import benchmarks_from_config
 from workflow_support import comparable, job_counts, snakemake, write_config, written_report
 
 

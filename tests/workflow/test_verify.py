@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vertebrae.core.artifacts import read_embeddings
-from vertebrae.workflow import plan
+from vertebrae.planning import plan
 
 from workflow_support import comparable, snakemake, write_config
 

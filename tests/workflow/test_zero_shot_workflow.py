@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from vertebrae.workflow import zero_shot_benchmarks_from_config
+from vertebrae.planning import zero_shot_benchmarks_from_config
 from workflow_support import comparable, job_counts, snakemake, write_config
 
 ENCODERS = textwrap.dedent('''

@@ -1,6 +1,6 @@
 """The client side of ``vertebrae run``'s job server: a job subcommand handed to a warm process, or run here.
 
-``vertebrae run`` starts a job server (``vertebrae.job_server``, through ``vertebrae.workflow.serving``) and names it to Snakemake's jobs in
+``vertebrae run`` starts a job server (``vertebrae.job_server``, through ``vertebrae.cli.serving``) and names it to Snakemake's jobs in
 ``VERTEBRAE_JOB_SERVER`` = ``{host}:{slurm job}:{socket path}``. A ``vertebrae`` process that inherits it, on the
 same host and in the same SLURM allocation (none, or the same job id: a job SLURM runs elsewhere never uses it),
 connects and sends its arguments, working directory, environment and standard streams (the descriptors themselves,

@@ -110,7 +110,7 @@ def expand_layer_sweeps(extractors: Mapping[str, Any], *, where: str) -> dict[st
     becomes ``name@4: {hidden_layer: 4}`` and ``name@8: {hidden_layer: 8}`` (the rest of the declaration kept),
     exactly the candidates a user would write one by one, so each layer's recipe and fingerprint are the
     single-layer candidate's. The workflow planner then embeds a sweep's layers in one forward pass per batch
-    (``vertebrae.workflow.sweeps``)."""
+    (``vertebrae.planning.sweeps``)."""
     out: dict[str, Any] = {}
     for name, decl in extractors.items():
         if not isinstance(decl, Mapping) or "hidden_layers" not in decl:

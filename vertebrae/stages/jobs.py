@@ -137,7 +137,7 @@ def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path, *, s
 def run_embed_sweep_shard(plan: str | Path, shard_index: int, output: str | Path) -> None:
     """``vertebrae embed-sweep-shard``: one shard of a layer sweep, every layer from one forward pass per batch,
     written as the folder ``output`` of ``{layer fingerprint}.h5`` shard files (each the file the single-layer
-    embed job writes; see ``vertebrae.workflow.sweeps``)."""
+    embed job writes; see ``vertebrae.planning.sweeps``)."""
     import os
     import shutil
     import tempfile

@@ -3,7 +3,7 @@
 The workflow hands ``vertebrae plan`` each spec as a file (``--spec-file``, see ``spec_file_text``) rather than as a
 shell argument, which Linux caps at 128 KiB (a report spec of 1,000 candidates is about 750 KB).
 
-A job spec is one JSON object of ``vertebrae.workflow.plan``. ``stage`` names the job; ``fingerprint`` names its
+A job spec is one JSON object of ``vertebrae.planning.plan``. ``stage`` names the job; ``fingerprint`` names its
 output and is the hash of ``recipe`` under the stage's artifact kind (``KIND_OF_STAGE``), except a zero-shot
 protocol, whose fingerprint is the protocol payload's own: the write-protocol job builds the protocol and checks it.
 Specs that declare an extractor are re-derived against it (recipe, row count, shard bounds).

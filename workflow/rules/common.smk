@@ -1,14 +1,14 @@
-# The plan of the config, made by the library (vertebrae.workflow); wildcard constraints and input functions.
+# The plan of the config, made by the library (vertebrae.planning); wildcard constraints and input functions.
 # Every rule's inputs come whole from the plan: PLAN.inputs(fp) names them as the rule's shell line does.
 import vertebrae.reports.figures
 import vertebrae.reports.html_items
 import vertebrae.reports.summary
-import vertebrae.workflow.plan_once
-from vertebrae.workflow import artifact_path, report_paths
+import vertebrae.planning.plan_once
+from vertebrae.planning import artifact_path, report_paths
 
 # workflow.configfiles: the files Snakemake read `config` from, re-read refusing duplicate keys. Planned once per
 # invocation: a job that re-parses this file (each SLURM job) reads the main process's plan (VERTEBRAE_PLAN).
-PLAN = vertebrae.workflow.plan_once.plan_once(config, config_files=workflow.configfiles)
+PLAN = vertebrae.planning.plan_once.plan_once(config, config_files=workflow.configfiles)
 PLAN.write_spec_files()  # .vertebrae/specs/{fp}-{digest}.json: the plan jobs' specs (never a shell argument)
 
 

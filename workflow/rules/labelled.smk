@@ -22,7 +22,7 @@ rule fit_extractor:
     output:
         fitted=artifact_path("fitted", "{fp}"),
     resources:
-        mem_mb=get_mem_mb,  # from the fit endpoint's rows (vertebrae.workflow.resources)
+        mem_mb=get_mem_mb,  # from the fit endpoint's rows (vertebrae.planning.resources)
     threads: PLAN.threads["embedding"]
     conda:
         "../../envs/vertebrae.yaml"
@@ -40,7 +40,7 @@ rule embed_shard:
     output:
         shard=artifact_path("shard", "{fp}", shard=("{i}", "{n}")),
     resources:
-        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.workflow.resources)
+        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.planning.resources)
         gpu=get_gpus,
     threads: PLAN.threads["embedding"]
     conda:

@@ -6,7 +6,7 @@ rule embed_retrieval_shard:
     output:
         shard=artifact_path("shard", "{fp}", protocol="retrieval", shard=("{i}", "{n}")),
     resources:
-        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.workflow.resources)
+        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.planning.resources)
         gpu=get_gpus,
     params:
         side=get_side,

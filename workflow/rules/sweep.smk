@@ -1,4 +1,4 @@
-# Layer sweeps (hidden_layers: [...], vertebrae.workflow.sweeps): one job per shard runs the model once per batch
+# Layer sweeps (hidden_layers: [...], vertebrae.planning.sweeps): one job per shard runs the model once per batch
 # and writes every layer's shard file (the one its single-layer candidate's embed job would write) into one folder;
 # each layer's merge job (merge_embeddings, merge_retrieval_embeddings) reads its file from the folders.
 rule embed_sweep_shard:
@@ -7,7 +7,7 @@ rule embed_sweep_shard:
     output:
         shards=directory(artifact_path("sweep-shard", "{fp}", shard=("{i}", "{n}"))),
     resources:
-        mem_mb=get_mem_mb,  # the largest of its layers' (vertebrae.workflow.resources)
+        mem_mb=get_mem_mb,  # the largest of its layers' (vertebrae.planning.resources)
         gpu=get_gpus,
     threads: PLAN.threads["embedding"]
     conda:

@@ -22,7 +22,7 @@ rule embed_zero_shot_samples:
     output:
         shard=artifact_path("shard", "{fp}", protocol="zero_shot", side="samples", shard=("{i}", "{n}")),
     resources:
-        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.workflow.resources)
+        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.planning.resources)
         gpu=get_gpus,
     threads: PLAN.threads["embedding"]
     conda:
@@ -42,7 +42,7 @@ rule embed_zero_shot_prompts:
     output:
         shard=artifact_path("shard", "{fp}", protocol="zero_shot", side="prompts", shard=("{i}", "{n}")),
     resources:
-        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.workflow.resources)
+        mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.planning.resources)
         gpu=get_gpus,
     threads: PLAN.threads["embedding"]
     conda:

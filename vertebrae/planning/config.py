@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.config import EmbeddingConfig
 from vertebrae.core.errors import ConfigError
-from vertebrae.workflow.resources import auto_shards
+from vertebrae.planning.resources import auto_shards
 from vertebrae.core.records import seed_int
 from vertebrae.extractors.registry import expand_layer_sweeps
 

@@ -105,7 +105,7 @@ def parse_spec(spec: str, known: Sequence[str], *, argument: str) -> tuple[str, 
 def _known_sources() -> tuple[set[str], set[str]]:
     """(labelled source types in the schema, retrieval source types the loaders know)."""
     from vertebrae.data.retrieval_sources import LOADERS
-    from vertebrae.workflow.config import config_schema
+    from vertebrae.planning.config import config_schema
 
     labelled = set(config_schema()["$defs"]["source"]["properties"]["type"]["enum"])
     return labelled, set(LOADERS)
@@ -162,7 +162,7 @@ def candidates(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 def build_config(protocol: str, data: str, models: Sequence[str], shards: int | None = None) -> tuple[str, dict[str, Any]]:
     """(benchmark name, the config a user would have written), validated by the schema."""
-    from vertebrae.workflow.config import validate_config
+    from vertebrae.planning.config import validate_config
 
     if protocol not in PROTOCOLS:
         raise ConfigError(f"--protocol {protocol!r}: one of {', '.join(PROTOCOLS)}")
@@ -194,9 +194,9 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
 
     from vertebrae.reports.comparison import TITLE
     from vertebrae.reports.text import terminal_text
-    from vertebrae.workflow import plan
-    from vertebrae.workflow.commands import run_workflow
-    from vertebrae.workflow.paths import report_paths
+    from vertebrae.planning import plan
+    from vertebrae.cli.commands import run_workflow
+    from vertebrae.planning.paths import report_paths
 
     name, config = build_config(protocol, data, models, shards)
     text = yaml.safe_dump(config, sort_keys=False)

@@ -6,8 +6,8 @@ import os
 
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.stages.plan import read_spec_file
-from vertebrae.workflow.dag import WorkflowPlan
-from vertebrae.workflow.spec_files import SPEC_DIR, write_spec_files
+from vertebrae.planning.dag import WorkflowPlan
+from vertebrae.planning.spec_files import SPEC_DIR, write_spec_files
 
 
 def spec(stage: str, n: int) -> dict:

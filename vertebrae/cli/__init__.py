@@ -63,7 +63,7 @@ REPORT = (PLAN, PROTOCOL, JSON_OUTPUT, MARKDOWN_OUTPUT, arg("scores", nargs="+")
 JOBS, LABELLED, RETRIEVAL, ZERO_SHOT = (f"vertebrae.stages.{m}" for m in ("jobs", "labelled_jobs", "retrieval_jobs",
                                                                           "zero_shot_jobs"))
 RUN_PLAN = "vertebrae.stages.plan:run_plan"
-FROM_ARTIFACTS, USER = "vertebrae.stages.from_artifacts", "vertebrae.workflow.commands"
+FROM_ARTIFACTS, USER = "vertebrae.stages.from_artifacts", "vertebrae.cli.commands"
 SCORE_KEY = arg("--score-key", dest="score_keys", action="append", metavar="SCORE",
                 help="a score artifact; repeatable (before any positional ones)")
 OPTIONAL_PROTOCOL = arg("--protocol", help="the protocol artifact; by default the one the --plan-json report spec "
@@ -215,7 +215,7 @@ COMMANDS: dict[str, Command] = {
                     (CONFIG, arg("benchmark", nargs="?", metavar="BENCHMARK", help="show this benchmark only"))),
     "eval": Command("evaluate models by name on one data set through the workflow (the config a user would write, "
                     "in results/eval/), then print the ranking and the verdicts",
-                    "vertebrae.workflow.eval_command:run_eval",
+                    "vertebrae.cli.eval_command:run_eval",
                     (arg("--protocol", required=True, choices=["labelled", "retrieval"]),
                      arg("--data", required=True, metavar="PREFIX:PATH[,key=value...]",
                          help="npz:, csv:, manifest:, sklearn:, npz_pair: ... (a source type and its keys)"),

@@ -90,7 +90,7 @@ print(json.dumps(outcomes))
 def test_plan_of_a_spec_without_an_extractor_imports_no_array_library(tmp_path):
     """`vertebrae plan` runs once per job spec (about fifty times per workflow): for the specs that name no
     extractor it only checks a fingerprint and writes JSON, without scipy, HDF5, scikit-learn or a model library."""
-    from vertebrae.workflow import plan
+    from vertebrae.planning import plan
 
     config = {"benchmarks": {"b": {
         "dataset": {"source": {"type": "sklearn", "name": "iris"}, "identity": {"kind": "declared", "name": "iris", "revision": 1}},

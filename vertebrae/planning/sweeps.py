@@ -16,7 +16,7 @@ from typing import Any
 
 from vertebrae.core.fingerprint import canonical_json, fingerprint
 from vertebrae.extractors.registry import SWEEPABLE
-from vertebrae.workflow.dag import WorkflowPlan
+from vertebrae.planning.dag import WorkflowPlan
 
 _NOT_IN_KEY = ("stage", "fingerprint", "recipe", "extractor", "where", "sweep")
 

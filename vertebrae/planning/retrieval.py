@@ -18,13 +18,13 @@ from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.plan import endpoint_segments, endpoint_tars
 from vertebrae.stages.retrieval_fanout import fanout_specs
-from vertebrae.workflow.comparison import comparison_config
-from vertebrae.workflow.config import (
+from vertebrae.planning.comparison import comparison_config
+from vertebrae.planning.config import (
     config_from_decl, embedding_config, endpoint_shards, paired_compression, validate_config,
 )
-from vertebrae.workflow.dag import WorkflowPlan, ref, segment_key
-from vertebrae.workflow.labelled import check_own_rows
-from vertebrae.workflow.paths import artifact_path
+from vertebrae.planning.dag import WorkflowPlan, ref, segment_key
+from vertebrae.planning.labelled import check_own_rows
+from vertebrae.planning.paths import artifact_path
 
 SIDES = ("query", "gallery")
 

@@ -3,7 +3,7 @@
 A job spec is a JSON object with ``stage``, ``fingerprint`` and ``recipe`` (``vertebrae.stages.plan`` checks it
 at job time); artifacts it depends on appear as ``{"fingerprint", "path"}`` references (``ref``). The rules get
 their named inputs from ``WorkflowPlan.inputs`` and their GPU request from ``gpus``; the plan rules read each spec
-from the file ``WorkflowPlan.write_spec_files`` writes (``vertebrae.workflow.spec_files``).
+from the file ``WorkflowPlan.write_spec_files`` writes (``vertebrae.planning.spec_files``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.fingerprint import canonical_json
-from vertebrae.workflow.paths import artifact_path, report_paths
-from vertebrae.workflow.resources import embed_mem_mb, part_priority, partial_mem_mb
-from vertebrae.workflow.spec_files import spec_file, write_spec_files
+from vertebrae.planning.paths import artifact_path, report_paths
+from vertebrae.planning.resources import embed_mem_mb, part_priority, partial_mem_mb
+from vertebrae.planning.spec_files import spec_file, write_spec_files
 
 # rule input name -> the spec key of the {fingerprint, path} reference it reads, by stage (None refs are skipped)
 INPUTS = {
@@ -121,7 +121,7 @@ class WorkflowPlan:
 
     def shard_paths(self, fp: str) -> list[str]:
         """The shard files a merge job reads; for a layer of a layer sweep, the sweep's shard folders (each holds
-        the layer's shard file, ``vertebrae.workflow.sweeps``)."""
+        the layer's shard file, ``vertebrae.planning.sweeps``)."""
         n, side = self.shard_counts[fp], self.specs[fp].get("side", "samples")
         sweep = self.specs[fp].get("sweep")
         if sweep is not None:

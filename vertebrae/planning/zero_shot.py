@@ -21,15 +21,15 @@ from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.zero_shot import build_zero_shot_dataset
 from vertebrae.extractors.registry import build_extractor
-from vertebrae.workflow.labelled import check_own_rows
+from vertebrae.planning.labelled import check_own_rows
 from vertebrae.stages.common import shard_bounds
 from vertebrae.stages.plan import endpoint_segments, endpoint_tars
-from vertebrae.workflow.comparison import comparison_config
-from vertebrae.workflow.config import (
+from vertebrae.planning.comparison import comparison_config
+from vertebrae.planning.config import (
     config_from_decl, embedding_config, endpoint_shards, paired_compression, validate_config,
 )
-from vertebrae.workflow.dag import WorkflowPlan, ref, segment_key
-from vertebrae.workflow.paths import artifact_path
+from vertebrae.planning.dag import WorkflowPlan, ref, segment_key
+from vertebrae.planning.paths import artifact_path
 
 PROTOCOL = "zero_shot"
 

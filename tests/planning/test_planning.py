@@ -14,9 +14,9 @@ import yaml
 from vertebrae import ConfigError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.stages.plan import KIND_OF_STAGE
-from vertebrae.workflow import artifact_path, gpus, load_config_file, plan, report_paths, validate_config
+from vertebrae.planning import artifact_path, gpus, load_config_file, plan, report_paths, validate_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -829,7 +829,7 @@ def test_auto_shards_plan_a_tiny_dataset_as_one_shard_with_the_same_merged_finge
 
 def test_auto_shards_follow_rows_and_model_cost():
     from vertebrae.extractors.registry import build_extractor
-    from vertebrae.workflow.resources import AUTO_MAX_ROWS, auto_shards
+    from vertebrae.planning.resources import AUTO_MAX_ROWS, auto_shards
 
     precomputed = build_extractor("p", {"type": "precomputed"}, where="x")
     model = build_extractor("m", {"type": "hf_text", "model": "org/some-model"}, where="x")
@@ -868,7 +868,7 @@ def test_unsafe_benchmark_names_are_refused_naming_the_section(default_config, s
 
 
 def test_the_planner_rechecks_benchmark_names_and_dotted_names_stay_valid():
-    from vertebrae.workflow.config import check_benchmark_name
+    from vertebrae.planning.config import check_benchmark_name
 
     for section in ("benchmarks", "retrieval", "zero_shot"):
         with pytest.raises(ConfigError, match=re_escape(f"config key {section}: '..' is not a safe benchmark name")):

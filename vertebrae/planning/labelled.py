@@ -29,12 +29,12 @@ from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.plan import endpoint_segments, endpoint_tars
 from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
-from vertebrae.workflow.comparison import comparison_config
-from vertebrae.workflow.config import (
+from vertebrae.planning.comparison import comparison_config
+from vertebrae.planning.config import (
     compressions_from_decl, config_from_decl, embedding_config, endpoint_shards, validate_config,
 )
-from vertebrae.workflow.dag import WorkflowPlan, ref, segment_key
-from vertebrae.workflow.paths import artifact_path
+from vertebrae.planning.dag import WorkflowPlan, ref, segment_key
+from vertebrae.planning.paths import artifact_path
 
 ENDPOINT = "samples"
 

@@ -24,7 +24,7 @@ from vertebrae import __version__
 from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.fingerprint import sha256_hex
 from vertebrae.core.check_records import CHECK_RECORDS_DIR, remembered_in
-from vertebrae.workflow.dag import WorkflowPlan
+from vertebrae.planning.dag import WorkflowPlan
 
 PLAN_ENV = "VERTEBRAE_PLAN"
 PLAN_DIR = ".vertebrae/plans"
@@ -60,7 +60,7 @@ def _write(path: Path, digest: str, planned: WorkflowPlan) -> None:
 
 def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] = (),
               base_dir: str | Path = ".") -> WorkflowPlan:
-    """``vertebrae.workflow.plan(config, ...)``, or this invocation's plan where ``VERTEBRAE_PLAN`` names it."""
+    """``vertebrae.planning.plan(config, ...)``, or this invocation's plan where ``VERTEBRAE_PLAN`` names it."""
     config_files = list(config_files)
     digest = plan_digest(config, config_files, base_dir)
     path = Path(base_dir) / PLAN_DIR / f"{digest}.json"
@@ -68,7 +68,7 @@ def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] =
         found = _read(path, digest)
         if found is not None:
             return found
-    from vertebrae.workflow.planning import plan  # only here: a job that reads the plan imports no planner
+    from vertebrae.planning.planner import plan  # only here: a job that reads the plan imports no planner
 
     with remembered_in(Path(base_dir) / CHECK_RECORDS_DIR):  # declared scikit-learn steps checked once, not per start
         planned = plan(config, base_dir=base_dir, config_files=config_files)

@@ -40,12 +40,12 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.reports.text import terminal_text
-from vertebrae.workflow import plan
+from vertebrae.planning import plan
 from vertebrae.workflow.bundled import profile_args, snakefile
-from vertebrae.workflow.config import load_config_file
-from vertebrae.workflow.paths import report_paths
-from vertebrae.workflow.retrieval import check_retrieval_sources
-from vertebrae.workflow.serving import serving
+from vertebrae.planning.config import load_config_file
+from vertebrae.planning.paths import report_paths
+from vertebrae.planning.retrieval import check_retrieval_sources
+from vertebrae.cli.serving import serving
 
 SECTION_KINDS = {"benchmarks": "labelled", "retrieval": "retrieval", "zero_shot": "zero-shot"}
 

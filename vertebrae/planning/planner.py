@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ConfigError
-from vertebrae.workflow.comparison import plan_comparisons
-from vertebrae.workflow.config import check_benchmark_names, check_config_files, validate_config
-from vertebrae.workflow.dag import WorkflowPlan
-from vertebrae.workflow.labelled import plan_labelled
-from vertebrae.workflow.retrieval import plan_retrieval
-from vertebrae.workflow.sweeps import group_layer_sweeps
-from vertebrae.workflow.zero_shot import plan_zero_shot
+from vertebrae.planning.comparison import plan_comparisons
+from vertebrae.planning.config import check_benchmark_names, check_config_files, validate_config
+from vertebrae.planning.dag import WorkflowPlan
+from vertebrae.planning.labelled import plan_labelled
+from vertebrae.planning.retrieval import plan_retrieval
+from vertebrae.planning.sweeps import group_layer_sweeps
+from vertebrae.planning.zero_shot import plan_zero_shot
 
 
 def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",

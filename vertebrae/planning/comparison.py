@@ -13,7 +13,7 @@ from typing import Any
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.scoring.paired import ComparisonConfig
-from vertebrae.workflow.dag import WorkflowPlan, ref
+from vertebrae.planning.dag import WorkflowPlan, ref
 
 SECTION_OF_REPORTS = {"reports": "benchmarks", "retrieval_reports": "retrieval", "zero_shot_reports": "zero_shot"}
 

@@ -12,9 +12,9 @@ import pytest
 
 from vertebrae import __version__
 from vertebrae.cli import main
-from vertebrae.workflow import plan
-from vertebrae.workflow.commands import snakemake_command
-from vertebrae.workflow.paths import artifact_path
+from vertebrae.planning import plan
+from vertebrae.cli.commands import snakemake_command
+from vertebrae.planning.paths import artifact_path
 
 SUBCOMMANDS = ("plan", "fit-extractor", "embed-shard", "merge-embeddings", "write-protocol", "score", "report",
                "plan-zero-shot", "embed-zero-shot-shard", "merge-zero-shot-embeddings", "write-zero-shot-protocol",
@@ -285,7 +285,7 @@ def test_run_hands_its_arguments_to_snakemake_and_returns_its_exit_status(tmp_pa
     config = tmp_path / "c.yaml"
     config.write_text("benchmarks: {}\n", encoding="utf-8")
     assert snakemake_command(config, "-n") == [sys.executable, "-m", "snakemake", "--snakefile",
-                                               str(Path(__file__).resolve().parents[1] / "Snakefile"), "--configfile",
+                                               str(Path(__file__).resolve().parents[2] / "Snakefile"), "--configfile",
                                                str(config), "-n"]
     assert main(["run", str(config), "--version"]) == 0
     assert capfd.readouterr().out.strip().startswith("9.")
@@ -324,7 +324,7 @@ def test_help_lists_the_user_commands_first_and_the_jobs_under_one_heading():
 
 
 def test_several_config_files_merge_as_snakemake_merges_them(tmp_path):
-    from vertebrae.workflow.commands import merged_config
+    from vertebrae.cli.commands import merged_config
 
     (tmp_path / "a.yaml").write_text("seed: 1\nembedding: {batch_size: 8, shards: 2}\nbenchmarks: {x: {k: 1}}\n")
     (tmp_path / "b.yaml").write_text("embedding: {shards: 3}\nbenchmarks: {y: {k: 2}}\n")
