@@ -160,7 +160,7 @@ def digest_times(root: Path, pattern: str) -> None:
     """Content tracking: each source's ``files`` recipe computed with an empty digest cache (every file hashed), then
     again from the cache (size and mtime only), as planning a workflow does each time."""
     from vertebrae.core.file_digests import FileDigests
-    from vertebrae.data.source_files import source_files_recipe
+    from vertebrae.data.sources.files import source_files_recipe
 
     old = time.time() - 60  # past the cache's racy window, as a user's files are
     for path in root.rglob("*"):

@@ -49,7 +49,7 @@ _EXPORTS = {
     "vertebrae.extractors.timm_models": ("TimmExtractor",),
     "vertebrae.extractors.sentence_transformer_model": ("SentenceTransformerExtractor",),
     "vertebrae.core.inputs": ("RawInputs",),
-    "vertebrae.data.manifest": ("ManifestSpec", "read_manifest"),
+    "vertebrae.data.sources.manifest": ("ManifestSpec", "read_manifest"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

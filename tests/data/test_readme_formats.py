@@ -53,7 +53,7 @@ def test_snippet_runs_as_written(title, write, tmp_path, monkeypatch):
 def test_retrieval_snippet_runs_as_written(tmp_path, monkeypatch):
     pytest.importorskip("datasets")
     from format_fixtures import write_captions
-    from vertebrae.data.retrieval_sources import load_retrieval_source
+    from vertebrae.data.declared.retrieval import load_retrieval_source
 
     rows = tiny_images(12)
     write_image_folder(tmp_path / "data" / "pets", rows)

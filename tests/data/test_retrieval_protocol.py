@@ -1,4 +1,4 @@
-"""RetrievalProtocol (vertebrae.data.retrieval_protocol): its strict JSON payload round trips, and a malformed
+"""RetrievalProtocol (vertebrae.data.relevance): its strict JSON payload round trips, and a malformed
 payload is refused naming what is wrong."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from vertebrae import ValidationError
 from vertebrae.data.retrieval import RetrievalDataset
-from vertebrae.data.retrieval_protocol import PROTOCOL_SCHEMA, RetrievalProtocol
+from vertebrae.data.relevance import PROTOCOL_SCHEMA, RetrievalProtocol
 from retrieval_fixtures import GRADES, ID, _build, _g, _q, _raises, _same_csr
 
 

@@ -15,8 +15,8 @@ import pytest
 from vertebrae.core.arrays import encode_row_ids
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.data import embedding_files
-from vertebrae.data.embedding_files import file_sha256
+from vertebrae.data.sources import embedding_files
+from vertebrae.data.sources.embedding_files import file_sha256
 from vertebrae.extractors.precomputed import (
     PrecomputedExtractor,
     PrecomputedFileExtractor,

@@ -290,7 +290,7 @@ def test_webdataset_shards_follow_tar_files_and_merge_byte_identically(tmp_path,
     import format_fixtures
     from format_fixtures import tiny_images, write_tar_shards
     from vertebrae.core import image_refs
-    from vertebrae.data import webdataset as wds_module
+    from vertebrae.data.sources import webdataset as wds_module
     from vertebrae.data.sources import load_source
     from vertebrae.extractors.registry import build_extractor
     from vertebrae.stages.common import embed_endpoint

@@ -6,7 +6,7 @@ qrels line or overwriting the .npz features with noise, ``snakemake -n`` said "N
 
 What is under test is the plan Snakemake makes after an edit, so the finished run is stood in for by the
 workflow's own outputs made up to date with ``snakemake --touch`` (a real run of this config takes minutes on a
-busy machine; jobs recompute the same identities as the plan, see tests/data/test_source_files.py).
+busy machine; jobs recompute the same identities as the plan, see tests/data/sources/test_files.py).
 """
 
 from __future__ import annotations

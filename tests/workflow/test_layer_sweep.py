@@ -27,7 +27,7 @@ def test_layer_sweep_is_one_pass_per_batch_and_equals_single_layers(tmp_path, mo
     import tiny_models
 
     from vertebrae.core.artifacts import read_embeddings
-    from vertebrae.data.declared import load_declared_rows
+    from vertebrae.data.declared.labelled import load_declared_rows
     from vertebrae.extractors.registry import build_extractor
     from vertebrae.stages.common import embed_endpoint
 

@@ -2,7 +2,7 @@
 declared: text queries from a Hugging Face dataset or a manifest against an image gallery held as an image folder
 or as WebDataset shards without labels, relevance by ``same_label`` or from a qrels file; the reports hold the
 numbers (metrics and similarity summaries) of the same data given as a manifest pair, and an unchanged rerun plans
-no job. (A Hugging Face image gallery: tests/data/test_retrieval_sides.py, in process.)"""
+no job. (A Hugging Face image gallery: tests/data/declared/test_sides.py, in process.)"""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def parse_spec(spec: str, known: Sequence[str], *, argument: str) -> tuple[str, 
 
 def _known_sources() -> tuple[set[str], set[str]]:
     """(labelled source types in the schema, retrieval source types the loaders know)."""
-    from vertebrae.data.retrieval_sources import LOADERS
+    from vertebrae.data.declared.retrieval import LOADERS
     from vertebrae.planning.config import config_schema
 
     labelled = set(config_schema()["$defs"]["source"]["properties"]["type"]["enum"])

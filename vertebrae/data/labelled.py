@@ -195,7 +195,7 @@ class BenchmarkDataset:
         """Rows of a format source (relative paths: the working folder); ``identity`` None tracks its files
         (``DatasetIdentity.from_files`` of its recipe, hashed without a cache file)."""
         from vertebrae.core.file_digests import FileDigests
-        from vertebrae.data.source_files import source_files_recipe
+        from vertebrae.data.sources.files import source_files_recipe
         from vertebrae.data.sources import load_source
 
         where = str(decl["type"])

@@ -19,7 +19,7 @@ Contract:
 ``protocol_payload()`` is the strict JSON form of the protocol (ids as semantic keys, relevance records,
 exclusions, ``exclude_same_id``); ``protocol_from_payload`` reads it back into a validated ``RetrievalProtocol``.
 Relevance and exclusions are parsed in :mod:`vertebrae.data.relevance`; the protocol lives in
-:mod:`vertebrae.data.retrieval_protocol`.
+:mod:`vertebrae.data.relevance`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from vertebrae.core.fingerprint import canonical_json
 from vertebrae.core.identity import DatasetIdentity, require_identity
 from vertebrae.core.inputs import RawInputs
 from vertebrae.core.labels import describe_key
-from vertebrae.data.retrieval_protocol import QueryGallerySizes, RetrievalProtocol, _build_protocol
+from vertebrae.data.relevance import QueryGallerySizes, RetrievalProtocol, _build_protocol
 
 # ----------------------------------------------------------------------------------------------------------
 # Inputs and content identity
@@ -382,13 +382,13 @@ class RetrievalDataset(QueryGallerySizes):
         metadata: Mapping[str, Any] | None = None,
     ) -> RetrievalDataset:
         """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``; ``.jsonl.gz`` too), read as
-        ``source: {type: beir}`` reads it (``vertebrae.data.beir``): corpus texts (title + " " + text) as the text
+        ``source: {type: beir}`` reads it (``vertebrae.data.sources.beir``): corpus texts (title + " " + text) as the text
         gallery, the queries with a relevance record in ``split`` as text queries. ``identity`` defaults to the
         files' identity (the SHA-256 of the three files and the split), the one the workflow gives the same folder."""
         from dataclasses import replace
 
         from vertebrae.core.file_digests import FileDigests
-        from vertebrae.data.beir import beir_endpoint_recipes, beir_files, beir_files_recipe, load_beir
+        from vertebrae.data.sources.beir import beir_endpoint_recipes, beir_files, beir_files_recipe, load_beir
 
         files = beir_files(path, split, where="from_beir")
         data = load_beir(path, split, where="from_beir")
@@ -419,14 +419,14 @@ class RetrievalDataset(QueryGallerySizes):
         """Each side as it is held, a source declaration (``{"type": "hf_dataset", "path": ..., "text_column":
         "caption", "id_column": "id"}``, ``{"type": "image_folder", "path": ...}``, ``{"type": "webdataset",
         "path": "shards/{000..009}.tar"}`` or a ``manifest``; relative paths: the working folder), read as ``source:
-        {type: source_pair}`` reads them (``vertebrae.data.retrieval_sides``), with relevance from ``relevance_path``
+        {type: source_pair}`` reads them (``vertebrae.data.declared.sides``), with relevance from ``relevance_path``
         (records naming rows by id) or ``relevance="same_label"``. ``identity`` defaults to the files' identity, the
         one the workflow gives the same data, and each side's embeddings are keyed by that side's files alone."""
         from dataclasses import replace
         from pathlib import Path
 
         from vertebrae.core.file_digests import FileDigests
-        from vertebrae.data.retrieval_sides import load_source_pair, pair_endpoint_recipes, pair_files_recipe
+        from vertebrae.data.declared.sides import load_source_pair, pair_endpoint_recipes, pair_files_recipe
 
         decl = {"type": "source_pair", "queries": dict(queries), "gallery": dict(gallery), "relevance": relevance,
                 "relevance_path": None if relevance_path is None else os.fspath(relevance_path)}

@@ -426,7 +426,7 @@ class ZeroShotDataset:
 
 def build_zero_shot_dataset(dataset_decl: Mapping[str, Any], declaration: Mapping[str, Any], *, base_dir: Path, where: str):
     """The ZeroShotDataset a declaration describes; ConfigError naming the key for any invalid part."""
-    from vertebrae.data.declared import load_declared_dataset
+    from vertebrae.data.declared.labelled import load_declared_dataset
 
     dataset = load_declared_dataset(dataset_decl, base_dir=base_dir, where=f"{where}.dataset")
     prompts, templates = declaration.get("prompts"), declaration.get("templates")

@@ -3,7 +3,7 @@
 - ``PrecomputedExtractor`` (``{type: precomputed}``): the dataset rows already are embeddings; passed through.
 - ``PrecomputedFileExtractor`` (``{type: precomputed, path: ..., ...}``): embeddings computed elsewhere, one file
   per candidate (npy, npz ``key``, HDF5 ``dataset``, Parquet ``column``; row ids from ``ids`` or ``ids_path``, see
-  ``vertebrae.data.embedding_files``). For protocols whose endpoints hold different rows (retrieval's query and
+  ``vertebrae.data.sources.embedding_files``). For protocols whose endpoints hold different rows (retrieval's query and
   gallery, zero-shot's samples and prompts), ``files: {branch: file declaration}`` gives one file per branch;
   the branches are named like the endpoints (``query`` / ``gallery`` are picked by retrieval on their own;
   zero-shot names them with ``sample_branch`` / ``text_branch``).
@@ -50,7 +50,7 @@ class PrecomputedFileExtractor(Extractor):
 
     def __init__(self, name: str, files: Mapping[str | None, Any], *, where: str | None = None,
                  base_dir: str | Path = ".") -> None:
-        from vertebrae.data.embedding_files import EmbeddingFile
+        from vertebrae.data.sources.embedding_files import EmbeddingFile
 
         where = where or f"extractor {name!r}"
         if not isinstance(files, Mapping) or not files:

@@ -13,7 +13,7 @@ from typing import Any
 from vertebrae.compression import variant_name
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.data.declared import (
+from vertebrae.data.declared.labelled import (
     declared_identity_key, declared_row_count, declared_targets, load_declared_dataset, load_declared_rows,
 )
 from vertebrae.extractors.registry import build_extractor

@@ -13,7 +13,7 @@ from typing import Any
 
 from vertebrae.compression import variant_name
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.data.retrieval_sources import retrieval_endpoint_keys, retrieval_identity, retrieval_identity_key
+from vertebrae.data.declared.retrieval import retrieval_endpoint_keys, retrieval_identity, retrieval_identity_key
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
 from vertebrae.stages.plan import endpoint_segments, endpoint_tars
@@ -32,7 +32,7 @@ SIDES = ("query", "gallery")
 def retrieval_row_ids(source: Mapping[str, Any], *, base_dir: Path, where: str) -> dict[str, tuple[str, ...]]:
     """The query and gallery row ids (semantic keys) of a retrieval source."""
     from vertebrae.core.arrays import encode_row_ids
-    from vertebrae.data.retrieval_sources import load_retrieval_source
+    from vertebrae.data.declared.retrieval import load_retrieval_source
 
     data = load_retrieval_source(source, base_dir=base_dir, where=where)
     return {"query": encode_row_ids(list(data.query_ids), len(data.query_ids), what=f"{where} queries"),
@@ -50,7 +50,7 @@ def retrieval_config_from_decl(bench: Mapping[str, Any], *, where: str):
 def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config: Mapping[str, Any],
                    base_dir: Path) -> None:
     """Add every job spec of retrieval benchmark ``name`` to ``result``."""
-    from vertebrae.data.retrieval_sources import retrieval_row_counts
+    from vertebrae.data.declared.retrieval import retrieval_row_counts
     from vertebrae.stages.retrieval import (
         FIT_ENDPOINT, retrieval_branch, retrieval_compression_recipe, retrieval_protocol_recipe, retrieval_score_recipe,
     )
@@ -163,7 +163,7 @@ def check_retrieval_sources(config: Mapping[str, Any], *, base_dir: str | Path =
     built (relevance records and their ids, every query with a positive), so a broken relevance file is refused
     naming its file and line before any job runs."""
     from vertebrae.core.identity import DatasetIdentity
-    from vertebrae.data.retrieval_sources import load_retrieval_source
+    from vertebrae.data.declared.retrieval import load_retrieval_source
 
     for name, bench in validate_config(config).get("retrieval", {}).items():
         where = f"retrieval.{name}.dataset"
@@ -173,7 +173,7 @@ def check_retrieval_sources(config: Mapping[str, Any], *, base_dir: str | Path =
 
 def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
     """In-process ``RetrievalBenchmark`` objects for every retrieval benchmark of ``config``."""
-    from vertebrae.data.retrieval_sources import load_retrieval_source
+    from vertebrae.data.declared.retrieval import load_retrieval_source
     from vertebrae.protocols.retrieval import RetrievalBenchmark
 
     config = validate_config(config)

@@ -15,8 +15,8 @@ from typing import Any
 from vertebrae.core.arrays import encode_row_ids
 from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ValidationError
-from vertebrae.data.declared import load_declared_dataset, load_declared_rows
-from vertebrae.data.retrieval_sources import load_retrieval_source
+from vertebrae.data.declared.labelled import load_declared_dataset, load_declared_rows
+from vertebrae.data.declared.retrieval import load_retrieval_source
 from vertebrae.stages.common import EmbeddingBlock, embed_rows, embed_rows_layers, merge_blocks, shard_segments
 from vertebrae.stages.plan import BASE_DIR, load_plan, shard_fingerprint, spec_extractor, spec_kind
 
@@ -95,13 +95,13 @@ def planned_tar_rows(spec: Mapping[str, Any], start: int, stop: int) -> tuple[An
     digests = FileDigests.under(BASE_DIR)
     where = f"{spec['where']}.source"
     if spec_kind(spec) == "retrieval":
-        from vertebrae.data.retrieval_sides import load_planned_side_rows
+        from vertebrae.data.declared.sides import load_planned_side_rows
 
         side = "queries" if spec["side"] == "query" else "gallery"
         inputs, ids = load_planned_side_rows(spec["dataset"]["source"], side, spec["tars"], base_dir=BASE_DIR,
                                              where=where, start=start, stop=stop, digests=digests)
     else:
-        from vertebrae.data.source_formats import load_planned_source_rows
+        from vertebrae.data.sources.formats import load_planned_source_rows
 
         inputs, ids = load_planned_source_rows(spec["dataset"]["source"], spec["tars"], base_dir=BASE_DIR, where=where,
                                                start=start, stop=stop, digests=digests)

@@ -9,7 +9,7 @@ from pathlib import Path
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ValidationError
-from vertebrae.data.declared import load_declared_dataset
+from vertebrae.data.declared.labelled import load_declared_dataset
 from vertebrae.data.labelled import LabelledProtocol
 from vertebrae.scoring.metrics import CallableMetric
 from vertebrae.stages.jobs import check_score_count, read_block

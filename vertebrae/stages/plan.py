@@ -124,11 +124,11 @@ def check_rows(spec: Mapping[str, Any], n_rows: int, segments: list[int] | None 
 def endpoint_rows(spec: Mapping[str, Any]) -> int:
     """The number of rows an embedding spec's endpoint has now (the query or gallery side of a retrieval one)."""
     if spec_kind(spec) == "retrieval":
-        from vertebrae.data.retrieval_sources import retrieval_row_counts
+        from vertebrae.data.declared.retrieval import retrieval_row_counts
 
         counts = retrieval_row_counts(spec["dataset"]["source"], base_dir=BASE_DIR, where=f"{spec['where']}.source")
         return counts[0] if spec["side"] == "query" else counts[1]
-    from vertebrae.data.declared import declared_row_count
+    from vertebrae.data.declared.labelled import declared_row_count
 
     return declared_row_count(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
 
@@ -138,11 +138,11 @@ def endpoint_segments(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> lis
     retrieval side's tar files (``retrieval_segments``), read from their headers; None for any other source. The planners call it on the spec they
     build (with the config's ``base_dir``), ``check_spec`` on the spec it checks."""
     if spec_kind(spec) == "retrieval":
-        from vertebrae.data.retrieval_sources import retrieval_segments
+        from vertebrae.data.declared.retrieval import retrieval_segments
 
         queries, gallery = retrieval_segments(spec["dataset"]["source"], base_dir=base_dir, where=f"{spec['where']}.source")
         return queries if spec["side"] == "query" else gallery
-    from vertebrae.data.source_formats import source_segments
+    from vertebrae.data.sources.formats import source_segments
 
     return source_segments(spec["dataset"]["source"], base_dir=base_dir, where=f"{spec['where']}.source")
 
@@ -159,12 +159,12 @@ def endpoint_tars(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> list[li
     if spec_kind(spec) == "retrieval":
         if not isinstance(source, Mapping) or source.get("type") != "source_pair":
             return None
-        from vertebrae.data.retrieval_sides import pair_tars
+        from vertebrae.data.declared.sides import pair_tars
 
         queries, gallery = pair_tars(source, base_dir=base_dir, where=f"{spec['where']}.source", digests=digests)
         found = queries if spec["side"] == "query" else gallery
     else:
-        from vertebrae.data.source_formats import source_tars
+        from vertebrae.data.sources.formats import source_tars
 
         found = source_tars(source, base_dir=base_dir, where=f"{spec['where']}.source", digests=digests)
     digests.save()

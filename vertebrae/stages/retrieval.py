@@ -15,7 +15,7 @@ from vertebrae import __version__
 from vertebrae.compression import EmbeddingCompressionConfig, compress_pair
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
-from vertebrae.data.retrieval_protocol import RetrievalProtocol
+from vertebrae.data.relevance import RetrievalProtocol
 from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.degenerate import detect_collapse, warn_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore, RetrievalScorer

@@ -27,7 +27,7 @@ from vertebrae.core.artifacts import (read_embedding_rows, read_json_document, r
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, StaleArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.labels import describe_key
-from vertebrae.data.retrieval_protocol import RetrievalProtocol
+from vertebrae.data.relevance import RetrievalProtocol
 from vertebrae.scoring.degenerate import GRID, _quantise, _unit_rows, detect_collapse, unit_csr_data, warn_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
 from vertebrae.stages.plan import load_plan

@@ -12,8 +12,8 @@ from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.provenance import software
-from vertebrae.data.retrieval_protocol import RetrievalProtocol
-from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_identity
+from vertebrae.data.relevance import RetrievalProtocol
+from vertebrae.data.declared.retrieval import load_retrieval_source, retrieval_identity
 from vertebrae.results.retrieval import RetrievalCandidateResult
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
 from vertebrae.stages.jobs import check_score_count, read_block

@@ -14,7 +14,7 @@ from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.provenance import software
-from vertebrae.data.declared import load_declared_rows
+from vertebrae.data.declared.labelled import load_declared_rows
 from vertebrae.data.zero_shot import ZeroShotProtocol, build_zero_shot_dataset
 from vertebrae.scoring.paired import ComparisonConfig
 from vertebrae.scoring.overlap import OverlapScoreResult, OverlapScoringConfig

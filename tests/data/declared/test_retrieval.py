@@ -8,7 +8,7 @@ import pytest
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.identity import DatasetIdentity
 from vertebrae.core.inputs import RawInputs
-from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_row_counts
+from vertebrae.data.declared.retrieval import load_retrieval_source, retrieval_row_counts
 
 
 def _pair(tmp_path, *, qrels="c1\timg-b\t2\nc1\timg-a\nc2\timg-c\t1\n"):

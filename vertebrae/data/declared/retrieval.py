@@ -46,15 +46,15 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.identity import DatasetIdentity
 from vertebrae.core.inputs import RawInputs
-from vertebrae.data.beir import beir_endpoint_recipes, beir_files, beir_files_recipe, load_beir, parse_beir_decl
-from vertebrae.data.declared import identity_from_decl
-from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
-from vertebrae.data.qrels import check_qrels_ids, read_qrels, typed_qrels
-from vertebrae.data.retrieval_sides import (
+from vertebrae.data.sources.beir import beir_endpoint_recipes, beir_files, beir_files_recipe, load_beir, parse_beir_decl
+from vertebrae.data.declared.labelled import identity_from_decl
+from vertebrae.data.sources.manifest import ManifestSpec, manifest_row_count, read_manifest
+from vertebrae.data.sources.qrels import check_qrels_ids, read_qrels, typed_qrels
+from vertebrae.data.declared.sides import (
     load_source_pair, pair_endpoint_recipes, pair_files_recipe, pair_row_counts, pair_segments,
 )
-from vertebrae.data.source_decl import GROUPS_KEYS
-from vertebrae.data.source_files import manifest_recipe, source_files_recipe
+from vertebrae.data.sources.declaration import GROUPS_KEYS
+from vertebrae.data.sources.files import manifest_recipe, source_files_recipe
 from vertebrae.data.sources import load_source, source_row_count
 
 GRADES = ("label", "label_and_mean")
@@ -136,7 +136,7 @@ def _resolve(base_dir: Path, value: Any, where: str) -> Path:
 
 
 def _records(path: Path, query_ids: list, gallery_ids: list, where: str) -> list[tuple[Any, Any, float]]:
-    """The relevance file's records (``vertebrae.data.qrels``), ids typed like the sides' (integer ids of an .npz
+    """The relevance file's records (``vertebrae.data.sources.qrels``), ids typed like the sides' (integer ids of an .npz
     read as integers), every id checked against its side, naming the file and lines."""
     qrels = read_qrels(path)
     records = typed_qrels(qrels, query_ids, gallery_ids)
@@ -364,7 +364,7 @@ def retrieval_segments(decl: Mapping[str, Any], *, base_dir: Path, where: str) -
         return pair_segments(decl, base_dir=base_dir, where=where)
     if decl.get("type") != "label_split":
         return None, None
-    from vertebrae.data.source_formats import source_segments
+    from vertebrae.data.sources.formats import source_segments
 
     starts = source_segments(decl.get("source"), base_dir=base_dir, where=f"{where}.source")
     if starts is None:

@@ -1,12 +1,12 @@
 """Loaders for data as researchers already hold it, with the counter/loader contract of
-:mod:`vertebrae.data.source_arrays`:
+:mod:`vertebrae.data.sources.arrays`:
 
-- ``{"type": "image_folder", "path": <folder>}``: one sub-folder per class (:mod:`vertebrae.data.image_folder`);
+- ``{"type": "image_folder", "path": <folder>}``: one sub-folder per class (:mod:`vertebrae.data.sources.image_folder`);
 - ``{"type": "hf_dataset", "path": ..., "split": None, "image_column": None, "text_column": None,
   "label_column": "label", "id_column": None, "groups_column": None}``: a ``datasets.save_to_disk`` folder or
-  Arrow / Parquet files (:mod:`vertebrae.data.hf_dataset`; neither input column: a labels-only table);
+  Arrow / Parquet files (:mod:`vertebrae.data.sources.hf_dataset`; neither input column: a labels-only table);
 - ``{"type": "webdataset", "path": "shards/train-{000000..000099}.tar", "image_key": "jpg;jpeg;png;webp",
-  "label_key": "cls", "label_field": None}``: WebDataset tar shards (:mod:`vertebrae.data.webdataset`).
+  "label_key": "cls", "label_field": None}``: WebDataset tar shards (:mod:`vertebrae.data.sources.webdataset`).
 
 Each yields raw rows (``RawInputs``: image paths or references to images inside a shard or table, or texts) that
 an extractor embeds, one label per row and the row ids. Counting the rows (what planning, and so ``vertebrae
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.file_digests import FileDigests
-from vertebrae.data.image_folder import image_folder_inputs, image_folder_recipe, list_image_folder, resolve_folder
-from vertebrae.data.source_checks import SourceData, labels_only_rows
-from vertebrae.data.source_decl import _check_rows
+from vertebrae.data.sources.image_folder import image_folder_inputs, image_folder_recipe, list_image_folder, resolve_folder
+from vertebrae.data.sources.checks import SourceData, labels_only_rows
+from vertebrae.data.sources.declaration import _check_rows
 
 FORMAT_SOURCES = ("image_folder", "hf_dataset", "webdataset")
 
@@ -47,19 +47,19 @@ def _load_image_folder(opts: dict[str, Any], base_dir: Path, where: str, rows: A
 
 
 def _hf_spec(opts: dict[str, Any], base_dir: Path, where: str) -> Any:
-    from vertebrae.data.hf_dataset import HFDatasetSpec
+    from vertebrae.data.sources.hf_dataset import HFDatasetSpec
 
     return HFDatasetSpec.from_decl(opts, base_dir=base_dir, where=where)
 
 
 def _count_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str) -> int:
-    from vertebrae.data.hf_dataset import hf_row_count
+    from vertebrae.data.sources.hf_dataset import hf_row_count
 
     return hf_row_count(_hf_spec(opts, base_dir, where))
 
 
 def _load_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
-    from vertebrae.data.hf_dataset import read_hf_rows
+    from vertebrae.data.sources.hf_dataset import read_hf_rows
 
     spec = _hf_spec(opts, base_dir, where)
     data = read_hf_rows(spec, rows)
@@ -70,7 +70,7 @@ def _load_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any
 
 
 def _groups_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
-    from vertebrae.data.hf_dataset import read_hf_rows
+    from vertebrae.data.sources.hf_dataset import read_hf_rows
 
     if opts["groups_column"] is None:
         return None
@@ -87,13 +87,13 @@ def _labels_only_hf_dataset(opts: dict[str, Any], base_dir: Path, where: str) ->
 
 
 def _wds_spec(opts: dict[str, Any], base_dir: Path, where: str) -> Any:
-    from vertebrae.data.webdataset import WebDatasetSpec
+    from vertebrae.data.sources.webdataset import WebDatasetSpec
 
     return WebDatasetSpec.from_decl(opts, base_dir=base_dir, where=where)
 
 
 def _count_webdataset(opts: dict[str, Any], base_dir: Path, where: str) -> int:
-    from vertebrae.data.webdataset import check_first_shard, shard_counts
+    from vertebrae.data.sources.webdataset import check_first_shard, shard_counts
 
     spec = _wds_spec(opts, base_dir, where)
     check_first_shard(spec)  # the plan (and so ``vertebrae validate``) sees a shard without labels before any job
@@ -105,7 +105,7 @@ def source_segments(opts: Any, *, base_dir: Path, where: str) -> list[int] | Non
     files (headers only), None for any other source."""
     if not isinstance(opts, dict) or opts.get("type") != "webdataset":
         return None
-    from vertebrae.data.webdataset import wds_segments
+    from vertebrae.data.sources.webdataset import wds_segments
 
     return wds_segments(_wds_spec(opts, base_dir, where))
 
@@ -114,7 +114,7 @@ def source_tars(opts: Any, *, base_dir: Path, where: str, digests: FileDigests) 
     """A ``webdataset`` source's ``[[rows, sha256], ...]`` per tar file (``wds_tars``), None for any other source."""
     if not isinstance(opts, dict) or opts.get("type") != "webdataset":
         return None
-    from vertebrae.data.webdataset import wds_tars
+    from vertebrae.data.sources.webdataset import wds_tars
 
     return wds_tars(_wds_spec(opts, base_dir, where), digests)
 
@@ -125,7 +125,7 @@ def load_planned_source_rows(opts: dict[str, Any], tars: Any, *, base_dir: Path,
     them, checked against the plan's ``tars`` (``read_planned_rows``); labels are not read."""
     import dataclasses
 
-    from vertebrae.data.webdataset import WebDatasetSpec, read_planned_rows
+    from vertebrae.data.sources.webdataset import WebDatasetSpec, read_planned_rows
 
     spec = WebDatasetSpec.from_decl(opts, base_dir=base_dir, where=where, check_files=False)
     data = read_planned_rows(dataclasses.replace(spec, label_key=None), tars, (start, stop), digests)
@@ -133,7 +133,7 @@ def load_planned_source_rows(opts: dict[str, Any], tars: Any, *, base_dir: Path,
 
 
 def _load_webdataset(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
-    from vertebrae.data.webdataset import read_wds_rows
+    from vertebrae.data.sources.webdataset import read_wds_rows
 
     data = read_wds_rows(_wds_spec(opts, base_dir, where), rows)
     return SourceData(data.inputs, data.labels, data.row_ids)
@@ -148,10 +148,10 @@ def format_recipe(kind: str, opts: dict[str, Any], base_dir: Path, where: str, d
     if kind == "image_folder":
         return image_folder_recipe(resolve_folder(opts["path"], base_dir, where), digests)
     if kind == "hf_dataset":
-        from vertebrae.data.hf_dataset import hf_recipe
+        from vertebrae.data.sources.hf_dataset import hf_recipe
 
         return {"type": kind, **hf_recipe(_hf_spec(opts, base_dir, where), opts, digests)}
-    from vertebrae.data.webdataset import wds_recipe
+    from vertebrae.data.sources.webdataset import wds_recipe
 
     return {"type": kind, **wds_recipe(_wds_spec(opts, base_dir, where), opts, digests)}
 

@@ -3,7 +3,7 @@
 A side is a source declaration of one of :data:`SIDE_TYPES` (see :mod:`vertebrae.data.sources`): a ``manifest``
 (texts or image paths), an ``hf_dataset`` (a text or image column of a ``save_to_disk`` folder or Arrow / Parquet
 files), an ``image_folder`` (one sub-folder per class) or ``webdataset`` tar shards. A ``source_pair`` retrieval
-source (:mod:`vertebrae.data.retrieval_sources`) pairs two of them, with relevance either from a relevance file
+source (:mod:`vertebrae.data.declared.retrieval`) pairs two of them, with relevance either from a relevance file
 (``relevance_path``: records name rows by id; a side's labels are then not read, so its label keys are dropped:
 a ``webdataset`` gallery needs no label member, an ``hf_dataset`` no label column) or by ``relevance:
 same_label`` (grade 1 for every query and gallery row whose labels are equal as text: a class folder's name, a
@@ -27,7 +27,7 @@ from typing import Any
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.inputs import RawInputs
-from vertebrae.data.source_decl import GROUPS_KEYS, _parse_decl
+from vertebrae.data.sources.declaration import GROUPS_KEYS, _parse_decl
 
 SIDE_TYPES = ("manifest", "hf_dataset", "image_folder", "webdataset")
 #: The keys of each side type that only concern labels (dropped when relevance comes from a file).
@@ -71,21 +71,21 @@ def _side_opts(decl: Any, where: str, *, labels: bool, strict: bool = True) -> t
 
 def _spec(kind: str, opts: dict[str, Any], base_dir: Path, where: str) -> Any:
     if kind == "manifest":
-        from vertebrae.data.manifest import ManifestSpec
+        from vertebrae.data.sources.manifest import ManifestSpec
 
         return ManifestSpec.from_decl(opts, base_dir=base_dir, where=where)
     if kind == "hf_dataset":
-        from vertebrae.data.hf_dataset import HFDatasetSpec
+        from vertebrae.data.sources.hf_dataset import HFDatasetSpec
 
         spec = HFDatasetSpec.from_decl(opts, base_dir=base_dir, where=where)
         if spec.input_column is None:
             raise ConfigError(f"{where}: a retrieval side embeds its rows: declare text_column or image_column")
         return spec
     if kind == "image_folder":
-        from vertebrae.data.image_folder import resolve_folder
+        from vertebrae.data.sources.image_folder import resolve_folder
 
         return resolve_folder(opts["path"], base_dir, where)
-    from vertebrae.data.webdataset import WebDatasetSpec
+    from vertebrae.data.sources.webdataset import WebDatasetSpec
 
     spec = WebDatasetSpec.from_decl({**opts, "label_key": opts["label_key"] or "cls"}, base_dir=base_dir, where=where)
     return dataclasses.replace(spec, label_key=opts["label_key"])
@@ -96,22 +96,22 @@ def load_side(decl: Any, *, base_dir: Path, where: str, labels: bool) -> SideRow
     kind, opts = _side_opts(decl, where, labels=labels)
     spec = _spec(kind, opts, Path(base_dir), where)
     if kind == "manifest":
-        from vertebrae.data.manifest import read_manifest
+        from vertebrae.data.sources.manifest import read_manifest
 
         data = read_manifest(spec)
         inputs, ids, found = data.inputs, data.row_ids, data.labels
     elif kind == "hf_dataset":
-        from vertebrae.data.hf_dataset import read_hf_rows
+        from vertebrae.data.sources.hf_dataset import read_hf_rows
 
         data = read_hf_rows(spec)
         inputs, ids, found = data.inputs, data.row_ids, data.labels
     elif kind == "image_folder":
-        from vertebrae.data.image_folder import image_folder_inputs, list_image_folder
+        from vertebrae.data.sources.image_folder import image_folder_inputs, list_image_folder
 
         listed = list_image_folder(spec)
         inputs, ids, found = image_folder_inputs(listed, 0, len(listed.paths)), listed.ids, listed.labels
     else:
-        from vertebrae.data.webdataset import read_wds_rows
+        from vertebrae.data.sources.webdataset import read_wds_rows
 
         data = read_wds_rows(spec)
         inputs, ids, found = data.inputs, data.row_ids, data.labels
@@ -124,18 +124,18 @@ def side_row_count(decl: Any, *, base_dir: Path, where: str, labels: bool) -> in
     kind, opts = _side_opts(decl, where, labels=labels)
     spec = _spec(kind, opts, Path(base_dir), where)
     if kind == "manifest":
-        from vertebrae.data.manifest import manifest_row_count
+        from vertebrae.data.sources.manifest import manifest_row_count
 
         return manifest_row_count(spec)
     if kind == "hf_dataset":
-        from vertebrae.data.hf_dataset import hf_row_count
+        from vertebrae.data.sources.hf_dataset import hf_row_count
 
         return hf_row_count(spec)
     if kind == "image_folder":
-        from vertebrae.data.image_folder import list_image_folder
+        from vertebrae.data.sources.image_folder import list_image_folder
 
         return len(list_image_folder(spec).paths)
-    from vertebrae.data.webdataset import check_first_shard, shard_counts
+    from vertebrae.data.sources.webdataset import check_first_shard, shard_counts
 
     check_first_shard(spec)
     return sum(shard_counts(spec))
@@ -144,22 +144,22 @@ def side_row_count(decl: Any, *, base_dir: Path, where: str, labels: bool) -> in
 def side_recipe(decl: Any, *, base_dir: Path, where: str, digests: FileDigests, labels: bool,
                 strict: bool = True) -> dict[str, Any]:
     """The side's ``files`` recipe: its options (label options only with ``labels``) and the SHA-256 of every file its
-    rows are read from (see :mod:`vertebrae.data.source_files`)."""
+    rows are read from (see :mod:`vertebrae.data.sources.files`)."""
     kind, opts = _side_opts(decl, where, labels=labels, strict=strict)
     spec = _spec(kind, opts, Path(base_dir), where)
     if kind == "manifest":
-        from vertebrae.data.source_files import manifest_recipe
+        from vertebrae.data.sources.files import manifest_recipe
 
         return {"type": kind, **manifest_recipe(spec, opts, digests)}
     if kind == "hf_dataset":
-        from vertebrae.data.hf_dataset import hf_recipe
+        from vertebrae.data.sources.hf_dataset import hf_recipe
 
         return {"type": kind, **hf_recipe(spec, opts, digests)}
     if kind == "image_folder":
-        from vertebrae.data.image_folder import image_folder_recipe
+        from vertebrae.data.sources.image_folder import image_folder_recipe
 
         return image_folder_recipe(spec, digests)
-    from vertebrae.data.webdataset import wds_recipe
+    from vertebrae.data.sources.webdataset import wds_recipe
 
     return {"type": kind, **wds_recipe(spec, opts, digests)}
 
@@ -204,7 +204,7 @@ def _relevance_file(decl: Mapping[str, Any], base_dir: Path, where: str) -> Path
 
 def load_source_pair(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> SourcePair:
     """Both sides and the relevance records (ids typed like the sides', each checked against its side)."""
-    from vertebrae.data.qrels import check_qrels_ids, read_qrels, typed_qrels
+    from vertebrae.data.sources.qrels import check_qrels_ids, read_qrels, typed_qrels
 
     labels = _pair_rule(decl, where) is not None
     queries, gallery = (load_side(decl.get(side), base_dir=base_dir, where=f"{where}.{side}", labels=labels)
@@ -237,7 +237,7 @@ def _webdataset_sides(decl: Mapping[str, Any], base_dir: Path, where: str, read:
 
 def pair_segments(decl: Mapping[str, Any], *, base_dir: Path, where: str) -> tuple[list[int] | None, list[int] | None]:
     """(queries, gallery) segment starts: a ``webdataset`` side's tar files (``wds_segments``), None for the others."""
-    from vertebrae.data.webdataset import wds_segments
+    from vertebrae.data.sources.webdataset import wds_segments
 
     return _webdataset_sides(decl, base_dir, where, wds_segments)
 
@@ -246,7 +246,7 @@ def pair_tars(decl: Mapping[str, Any], *, base_dir: Path, where: str,
               digests: FileDigests) -> tuple[list[list] | None, list[list] | None]:
     """(queries, gallery) ``[[rows, sha256], ...]`` per tar file of a ``webdataset`` side (``wds_tars``), None for
     the others."""
-    from vertebrae.data.webdataset import wds_tars
+    from vertebrae.data.sources.webdataset import wds_tars
 
     return _webdataset_sides(decl, base_dir, where, lambda spec: wds_tars(spec, digests))
 
@@ -255,7 +255,7 @@ def load_planned_side_rows(decl: Mapping[str, Any], side: str, tars: Any, *, bas
                            stop: int, digests: FileDigests) -> tuple[Any, list]:
     """Inputs and row ids of rows ``start:stop`` of a ``webdataset`` side (``queries`` | ``gallery``), opening only
     the tar files that hold them, checked against the plan's ``tars`` (``read_planned_rows``); labels not read."""
-    from vertebrae.data.webdataset import WebDatasetSpec, read_planned_rows
+    from vertebrae.data.sources.webdataset import WebDatasetSpec, read_planned_rows
 
     kind, opts = _side_opts(decl.get(side), f"{where}.{side}", labels=False, strict=False)
     if kind != "webdataset":

@@ -8,8 +8,8 @@ import pytest
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.identity import DatasetIdentity
-from vertebrae.data.qrels import read_qrels
-from vertebrae.data.retrieval_sources import load_retrieval_source
+from vertebrae.data.sources.qrels import read_qrels
+from vertebrae.data.declared.retrieval import load_retrieval_source
 
 
 def _qrels(tmp_path, data: bytes):

@@ -10,7 +10,7 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.identity import DatasetIdentity
 from vertebrae.data.labelled import BenchmarkDataset
-from vertebrae.data.source_files import source_files_recipe
+from vertebrae.data.sources.files import source_files_recipe
 from vertebrae.data.sources import load_source, source_row_count
 
 pytest.importorskip("datasets")

@@ -2,7 +2,7 @@
 
 Without ``identity``, a file-backed source is tracked by content: its identity is
 ``DatasetIdentity.from_files`` of every file it reads (arrays, labels, ids, groups, a manifest and the images it
-names; see :mod:`vertebrae.data.source_files`), each hashed once and cached by path, size and mtime under the
+names; see :mod:`vertebrae.data.sources.files`), each hashed once and cached by path, size and mtime under the
 working directory (``.vertebrae/digests.json``), so editing a file changes the fingerprints below it. A declared
 ``identity`` is ``{kind: declared, name, revision}`` (the user promises that name + revision pin the data: an
 edit without a new revision is not noticed), ``{kind: manifest, name, manifest: {...}}`` or ``{kind: content}``
@@ -27,7 +27,7 @@ from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.identity import DatasetIdentity, grouped_key
 from vertebrae.core.labels import semantic_key
 from vertebrae.data.labelled import BenchmarkDataset, group_keys
-from vertebrae.data.source_files import source_files_recipe
+from vertebrae.data.sources.files import source_files_recipe
 from vertebrae.data.sources import load_source, source_groups, source_row_count
 
 # raw rows an extractor embeds (manifest and the formats of source_formats.py: texts or images)

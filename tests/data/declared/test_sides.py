@@ -17,7 +17,7 @@ from format_fixtures import (
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.identity import DatasetIdentity
 from vertebrae.data.retrieval import RetrievalDataset
-from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_row_counts
+from vertebrae.data.declared.retrieval import load_retrieval_source, retrieval_row_counts
 from vertebrae.extractors.callable import CallableRetrievalExtractor
 from vertebrae.protocols.retrieval import RetrievalBenchmark
 

@@ -2,7 +2,7 @@
 
 A folder holds ``corpus.jsonl`` (one JSON object a line: ``_id``, ``title``, ``text``), ``queries.jsonl``
 (``_id``, ``text``) and ``qrels/<split>.tsv`` (a ``query-id  corpus-id  score`` header line, then one record a
-line; see :mod:`vertebrae.data.qrels`). Either JSON Lines file may be gzip-compressed (``corpus.jsonl.gz``).
+line; see :mod:`vertebrae.data.sources.qrels`). Either JSON Lines file may be gzip-compressed (``corpus.jsonl.gz``).
 
 - The gallery is the corpus in file order; a document's text is its title and text joined as BEIR joins them
   (``title + " " + text``, stripped; the text alone, stripped, when there is no title).
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ConfigError, ValidationError
-from vertebrae.data.qrels import Qrels, check_qrels_ids, read_qrels
+from vertebrae.data.sources.qrels import Qrels, check_qrels_ids, read_qrels
 
 #: Keys of a ``{type: beir}`` source declaration besides ``type``, with their defaults (None: required).
 BEIR_KEYS: dict[str, Any] = {"path": None, "split": "test"}

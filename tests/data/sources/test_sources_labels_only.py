@@ -60,7 +60,7 @@ def test_a_table_with_features_is_not_labels_only(tmp_path):
 def test_a_labels_only_hf_dataset_is_refused_in_python_and_as_a_retrieval_side(tmp_path, monkeypatch):
     from vertebrae.core.errors import ValidationError
     from vertebrae.data.labelled import BenchmarkDataset
-    from vertebrae.data.retrieval_sources import load_retrieval_source
+    from vertebrae.data.declared.retrieval import load_retrieval_source
 
     monkeypatch.chdir(tmp_path)
     _write(tmp_path, "hf_dataset")
@@ -102,7 +102,7 @@ def test_candidates_with_their_own_rows_plan_and_others_are_refused_by_name(tmp_
 
 
 def test_a_label_split_of_a_labels_only_table_needs_own_rows_and_grades_by_label(tmp_path, monkeypatch):
-    from vertebrae.data.retrieval_sources import load_retrieval_source
+    from vertebrae.data.declared.retrieval import load_retrieval_source
 
     monkeypatch.chdir(tmp_path)
     decl = _write(tmp_path, "csv")

@@ -9,9 +9,9 @@ from format_fixtures import CLASSES, image_features, tiny_images, write_tar_shar
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.identity import DatasetIdentity
-from vertebrae.data import webdataset as wds_module
+from vertebrae.data.sources import webdataset as wds_module
 from vertebrae.data.labelled import BenchmarkDataset
-from vertebrae.data.source_files import source_files_recipe
+from vertebrae.data.sources.files import source_files_recipe
 from vertebrae.data.sources import load_source, source_row_count
 
 PATTERN = "shards/train-{000000..000002}.tar"
@@ -108,8 +108,8 @@ def test_a_gzip_compressed_shard_is_refused_naming_the_file(tmp_path, rows):
 def test_segments_from_headers_are_where_the_rows_change_tar(tmp_path, rows):
     """The plan's segments (tar headers only) are the ones the in-process path finds in the rows' tar references:
     a labelled source, and both sides of a label_split over it; a shard named twice is refused."""
-    from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_segments
-    from vertebrae.data.source_formats import source_segments
+    from vertebrae.data.declared.retrieval import load_retrieval_source, retrieval_segments
+    from vertebrae.data.sources.formats import source_segments
     from vertebrae.stages.common import tar_segments
 
     write_tar_shards(tmp_path / "shards", rows)  # 5 + 5 + 3 samples
@@ -131,7 +131,7 @@ def test_planned_rows_open_only_their_shards_checked_against_the_plan(tmp_path, 
     shards may be gone; a missing, edited or miscounted own shard, or a plan of another shard count, is refused."""
     import shutil
 
-    from vertebrae.data.webdataset import WebDatasetSpec, read_planned_rows, read_wds_rows, wds_tars
+    from vertebrae.data.sources.webdataset import WebDatasetSpec, read_planned_rows, read_wds_rows, wds_tars
 
     write_tar_shards(tmp_path / "shards", rows)  # 5 + 5 + 3 samples
     decl = {"type": "webdataset", "path": PATTERN}

@@ -10,9 +10,9 @@ import pytest
 from tests.beir_fixtures import CORPUS, QUERIES, jsonl, write_beir
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.identity import DatasetIdentity
-from vertebrae.data.beir import beir_files, read_beir
+from vertebrae.data.sources.beir import beir_files, read_beir
 from vertebrae.data.retrieval import RetrievalDataset
-from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_identity, retrieval_row_counts
+from vertebrae.data.declared.retrieval import load_retrieval_source, retrieval_identity, retrieval_row_counts
 
 
 def test_beir_folder_reads_texts_queries_of_the_split_and_records(tmp_path):

@@ -48,7 +48,7 @@ _SPECS: dict[str, dict[str, Any]] = {
         "format": None,
         "groups_column": None,
     },
-    # data as researchers hold it (vertebrae/data/source_formats.py)
+    # data as researchers hold it (vertebrae/data/sources/formats.py)
     "image_folder": {"path": _REQUIRED},
     "hf_dataset": {"path": _REQUIRED, "split": None, "image_column": None, "text_column": None,
                    "label_column": "label", "id_column": None, "groups_column": None},

@@ -214,7 +214,7 @@ class EmbeddingFile:
         return self._ids
 
     def _read_ids(self) -> list:
-        from vertebrae.data.source_checks import _ID_KINDS, _Column, _values_from_array
+        from vertebrae.data.sources.checks import _ID_KINDS, _Column, _values_from_array
 
         if self.ids_path is not None:
             column = _Column(self.ids_path, "ids", _ID_KINDS)
@@ -312,20 +312,20 @@ def _check_matrix(shape: tuple[int, ...], dtype: np.dtype, what: str) -> tuple[i
 
 
 def _layout_npy(f: EmbeddingFile, given: str | None) -> tuple[str | None, int, int]:
-    from vertebrae.data.source_checks import _npy_header
+    from vertebrae.data.sources.checks import _npy_header
 
     shape, dtype = _npy_header(f.path)
     return (None, *_check_matrix(shape, dtype, str(f.path)))
 
 
 def _open_npz(path: Path) -> Any:
-    from vertebrae.data.source_checks import open_npz
+    from vertebrae.data.sources.checks import open_npz
 
     return open_npz(path, single_array_hint="; use format npy")
 
 
 def _layout_npz(f: EmbeddingFile, given: str | None) -> tuple[str | None, int, int]:
-    from vertebrae.data.source_checks import _read_npy_header
+    from vertebrae.data.sources.checks import _read_npy_header
 
     with _open_npz(f.path) as archive:
         names = list(archive.files)

@@ -11,9 +11,9 @@ import pytest
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.file_digests import FileDigests
-from vertebrae.data.declared import dataset_identity, declared_identity_key, load_declared_dataset
-from vertebrae.data.retrieval_sources import load_retrieval_source, retrieval_identity, retrieval_identity_key
-from vertebrae.data.source_files import source_files_recipe
+from vertebrae.data.declared.labelled import dataset_identity, declared_identity_key, load_declared_dataset
+from vertebrae.data.declared.retrieval import load_retrieval_source, retrieval_identity, retrieval_identity_key
+from vertebrae.data.sources.files import source_files_recipe
 from vertebrae.data.zero_shot import build_zero_shot_dataset
 
 W = "benchmarks.b.dataset"

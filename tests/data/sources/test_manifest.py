@@ -9,12 +9,12 @@ import pytest
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.identity import DatasetIdentity
 from vertebrae.core.inputs import RawInputs
-from vertebrae.data.declared import declared_row_count, load_declared_dataset, load_declared_rows
-from vertebrae.data.manifest import ManifestSpec, manifest_row_count, read_manifest
-from vertebrae.data.retrieval_sources import load_retrieval_source
+from vertebrae.data.declared.labelled import declared_row_count, load_declared_dataset, load_declared_rows
+from vertebrae.data.sources.manifest import ManifestSpec, manifest_row_count, read_manifest
+from vertebrae.data.declared.retrieval import load_retrieval_source
 from vertebrae.data.sources import load_source, source_row_count
 
-TOPICS = Path(__file__).resolve().parents[2] / "config" / "data" / "topics.csv"
+TOPICS = Path(__file__).resolve().parents[3] / "config" / "data" / "topics.csv"
 
 
 def write_images(folder: Path, names) -> None:

@@ -1,5 +1,5 @@
 """Loaders for the table sources: ``csv`` (numeric feature columns) and ``manifest`` (raw texts or image paths,
-read by :mod:`vertebrae.data.manifest`). Same counter/loader contract as :mod:`vertebrae.data.source_arrays`; a
+read by :mod:`vertebrae.data.sources.manifest`). Same counter/loader contract as :mod:`vertebrae.data.sources.arrays`; a
 CSV without data rows (an empty file or a header only) is refused naming the file."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
-from vertebrae.data.manifest import ManifestSpec, manifest_groups, manifest_row_count, read_manifest
-from vertebrae.data.source_checks import SourceData, labels_only_rows
-from vertebrae.data.source_decl import (
+from vertebrae.data.sources.manifest import ManifestSpec, manifest_groups, manifest_row_count, read_manifest
+from vertebrae.data.sources.checks import SourceData, labels_only_rows
+from vertebrae.data.sources.declaration import (
     _check_rows,
     _key,
     _listing,
@@ -163,7 +163,7 @@ def _groups_csv(opts: dict[str, Any], base_dir: Path, where: str) -> list | None
 
 
 # --------------------------------------------------------------------------------------------------------
-# manifest (raw texts or image paths; see vertebrae.data.manifest)
+# manifest (raw texts or image paths; see vertebrae.data.sources.manifest)
 
 
 def _manifest_spec(opts: dict[str, Any], base_dir: Path, where: str) -> ManifestSpec:

@@ -1,7 +1,7 @@
 """Loaders for the array sources: bundled scikit-learn datasets, ``npz``, ``npy``, ``sparse_npz`` and ``hdf5``.
 
 Each type has a counter ``(opts, base_dir, where) -> rows`` and a loader ``(opts, base_dir, where, rows) ->
-SourceData`` over a declaration checked by :mod:`vertebrae.data.source_decl`, and a groups reader ``(opts,
+SourceData`` over a declaration checked by :mod:`vertebrae.data.sources.declaration`, and a groups reader ``(opts,
 base_dir, where) -> groups or None`` that reads the declared independence groups without the features. h5py,
 scipy and scikit-learn are imported only when such a source is read.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
-from vertebrae.data.source_checks import (
+from vertebrae.data.sources.checks import (
     _GROUP_KINDS,
     _ID_KINDS,
     _LABEL_KINDS,
@@ -31,7 +31,7 @@ from vertebrae.data.source_checks import (
     _values_from_array,
     open_npz,
 )
-from vertebrae.data.source_decl import _check_rows, _key, _listing, _resolve
+from vertebrae.data.sources.declaration import _check_rows, _key, _listing, _resolve
 
 # --------------------------------------------------------------------------------------------------------
 # sklearn

@@ -338,7 +338,7 @@ def test_library_imports_are_lazy():
         "bad = [m for m in ('h5py', 'scipy', 'sklearn', 'pandas') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.file_digests import FileDigests
-from vertebrae.data.manifest import ManifestSpec, read_manifest
-from vertebrae.data.source_formats import FORMAT_SOURCES, format_recipe
-from vertebrae.data.source_decl import _PATH_KEYS, _parse_decl, _resolve
+from vertebrae.data.sources.manifest import ManifestSpec, read_manifest
+from vertebrae.data.sources.formats import FORMAT_SOURCES, format_recipe
+from vertebrae.data.sources.declaration import _PATH_KEYS, _parse_decl, _resolve
 
 UNTRACKED_SOURCES = ("sklearn",)
 IMAGES_SCHEMA = "vertebrae.manifest-images/v1"

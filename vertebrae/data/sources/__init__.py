@@ -30,8 +30,8 @@ dtypes, lengths, unparsable cells, rows out of range) raise :class:`ValidationEr
 ``load_source(..., rows=(start, stop))`` returns only those rows; ``npy`` (memory map) and ``hdf5`` read
 only the requested feature rows from disk, the other formats load the file and slice.
 
-The declaration checks live in :mod:`vertebrae.data.source_decl`, the loaders in
-:mod:`vertebrae.data.source_arrays` and :mod:`vertebrae.data.source_tables`.
+The declaration checks live in :mod:`vertebrae.data.sources.declaration`, the loaders in
+:mod:`vertebrae.data.sources.arrays` and :mod:`vertebrae.data.sources.tables`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ValidationError
-from vertebrae.data.source_arrays import (
+from vertebrae.data.sources.arrays import (
     _count_hdf5,
     _count_npy,
     _count_npz,
@@ -57,8 +57,8 @@ from vertebrae.data.source_arrays import (
     _load_sklearn,
     _load_sparse_npz,
 )
-from vertebrae.data.source_checks import SourceData
-from vertebrae.data.source_formats import (
+from vertebrae.data.sources.checks import SourceData
+from vertebrae.data.sources.formats import (
     _count_hf_dataset,
     _count_image_folder,
     _count_webdataset,
@@ -68,8 +68,8 @@ from vertebrae.data.source_formats import (
     _load_image_folder,
     _load_webdataset,
 )
-from vertebrae.data.source_decl import GROUPS_KEYS, SKLEARN_DATASETS, SOURCE_TYPES, _parse_decl
-from vertebrae.data.source_tables import (
+from vertebrae.data.sources.declaration import GROUPS_KEYS, SKLEARN_DATASETS, SOURCE_TYPES, _parse_decl
+from vertebrae.data.sources.tables import (
     _count_csv,
     _count_manifest,
     _groups_csv,
@@ -140,8 +140,8 @@ def source_labels_only(decl: Mapping[str, Any], *, base_dir: Path, where: str) -
 def _csv_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
     import csv
 
-    from vertebrae.data.source_decl import _resolve
-    from vertebrae.data.source_tables import _csv_columns
+    from vertebrae.data.sources.declaration import _resolve
+    from vertebrae.data.sources.tables import _csv_columns
 
     path = _resolve(opts, "path", base_dir, where)
     try:
@@ -155,9 +155,9 @@ def _csv_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | 
 
 
 def _npz_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
-    from vertebrae.data.source_arrays import npz_labels_only
-    from vertebrae.data.source_checks import open_npz
-    from vertebrae.data.source_decl import _resolve
+    from vertebrae.data.sources.arrays import npz_labels_only
+    from vertebrae.data.sources.checks import open_npz
+    from vertebrae.data.sources.declaration import _resolve
 
     path = _resolve(opts, "path", base_dir, where)
     with open_npz(path) as archive:  # type: ignore[arg-type]
@@ -165,8 +165,8 @@ def _npz_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | 
 
 
 def _hdf5_labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
-    from vertebrae.data.source_arrays import _open_h5, h5_labels_only
-    from vertebrae.data.source_decl import _resolve
+    from vertebrae.data.sources.arrays import _open_h5, h5_labels_only
+    from vertebrae.data.sources.declaration import _resolve
 
     path = _resolve(opts, "path", base_dir, where)
     with _open_h5(path) as handle:  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ import scipy.sparse
 
 from vertebrae import BenchmarkDataset, DatasetIdentity
 from vertebrae.core.errors import ConfigError, ValidationError
-from vertebrae.data.declared import declared_identity_key, load_declared_dataset
+from vertebrae.data.declared.labelled import declared_identity_key, load_declared_dataset
 from vertebrae.data.sources import GROUPS_KEYS, SOURCE_TYPES, load_source, source_groups
 
 WHERE = "benchmarks.demo.dataset.source"
@@ -127,7 +127,7 @@ def grouped(request, tmp_path):
 
 
 def test_every_labelled_file_source_declares_groups():
-    from vertebrae.data.source_formats import FORMAT_SOURCES
+    from vertebrae.data.sources.formats import FORMAT_SOURCES
 
     # image folders and WebDataset shards hold no groups declaration (yet): not in GROUPS_KEYS
     assert sorted(GROUPS_KEYS) == sorted(set(SOURCE_TYPES) - {"sklearn", "image_folder", "webdataset"})
