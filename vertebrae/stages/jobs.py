@@ -101,7 +101,7 @@ def planned_tar_rows(spec: Mapping[str, Any], start: int, stop: int) -> tuple[An
         inputs, ids = load_planned_side_rows(spec["dataset"]["source"], side, spec["tars"], base_dir=BASE_DIR,
                                              where=where, start=start, stop=stop, digests=digests)
     else:
-        from vertebrae.data.sources.formats import load_planned_source_rows
+        from vertebrae.data.sources.webdataset import load_planned_source_rows
 
         inputs, ids = load_planned_source_rows(spec["dataset"]["source"], spec["tars"], base_dir=BASE_DIR, where=where,
                                                start=start, stop=stop, digests=digests)

@@ -142,7 +142,7 @@ def endpoint_segments(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> lis
 
         queries, gallery = retrieval_segments(spec["dataset"]["source"], base_dir=base_dir, where=f"{spec['where']}.source")
         return queries if spec["side"] == "query" else gallery
-    from vertebrae.data.sources.formats import source_segments
+    from vertebrae.data.sources.webdataset import source_segments
 
     return source_segments(spec["dataset"]["source"], base_dir=base_dir, where=f"{spec['where']}.source")
 
@@ -164,7 +164,7 @@ def endpoint_tars(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> list[li
         queries, gallery = pair_tars(source, base_dir=base_dir, where=f"{spec['where']}.source", digests=digests)
         found = queries if spec["side"] == "query" else gallery
     else:
-        from vertebrae.data.sources.formats import source_tars
+        from vertebrae.data.sources.webdataset import source_tars
 
         found = source_tars(source, base_dir=base_dir, where=f"{spec['where']}.source", digests=digests)
     digests.save()

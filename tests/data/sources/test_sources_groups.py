@@ -127,7 +127,7 @@ def grouped(request, tmp_path):
 
 
 def test_every_labelled_file_source_declares_groups():
-    from vertebrae.data.sources.formats import FORMAT_SOURCES
+    from vertebrae.data.sources.registry import FORMATS as FORMAT_SOURCES
 
     # image folders and WebDataset shards hold no groups declaration (yet): not in GROUPS_KEYS
     assert sorted(GROUPS_KEYS) == sorted(set(SOURCE_TYPES) - {"sklearn", "image_folder", "webdataset"})

@@ -109,7 +109,7 @@ def test_segments_from_headers_are_where_the_rows_change_tar(tmp_path, rows):
     """The plan's segments (tar headers only) are the ones the in-process path finds in the rows' tar references:
     a labelled source, and both sides of a label_split over it; a shard named twice is refused."""
     from vertebrae.data.declared.retrieval import load_retrieval_source, retrieval_segments
-    from vertebrae.data.sources.formats import source_segments
+    from vertebrae.data.sources.webdataset import source_segments
     from vertebrae.stages.common import tar_segments
 
     write_tar_shards(tmp_path / "shards", rows)  # 5 + 5 + 3 samples

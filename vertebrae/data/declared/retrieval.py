@@ -53,9 +53,8 @@ from vertebrae.data.sources.qrels import check_qrels_ids, read_qrels, typed_qrel
 from vertebrae.data.declared.sides import (
     load_source_pair, pair_endpoint_recipes, pair_files_recipe, pair_row_counts, pair_segments,
 )
-from vertebrae.data.sources.declaration import GROUPS_KEYS
 from vertebrae.data.sources.files import manifest_recipe, source_files_recipe
-from vertebrae.data.sources import load_source, source_row_count
+from vertebrae.data.sources import GROUPS_KEYS, load_source, source_row_count
 
 GRADES = ("label", "label_and_mean")
 
@@ -364,7 +363,7 @@ def retrieval_segments(decl: Mapping[str, Any], *, base_dir: Path, where: str) -
         return pair_segments(decl, base_dir=base_dir, where=where)
     if decl.get("type") != "label_split":
         return None, None
-    from vertebrae.data.sources.formats import source_segments
+    from vertebrae.data.sources.webdataset import source_segments
 
     starts = source_segments(decl.get("source"), base_dir=base_dir, where=f"{where}.source")
     if starts is None:

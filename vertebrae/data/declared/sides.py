@@ -27,7 +27,7 @@ from typing import Any
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.inputs import RawInputs
-from vertebrae.data.sources.declaration import GROUPS_KEYS, _parse_decl
+from vertebrae.data.sources.registry import GROUPS_KEYS, parse_decl as _parse_decl
 
 SIDE_TYPES = ("manifest", "hf_dataset", "image_folder", "webdataset")
 #: The keys of each side type that only concern labels (dropped when relevance comes from a file).

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from vertebrae.core.errors import ValidationError
-from vertebrae.data.sources.declaration import _resolve
+from vertebrae.data.sources.keys import _resolve
 
 _FEATURE_KINDS = "iuf"  # numeric feature dtypes: signed/unsigned integers and floats
 _LABEL_KINDS = "biufUS"  # bool, numbers, text

@@ -13,49 +13,34 @@ asks them to declare an identity.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.file_digests import FileDigests
-from vertebrae.data.sources.manifest import ManifestSpec, read_manifest
-from vertebrae.data.sources.formats import FORMAT_SOURCES, format_recipe
-from vertebrae.data.sources.declaration import _PATH_KEYS, _parse_decl, _resolve
+from vertebrae.data.sources import registry
+from vertebrae.data.sources.keys import _PATH_KEYS, _resolve
+from vertebrae.data.sources.manifest import IMAGES_SCHEMA, manifest_recipe
 
-UNTRACKED_SOURCES = ("sklearn",)
-IMAGES_SCHEMA = "vertebrae.manifest-images/v1"
-
-
-def manifest_recipe(spec: ManifestSpec, options: Mapping[str, Any], digests: FileDigests) -> dict[str, Any]:
-    """A manifest's recipe: ``options`` (its declaration without the path), the manifest file's digest and, for
-    image rows, one digest over the digests of every image file in row order."""
-    recipe = {**{k: v for k, v in options.items() if k != "path"}, "path": {"sha256": digests.digest(spec.path)}}
-    if spec.kind == "image":
-        images = hashlib.sha256(f"{IMAGES_SCHEMA}|".encode())
-        paths = read_manifest(spec).inputs.values
-        for path in paths:
-            images.update(digests.digest(path).encode())
-        recipe["images"] = {"count": len(paths), "sha256": images.hexdigest()}
-    return recipe
+#: Source types that read no file of the user's (``tracked=False`` in their format).
+UNTRACKED_SOURCES = tuple(kind for kind, fmt in registry.FORMATS.items() if not fmt.tracked)
 
 
 def source_files_recipe(decl: Mapping[str, Any], *, base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
-    """The ``files`` identity recipe of a labelled source declaration (see the module docstring).
+    """The ``files`` identity recipe of a labelled source declaration (see the module docstring): its format's own
+    recipe where it has one (``SourceFormat.files_recipe``), else its options with each file replaced by its digest.
 
     ConfigError naming ``where`` for a source that reads no files (``sklearn``), an invalid declaration or a
     missing file.
     """
-    kind, opts = _parse_decl(decl, where)
-    if kind in UNTRACKED_SOURCES:
+    kind, opts = registry.parse_decl(decl, where)
+    fmt = registry.FORMATS[kind]
+    if not fmt.tracked:
         raise ConfigError(f"{where}: a {kind!r} source reads no data file to track; declare the dataset's identity "
                           "(identity: {kind: declared, name: ..., revision: ...} or {kind: content})")
-    if kind in FORMAT_SOURCES:
-        return format_recipe(kind, opts, Path(base_dir), where, digests)
-    if kind == "manifest":
-        spec = ManifestSpec.from_decl(opts, base_dir=Path(base_dir), where=where)
-        return {"type": kind, **manifest_recipe(spec, opts, digests)}
+    if fmt.files_recipe is not None:
+        return fmt.files_recipe(opts, Path(base_dir), where, digests)
     recipe: dict[str, Any] = {"type": kind}
     for key, value in opts.items():
         if key in _PATH_KEYS and value is not None:

@@ -31,6 +31,8 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.image_refs import table_ref
 from vertebrae.core.inputs import RawInputs
+from vertebrae.data.sources.checks import SourceData, labels_only_rows
+from vertebrae.data.sources.keys import _REQUIRED, SourceFormat, check_groups_column
 
 _DATA_SUFFIXES = (".arrow", ".parquet", ".pq")
 IMAGES_SCHEMA = "vertebrae.hf-dataset-images/v1"
@@ -294,3 +296,49 @@ def hf_recipe(spec: HFDatasetSpec, options: Mapping[str, Any], digests: FileDige
 
 
 __all__ = ["HFDatasetSpec", "HFRows", "data_files", "features_of", "hf_recipe", "hf_row_count", "read_hf_rows"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# the ``hf_dataset`` source type: {"type": "hf_dataset", "path": ..., "split": None, "image_column": None,
+# "text_column": None, "label_column": "label", "id_column": None, "groups_column": None} (neither input column:
+# a labels-only table)
+
+
+def _spec(opts: dict[str, Any], base_dir: Path, where: str) -> HFDatasetSpec:
+    return HFDatasetSpec.from_decl(opts, base_dir=base_dir, where=where)
+
+
+def _count(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    return hf_row_count(_spec(opts, base_dir, where))
+
+
+def _load(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    spec = _spec(opts, base_dir, where)
+    data = read_hf_rows(spec, rows)
+    if spec.labels_only is not None:
+        return SourceData(labels_only_rows(data.n_rows), data.labels, data.row_ids, data.groups, spec.groups_column,
+                          spec.labels_only)
+    return SourceData(data.inputs, data.labels, data.row_ids, data.groups, spec.groups_column)
+
+
+def _groups(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    if opts["groups_column"] is None:
+        return None
+    spec = _spec({**opts, "image_column": None, "text_column": None}, base_dir, where)  # no input cells read
+    return read_hf_rows(spec).groups
+
+
+def _labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
+    return _spec(opts, base_dir, where).labels_only
+
+
+def _files_recipe(opts: dict[str, Any], base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
+    return {"type": "hf_dataset", **hf_recipe(_spec(opts, base_dir, where), opts, digests)}
+
+
+FORMAT = SourceFormat(
+    keys={"path": _REQUIRED, "split": None, "image_column": None, "text_column": None, "label_column": "label",
+          "id_column": None, "groups_column": None},
+    count=_count, load=_load, check=check_groups_column, groups_key="groups_column", groups=_groups,
+    labels_only=_labels_only, files_recipe=_files_recipe,
+)

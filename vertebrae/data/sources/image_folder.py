@@ -17,10 +17,13 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.inputs import RawInputs
+from vertebrae.data.sources.checks import SourceData
+from vertebrae.data.sources.keys import _REQUIRED, SourceFormat, _check_rows
 
 #: The file endings torchvision's ImageFolder accepts (``torchvision.datasets.folder.IMG_EXTENSIONS``).
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -102,3 +105,24 @@ def image_folder_recipe(root: Path, digests: FileDigests) -> dict:
 
 __all__ = ["IMG_EXTENSIONS", "ImageFolderRows", "class_folders", "image_folder_inputs", "image_folder_recipe",
            "list_image_folder", "resolve_folder"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# the ``image_folder`` source type: {"type": "image_folder", "path": <folder>}
+
+
+def _count(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    return len(list_image_folder(resolve_folder(opts["path"], base_dir, where)).paths)
+
+
+def _load(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    listed = list_image_folder(resolve_folder(opts["path"], base_dir, where))
+    start, stop = _check_rows(rows, len(listed.paths), where)
+    return SourceData(image_folder_inputs(listed, start, stop), listed.labels[start:stop], listed.ids[start:stop])
+
+
+def _files_recipe(opts: dict[str, Any], base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
+    return image_folder_recipe(resolve_folder(opts["path"], base_dir, where), digests)
+
+
+FORMAT = SourceFormat(keys={"path": _REQUIRED}, count=_count, load=_load, files_recipe=_files_recipe)

@@ -16,6 +16,7 @@ here; an undecodable image is reported the same way when an extractor decodes it
 from __future__ import annotations
 
 import csv
+import hashlib
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,9 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.inputs import RawInputs
+from vertebrae.data.sources.checks import SourceData
+from vertebrae.data.sources.keys import _REQUIRED, SourceFormat, _parse_rows, check_groups_column
 
 FORMATS = ("csv", "parquet")
+IMAGES_SCHEMA = "vertebrae.manifest-images/v1"
 LABEL_DTYPES = ("str", "int", "float")
 _SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -228,3 +233,60 @@ def read_manifest(spec: ManifestSpec, rows: tuple[int, int] | None = None) -> Ma
     return ManifestRows(RawInputs(spec.kind, tuple(values), tuple(display_ids)),
                         labels if spec.label_column is not None else None, None if ids is None else list(ids),
                         groups if spec.groups_column is not None else None)
+
+
+def manifest_recipe(spec: ManifestSpec, options: Mapping[str, Any], digests: FileDigests) -> dict[str, Any]:
+    """A manifest's recipe: ``options`` (its declaration without the path), the manifest file's digest and, for
+    image rows, one digest over the digests of every image file in row order."""
+    recipe = {**{k: v for k, v in options.items() if k != "path"}, "path": {"sha256": digests.digest(spec.path)}}
+    if spec.kind == "image":
+        images = hashlib.sha256(f"{IMAGES_SCHEMA}|".encode())
+        paths = read_manifest(spec).inputs.values
+        for path in paths:
+            images.update(digests.digest(path).encode())
+        recipe["images"] = {"count": len(paths), "sha256": images.hexdigest()}
+    return recipe
+
+
+# --------------------------------------------------------------------------------------------------------
+# the ``manifest`` source type: {"type": "manifest", "path": ..., "text_column": None, "image_column": None,
+# "label_column": "label", "id_column": None, "label_dtype": "str", "format": None, "groups_column": None}
+
+
+def _spec(opts: dict[str, Any], base_dir: Path, where: str) -> ManifestSpec:
+    return ManifestSpec.from_decl(opts, base_dir=base_dir, where=where)
+
+
+def _count(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    return manifest_row_count(_spec(opts, base_dir, where))
+
+
+def _load(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    spec = _spec(opts, base_dir, where)
+    data = read_manifest(spec, _parse_rows(rows, where))
+    return SourceData(data.inputs, data.labels, data.row_ids, data.groups, spec.groups_column)
+
+
+def _groups(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    spec = _spec(opts, base_dir, where)
+    return None if spec.groups_column is None else manifest_groups(spec)
+
+
+def _files_recipe(opts: dict[str, Any], base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
+    return {"type": "manifest", **manifest_recipe(_spec(opts, base_dir, where), opts, digests)}
+
+
+FORMAT = SourceFormat(
+    keys={
+        "path": _REQUIRED,
+        "text_column": None,
+        "image_column": None,
+        "label_column": "label",
+        "id_column": None,
+        "label_dtype": "str",
+        "format": None,
+        "groups_column": None,
+    },
+    count=_count, load=_load, check=check_groups_column, groups_key="groups_column", groups=_groups,
+    files_recipe=_files_recipe,
+)

@@ -28,7 +28,7 @@ import os
 import re
 import tarfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.image_refs import tar_ref
 from vertebrae.core.inputs import RawInputs
+from vertebrae.data.sources.checks import SourceData
+from vertebrae.data.sources.keys import _REQUIRED, SourceFormat
 
 LABEL_KEYS = ("cls", "txt", "json")
 _KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's base_plus_ext
@@ -250,5 +252,60 @@ def wds_recipe(spec: WebDatasetSpec, options: Mapping[str, Any], digests: FileDi
             "shards": [digests.digest(path) for path in spec.shards]}
 
 
-__all__ = ["LABEL_KEYS", "WDSRows", "WebDatasetSpec", "check_first_shard", "read_planned_rows", "read_wds_rows",
-           "shard_counts", "shard_index", "wds_recipe", "wds_segments", "wds_tars"]
+__all__ = ["LABEL_KEYS", "WDSRows", "WebDatasetSpec", "check_first_shard", "load_planned_source_rows",
+           "read_planned_rows", "read_wds_rows", "shard_counts", "shard_index", "source_segments", "source_tars",
+           "wds_recipe", "wds_segments", "wds_tars"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# the ``webdataset`` source type: {"type": "webdataset", "path": "shards/train-{000000..000099}.tar", "image_key":
+# "jpg;jpeg;png;webp", "label_key": "cls", "label_field": None}
+
+
+def _spec(opts: dict[str, Any], base_dir: Path, where: str) -> WebDatasetSpec:
+    return WebDatasetSpec.from_decl(opts, base_dir=base_dir, where=where)
+
+
+def _count(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+    spec = _spec(opts, base_dir, where)
+    check_first_shard(spec)  # the plan (and so ``vertebrae validate``) sees a shard without labels before any job
+    return sum(shard_counts(spec))
+
+
+def _load(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+    data = read_wds_rows(_spec(opts, base_dir, where), rows)
+    return SourceData(data.inputs, data.labels, data.row_ids)
+
+
+def _files_recipe(opts: dict[str, Any], base_dir: Path, where: str, digests: FileDigests) -> dict[str, Any]:
+    return {"type": "webdataset", **wds_recipe(_spec(opts, base_dir, where), opts, digests)}
+
+
+def source_segments(opts: Any, *, base_dir: Path, where: str) -> list[int] | None:
+    """Segment starts of a source's rows (``vertebrae.stages.common.shard_bounds``): a ``webdataset`` source's tar
+    files (headers only), None for any other source."""
+    if not isinstance(opts, dict) or opts.get("type") != "webdataset":
+        return None
+    return wds_segments(_spec(opts, base_dir, where))
+
+
+def source_tars(opts: Any, *, base_dir: Path, where: str, digests: FileDigests) -> list[list] | None:
+    """A ``webdataset`` source's ``[[rows, sha256], ...]`` per tar file (``wds_tars``), None for any other source."""
+    if not isinstance(opts, dict) or opts.get("type") != "webdataset":
+        return None
+    return wds_tars(_spec(opts, base_dir, where), digests)
+
+
+def load_planned_source_rows(opts: dict[str, Any], tars: Any, *, base_dir: Path, where: str, start: int, stop: int,
+                             digests: FileDigests) -> tuple[Any, list]:
+    """Inputs and row ids of rows ``start:stop`` of a ``webdataset`` source, opening only the tar files that hold
+    them, checked against the plan's ``tars`` (``read_planned_rows``); labels are not read."""
+    spec = WebDatasetSpec.from_decl(opts, base_dir=base_dir, where=where, check_files=False)
+    data = read_planned_rows(replace(spec, label_key=None), tars, (start, stop), digests)
+    return data.inputs, data.row_ids
+
+
+FORMAT = SourceFormat(
+    keys={"path": _REQUIRED, "image_key": "jpg;jpeg;png;webp", "label_key": "cls", "label_field": None},
+    count=_count, load=_load, files_recipe=_files_recipe,
+)

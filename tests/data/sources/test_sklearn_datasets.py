@@ -8,8 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from vertebrae.data.sources.arrays import _load_sklearn_bunch, _sklearn_file_rows
-from vertebrae.data.sources.declaration import SKLEARN_DATASETS
+from vertebrae.data.sources.sklearn_datasets import SKLEARN_DATASETS, _load_sklearn_bunch, _sklearn_file_rows
 
 
 def _sklearn_loaded(name):
@@ -37,7 +36,7 @@ def test_file_arrays_equal_the_loaded_dataset_bit_for_bit(name):
 
 LOAD_SCRIPT = """
 import sys
-from vertebrae.data.sources.arrays import _load_sklearn_bunch
+from vertebrae.data.sources.sklearn_datasets import _load_sklearn_bunch
 features, labels = _load_sklearn_bunch("digits")
 print(features.shape[0], "sklearn" in sys.modules)
 """

@@ -1,29 +1,29 @@
-"""Loaders for the table sources: ``csv`` (numeric feature columns) and ``manifest`` (raw texts or image paths,
-read by :mod:`vertebrae.data.sources.manifest`). Same counter/loader contract as :mod:`vertebrae.data.sources.arrays`; a
-CSV without data rows (an empty file or a header only) is refused naming the file."""
+"""``{"type": "csv", "path": ..., "label_column": "label", "id_column": None, "feature_columns": None, "label_dtype":
+"str", "groups_column": None}``: a CSV table of numeric feature columns (every column but the label, id and groups
+ones when ``feature_columns`` is null; none left: a labels-only table). A CSV without data rows (an empty file or
+a header only) is refused naming the file."""
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
-from vertebrae.data.sources.manifest import ManifestSpec, manifest_groups, manifest_row_count, read_manifest
 from vertebrae.data.sources.checks import SourceData, labels_only_rows
-from vertebrae.data.sources.declaration import (
+from vertebrae.data.sources.keys import (
+    _REQUIRED,
+    SourceFormat,
     _check_rows,
     _key,
     _listing,
     _parse_rows,
     _resolve,
+    check_groups_column,
 )
-
-# --------------------------------------------------------------------------------------------------------
-# csv
 
 
 def _csv_columns(header: list[str] | None, opts: Mapping[str, Any], path: Path, where: str) -> list[str]:
@@ -60,7 +60,7 @@ def _csv_columns(header: list[str] | None, opts: Mapping[str, Any], path: Path, 
     return list(declared)
 
 
-def _count_csv(opts: dict[str, Any], base_dir: Path, where: str) -> int:
+def _count(opts: dict[str, Any], base_dir: Path, where: str) -> int:
     path = _resolve(opts, "path", base_dir, where)
     assert path is not None
     count = 0
@@ -86,7 +86,7 @@ def _check_not_header_only(count: int, path: Path) -> None:
         raise ValidationError(f"CSV file {path} has a header but no data rows; a source needs at least one row")
 
 
-def _load_csv(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
+def _load(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
     path = _resolve(opts, "path", base_dir, where)
     assert path is not None
     parsed = _parse_rows(rows, where)  # the range is checked once the records are counted
@@ -158,28 +158,57 @@ def _load_csv(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> So
     return SourceData(features, labels, row_ids, groups, group_col)
 
 
-def _groups_csv(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
-    return None if opts["groups_column"] is None else _load_csv(opts, base_dir, where, None).groups
+def _groups(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
+    return None if opts["groups_column"] is None else _load(opts, base_dir, where, None).groups
 
 
-# --------------------------------------------------------------------------------------------------------
-# manifest (raw texts or image paths; see vertebrae.data.sources.manifest)
+def _labels_only(opts: dict[str, Any], base_dir: Path, where: str) -> str | None:
+    path = _resolve(opts, "path", base_dir, where)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:  # type: ignore[arg-type]
+            header = next(csv.reader(fh), None)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValidationError(f"CSV file {path}: cannot read its header: {exc}") from None
+    if _csv_columns(header, opts, path, where):  # type: ignore[arg-type]
+        return None
+    return f"CSV file {path} has no feature columns besides the label/id/groups columns"
 
 
-def _manifest_spec(opts: dict[str, Any], base_dir: Path, where: str) -> ManifestSpec:
-    return ManifestSpec.from_decl(opts, base_dir=base_dir, where=where)
+def _check_feature_columns(value: Any, where: str) -> list[str]:
+    key = _key(where, "feature_columns")
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ConfigError(f"{key}: must be a list of column names, got {value!r}")
+    if not value:
+        raise ConfigError(f"{key}: must name at least one column")
+    seen: set[str] = set()
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{key}[{i}]: must be a non-empty column name, got {name!r}")
+        if name in seen:
+            raise ConfigError(f"{key}[{i}]: column {name!r} listed twice")
+        seen.add(name)
+    return list(value)
 
 
-def _count_manifest(opts: dict[str, Any], base_dir: Path, where: str) -> int:
-    return manifest_row_count(_manifest_spec(opts, base_dir, where))
+def _check_decl(opts: dict[str, Any], where: str) -> None:
+    if opts["label_dtype"] not in ("str", "int"):
+        raise ConfigError(f"{_key(where, 'label_dtype')}: must be 'str' or 'int', got {opts['label_dtype']!r}")
+    if opts["id_column"] is not None and opts["id_column"] == opts["label_column"]:
+        raise ConfigError(
+            f"{_key(where, 'id_column')}: {opts['id_column']!r} is also the label column"
+        )
+    check_groups_column(opts, where)
 
 
-def _load_manifest(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> SourceData:
-    spec = _manifest_spec(opts, base_dir, where)
-    data = read_manifest(spec, _parse_rows(rows, where))
-    return SourceData(data.inputs, data.labels, data.row_ids, data.groups, spec.groups_column)
-
-
-def _groups_manifest(opts: dict[str, Any], base_dir: Path, where: str) -> list | None:
-    spec = _manifest_spec(opts, base_dir, where)
-    return None if spec.groups_column is None else manifest_groups(spec)
+FORMAT = SourceFormat(
+    keys={
+        "path": _REQUIRED,
+        "label_column": "label",
+        "id_column": None,
+        "feature_columns": None,
+        "label_dtype": "str",
+        "groups_column": None,
+    },
+    count=_count, load=_load, check=_check_decl, values={"feature_columns": _check_feature_columns},
+    groups_key="groups_column", groups=_groups, labels_only=_labels_only,
+)
