@@ -88,9 +88,51 @@ def test_declined_and_unreachable_leave_the_job_to_its_client(served, tmp_path):
         send_message(sock, {"argv": ["plan", "--help"], "cwd": str(tmp_path), "env": {}, "prefix": "/opt/other"},
                      (0, 1, 2))
         assert receive_message(sock)[0] == {"served": False}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:  # another vertebrae (a checkout on PYTHONPATH)
+        sock.connect(server_path(environ))
+        send_message(sock, {"argv": ["plan", "--help"], "cwd": str(tmp_path), "env": {}, "prefix": sys.prefix,
+                            "path": list(sys.path), "package": str(tmp_path / "vertebrae")}, (0, 1, 2))
+        assert receive_message(sock)[0] == {"served": False}
     gone = dict(environ, **{SERVER_ENV: environ[SERVER_ENV] + "-gone"})
     proc = subprocess.run([VERTEBRAE, "plan", "--help"], cwd=tmp_path, env=gone, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("usage: vertebrae plan")
+
+
+def test_a_served_job_imports_what_its_own_process_would(tmp_path, monkeypatch):
+    """A job's import path is its own, not the server's: a config-declared callable from a module on the job's
+    PYTHONPATH (a folder the server, started earlier, never had) is found; a module of the same name in the folder
+    the server was started in is not, as the job's own process would not find it there either."""
+    from vertebrae.planning import plan
+    from workflow.test_zero_shot_workflow import ENCODERS, _config
+
+    work, decoy = tmp_path / "work", tmp_path / "decoy"
+    for folder in (work / "data", work / "mods", decoy):
+        folder.mkdir(parents=True)
+    (work / "mods" / "zs_wf_encoders.py").write_text(ENCODERS)
+    (work / "data" / "toy.csv").write_text("id,f0,label\n" + "".join(
+        f"s{i},{i * 0.5},{('alpha', 'beta', 'gamma')[i % 3]}\n" for i in range(12)))
+    monkeypatch.chdir(work)
+    with monkeypatch.context() as here:
+        here.syspath_prepend(str(work / "mods"))  # planning here imports the callables too
+        workflow_plan = plan(_config([{"label": name, "texts": [f"a {name}"]} for name in ("alpha", "beta", "gamma")]))
+    workflow_plan.write_spec_files(work)
+    (fp,) = [fp for fp in workflow_plan.planned() if workflow_plan.spec(fp)["stage"] == "zero-shot-embed"
+             and workflow_plan.spec(fp).get("protocol") is None]  # the samples' plan: it resolves the callable
+    argv = [VERTEBRAE, "plan-zero-shot", "--spec-file", workflow_plan.spec_file(fp), "--output"]
+    with_path = {"PYTHONPATH": str(work / "mods")}
+    (decoy / "zs_wf_encoders.py").write_text("raise SystemExit('the server folder was searched')\n")
+    monkeypatch.chdir(decoy)  # the server starts here (python -m puts its folder first on its own path)
+    with serving(_env()) as environ:
+        monkeypatch.chdir(work)
+        own = subprocess.run([*argv, "own.json"], cwd=work, env=_env(**with_path), capture_output=True, text=True)
+        there = subprocess.run([*argv, "served.json"], cwd=work, env=dict(environ, **with_path), capture_output=True,
+                               text=True)
+        assert own.returncode == 0, own.stderr
+        assert there.returncode == 0, there.stderr
+        assert (work / "served.json").read_bytes() == (work / "own.json").read_bytes()
+        for name, env in (("own", _env()), ("served", environ)):  # on no PYTHONPATH: found by neither
+            proc = subprocess.run([*argv, f"{name}-2.json"], cwd=work, env=env, capture_output=True, text=True)
+            assert proc.returncode != 0 and "No module named 'zs_wf_encoders'" in proc.stderr, (name, proc.stderr)
 
 
 def test_a_server_is_used_only_on_its_host_and_in_its_allocation():

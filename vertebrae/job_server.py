@@ -6,12 +6,13 @@ starts ``python -m vertebrae.job_server SOCKET PARENT_PID``: a process that impo
 and their heavy libraries once, listens on a Unix socket in a private temporary folder (mode 0700), and names
 itself in ``VERTEBRAE_JOB_SERVER`` (``vertebrae.core.job_client``). Each request (a subcommand's arguments, working
 directory, environment and standard streams) is served by a fork: its own process group, the request's streams as
-its 0/1/2, its directory and environment, and BLAS limited to the threads the environment names
+its 0/1/2, its directory, environment and import path (the client's ``sys.path``), and BLAS limited to the threads the environment names
 (``OMP_NUM_THREADS``, which Snakemake sets from the rule's ``threads``: the same thread count as a process started
 with it, so the same bits). Its exit status goes back to the client, which exits with it. A client that goes away
 mid-job (killed) takes its job with it (SIGKILL to the job's group).
 
-Served: the subcommands in ``SERVED``, the bookkeeping and scoring jobs. Not served: embedding and fitting (model
+Served: the subcommands in ``SERVED``, the bookkeeping and scoring jobs, asked by a client of the same environment
+and the same vertebrae package (``sys.prefix`` and the package's folder). Not served: embedding and fitting (model
 libraries are not forked warm, CUDA least of all) and the user commands. A served job's Snakemake benchmark record
 times the client, which waits for the job (``s`` is the job's wall time), but its ``max_rss`` is the client's: the
 cost report reads peak memory only from embedding, fitting and compress jobs, so compress is not served either.
@@ -31,7 +32,7 @@ import socket
 import sys
 import traceback
 
-from vertebrae.core.job_client import READY, SERVER_ENV, receive_message, send_message
+from vertebrae.core.job_client import PACKAGE, READY, SERVER_ENV, receive_message, send_message
 
 SERVED = frozenset({
     "plan", "merge-embeddings", "write-protocol", "score", "score-labelled-partial", "merge-labelled-partials",
@@ -70,6 +71,8 @@ def _run_child(cli, request: dict, fds: list[int]) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update({k: v for k, v in request["env"].items() if k != SERVER_ENV})
+    sys.path[:] = request["path"]  # the client's: what the job imports (a user's module on its PYTHONPATH) is found
+    importlib.invalidate_caches()  # as its own process would find it, wherever the server was started
     threads = os.environ.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         from threadpoolctl import threadpool_limits
@@ -135,7 +138,8 @@ def _accept(cli, listener: socket.socket, selector: selectors.BaseSelector, jobs
         conn.close()
         return
     if (request is None or len(fds) != 3 or not request.get("argv") or request["argv"][0] not in SERVED
-            or request.get("prefix") != sys.prefix):  # a rule's conda env or container: its own packages
+            or request.get("prefix") != sys.prefix  # a rule's conda env or container: its own packages
+            or request.get("package") != PACKAGE or not isinstance(request.get("path"), list)):  # another vertebrae
         for fd in fds:
             os.close(fd)
         with contextlib.suppress(OSError):

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 SERVER_ENV = "VERTEBRAE_JOB_SERVER"
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the vertebrae package this process runs
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 HEADER = struct.Struct("!I")  # the length of a JSON message that follows
 READY = "ready"  # the server's first line on stdout: it listens
@@ -81,8 +82,8 @@ def run_served(argv: Sequence[str]) -> int | None:
         sock.close()
         return None
     with sock:
-        send_message(sock, {"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ), "prefix": sys.prefix},
-                     (0, 1, 2))
+        send_message(sock, {"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ), "prefix": sys.prefix,
+                            "path": list(sys.path), "package": PACKAGE}, (0, 1, 2))
         reply, _ = receive_message(sock)
         if reply is None or not reply.get("served"):
             return None
