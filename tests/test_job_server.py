@@ -38,7 +38,8 @@ def served():
     """A running server (as `vertebrae run` starts one: ``serving``) and the environment that names it; its process."""
     with serving(_env()) as environ:
         assert SERVER_ENV in environ
-        server = next(p for p in psutil.Process().children() if "vertebrae.job_server" in " ".join(p.cmdline()))
+        server = next(p for p in psutil.Process().children()  # this one: the process may run others (workflow_support)
+                      if p.cmdline()[-3:-1] == ["vertebrae.job_server", server_path(environ)])
         yield environ, server
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -15,18 +17,44 @@ import numpy as np
 import pytest
 import yaml
 
+from vertebrae.cli.commands import _dry_run
+from vertebrae.cli.serving import serving
+from vertebrae.core.job_client import SERVER_ENV
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``python -m snakemake`` on the repository's Snakefile inside ``workdir``."""
+def snakemake(workdir: Path, *args: str, check: bool = True, served: bool = True) -> subprocess.CompletedProcess:
+    """Run ``python -m snakemake`` on the repository's Snakefile inside ``workdir``.
+
+    ``served``: the jobs run as under ``vertebrae run``, their scoring and bookkeeping subcommands handed to a warm
+    job server (:func:`job_server_env`; one per test process, started on first use); ``served=False`` runs every job
+    in a process of its own, as ``snakemake`` started directly (``make demo``, the default run) does. A dry run
+    starts no job, so it is never served."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if served and not _dry_run(list(args)):
+        env.update(job_server_env())
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
            "--cores", "2", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return proc
+
+
+_SERVED: list[dict[str, str]] = []  # this test process's job server, as the environment naming it
+_SERVER_STACK = contextlib.ExitStack()
+
+
+def job_server_env() -> dict[str, str]:
+    """``{VERTEBRAE_JOB_SERVER: ...}`` naming this test process's job server (``vertebrae.cli.serving``, the one
+    ``vertebrae run`` starts), started on first use and stopped when the process exits; empty where it could not
+    start or ``VERTEBRAE_JOB_SERVER=off`` asks for none (then jobs run unserved, as under ``vertebrae run``)."""
+    if not _SERVED:
+        environ = _SERVER_STACK.enter_context(serving(dict(os.environ)))
+        atexit.register(_SERVER_STACK.close)
+        _SERVED.append({SERVER_ENV: environ[SERVER_ENV]} if SERVER_ENV in environ else {})
+    return dict(_SERVED[0])
 
 
 DEFAULT_RUN_SECONDS = pytest.StashKey[float]()  # the session's local default run, wall seconds (workflow/conftest)

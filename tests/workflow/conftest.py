@@ -21,8 +21,9 @@ def default_config() -> dict:
 
 @pytest.fixture(scope="session")
 def default_run(request, tmp_path_factory, default_config) -> Path:
-    """The embedded default config run once with Snakemake (``--cores 2``); returns the working directory. Its wall
-    time is kept in the session's stash (``DEFAULT_RUN_SECONDS``): the SLURM test prints its own against it.
+    """The embedded default config run once with Snakemake (``--cores 2``, unserved: as ``make demo`` runs it);
+    returns the working directory. Its wall time is kept in the session's stash (``DEFAULT_RUN_SECONDS``): the
+    SLURM test prints its own against it.
 
     Under pytest-xdist the run is shared by the workers (their common base folder, under a lock): the first
     worker to ask runs it, the others wait for it and read the same folder."""
@@ -43,7 +44,7 @@ def default_run(request, tmp_path_factory, default_config) -> Path:
 def _run_default(request, workdir: Path, config: dict) -> Path:
     write_config(workdir, config)
     started = time.monotonic()
-    snakemake(workdir)
+    snakemake(workdir, served=False)  # as `make demo` runs it: every job a process of its own
     request.config.stash[DEFAULT_RUN_SECONDS] = time.monotonic() - started
     return workdir
 

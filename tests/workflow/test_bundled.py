@@ -214,7 +214,7 @@ def test_the_extras_install_what_the_adapters_and_sources_import():
     declared = names(project["dependencies"]) | names(extras["models"]) | names(extras["formats"])
     imported = set()
     for folder in ("extractors", "data"):
-        for path in (REPO / "vertebrae" / folder).glob("*.py"):
+        for path in (REPO / "vertebrae" / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Import):
                     imported.update(alias.name.split(".")[0] for alias in node.names)
