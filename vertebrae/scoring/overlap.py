@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import BudgetError, LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
-from vertebrae.core.records import check_bool, from_record, is_int, one_of, positive_int, record_fields, seed_int
+from vertebrae.core.records import check_bool, from_record, one_of, positive_int, record_fields, seed_int
 from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids, power_of_two_factor, rescaled
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 

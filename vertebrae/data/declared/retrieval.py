@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.errors import ConfigError
 from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.identity import DatasetIdentity
 from vertebrae.core.inputs import RawInputs
