@@ -356,11 +356,20 @@ def _open_h5(path: Path) -> Any:
 
 
 def _layout_hdf5(f: EmbeddingFile, given: str | None) -> tuple[str | None, int, int]:
+    """The matrix and ids must be stored in the file, whose bytes name it (``h5_refuse_indirect``): an external
+    link counts as a member, so that it is refused by name rather than reported missing or passed over."""
+    from vertebrae.data.sources.hdf5 import h5_external_links, h5_refuse_indirect
+
     with _open_h5(f.path) as handle:
+        for key, name in (("ids", f.ids_member), ("dataset", given)):
+            if name is not None:
+                h5_refuse_indirect(handle, name, f.path, f"{f.where}.{key}")
         names = _h5_names(handle)
+        names += [name for name in h5_external_links(handle) if name not in names]
         if f.ids_member is not None and f.ids_member not in names:
             raise ConfigError(f"{f.where}.ids: dataset {f.ids_member!r} not found in {f.path}; available: {_listing(names)}")
         member = _pick_member(names, given, f.ids_member, key="dataset", path=f.path, where=f.where, kind="dataset")
+        h5_refuse_indirect(handle, member, f.path, f"{f.where}.dataset")
         ds = handle[member]
         return (member, *_check_matrix(ds.shape, ds.dtype, f"{f.path}[{member!r}]"))
 

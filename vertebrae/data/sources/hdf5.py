@@ -1,6 +1,10 @@
 """``{"type": "hdf5", "path": ..., "features_dataset": "embeddings", "labels_dataset": "labels", "ids_dataset":
 None, "groups_dataset": None}``: an HDF5 file (h5py imported only when one is read; only the requested feature rows
-are read from disk; a file without a dataset of the default features name is a labels-only table)."""
+are read from disk; a file without a dataset of the default features name is a labels-only table).
+
+Every dataset read must be stored in the file itself (``h5_refuse_indirect``): the file is named by the SHA-256 of its
+own bytes, so rows read from another file (an external link, a virtual dataset, raw data in external files) would
+change unseen."""
 
 from __future__ import annotations
 
@@ -47,12 +51,72 @@ def _h5_datasets(handle: Any) -> list[str]:
     return names
 
 
+def h5_external_links(handle: Any) -> list[str]:
+    """The names of the file's external links (to a dataset or a group of another file), none followed."""
+    import h5py
+
+    groups = [""]
+    handle.visititems(lambda name, obj: groups.append(f"{name}/") if isinstance(obj, h5py.Group) else None)
+    return [prefix + key for prefix in groups for key in (handle[prefix] if prefix else handle)
+            if isinstance((handle[prefix] if prefix else handle).get(key, getlink=True), h5py.ExternalLink)]
+
+
+def _h5_files(names: Any) -> str:
+    return ", ".join(sorted({repr(str(name)) for name in names}))
+
+
+def _h5_unseen(other: str, path: Path, name: str, link: str) -> str:
+    return (f"vertebrae names the file by its own bytes, so an edit of {other} would go unnoticed; copy the rows into "
+            f"a regular dataset of the file, e.g. with h5py: with h5py.File({str(path)!r}, 'r+') as f: "
+            f"rows = f[{name!r}][()]; del f[{link!r}]; f.create_dataset({name!r}, data=rows)")
+
+
+def h5_refuse_indirect(handle: Any, name: str, path: Path, what: str) -> None:
+    """ValidationError naming ``what`` (the declaration key), ``path`` and dataset ``name`` when the dataset's rows are
+    not stored in the file: it (or a group on its way) is an external link, it is a virtual dataset (rows mapped from
+    other datasets), or its raw data lies in external files. Nothing when the name is not in the file."""
+    import h5py
+
+    parts = [part for part in name.split("/") if part]
+    for i in range(len(parts)):
+        link_name = "/".join(parts[:i + 1])
+        try:
+            link = handle.get(link_name, getlink=True)
+        except (KeyError, ValueError):
+            return
+        if link is None:
+            return
+        if isinstance(link, h5py.ExternalLink):
+            via = "" if i == len(parts) - 1 else f" (through the external link {link_name!r})"
+            raise ValidationError(
+                f"{what}: dataset {name!r} of {path} is an external link{via} to {link.path!r} in {link.filename!r}; "
+                + _h5_unseen(repr(link.filename), path, name, link_name))
+    try:
+        obj = handle.get(name)
+    except (KeyError, ValueError, OSError):
+        return
+    if not isinstance(obj, h5py.Dataset):
+        return
+    if obj.file != handle.file:  # a soft link leading through an external link
+        raise ValidationError(f"{what}: dataset {name!r} of {path} is reached through a link to {obj.file.filename!r}; "
+                              + _h5_unseen(repr(obj.file.filename), path, name, name))
+    if obj.is_virtual:
+        files = _h5_files(str(path) if src.file_name == "." else src.file_name for src in obj.virtual_sources())
+        raise ValidationError(f"{what}: dataset {name!r} of {path} is an HDF5 virtual dataset mapping rows of {files}; "
+                              + _h5_unseen("them", path, name, name))
+    if obj.external:
+        files = _h5_files(entry[0] for entry in obj.external)
+        raise ValidationError(f"{what}: dataset {name!r} of {path} keeps its raw data in external file(s) {files}; "
+                              + _h5_unseen("them", path, name, name))
+
+
 def _h5_require(handle: Any, opts: Mapping[str, Any], key: str, path: Path, where: str) -> Any:
     import h5py
 
     name = opts[key]
     if name is None:
         return None
+    h5_refuse_indirect(handle, name, path, _key(where, key))
     try:
         obj = handle.get(name)
     except (KeyError, ValueError):
@@ -75,7 +139,10 @@ def _h5_aux_meta(ds: Any, kinds: str, role: str, what: str) -> None:
 
 
 def _h5_checked(handle: Any, opts: Mapping[str, Any], path: Path, where: str):
-    """``(features, labels, ids, what, rows)``; features None for a labels-only file (``h5_labels_only``)."""
+    """``(features, labels, ids, what, rows)``; features None for a labels-only file (``h5_labels_only``). The groups
+    dataset is checked to be stored in the file too, so that the row count at plan time refuses every dataset read."""
+    if opts["groups_dataset"] is not None:
+        h5_refuse_indirect(handle, opts["groups_dataset"], path, _key(where, "groups_dataset"))
     lds = _h5_require(handle, opts, "labels_dataset", path, where)
     ids = _h5_require(handle, opts, "ids_dataset", path, where)
     if h5_labels_only(handle, opts, path) is not None:
@@ -91,6 +158,8 @@ def h5_labels_only(handle: Any, opts: Mapping[str, Any], path: Path) -> str | No
     None; a features dataset declared otherwise must be there."""
     if opts["features_dataset"] != "embeddings":
         return None
+    if handle.get(opts["features_dataset"], getlink=True) is not None:
+        return None  # there, perhaps as a link to another file (refused by ``h5_refuse_indirect``)
     try:
         handle[opts["features_dataset"]]
         return None
