@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import html
 import io
+import re
+from html.parser import HTMLParser
 
 import numpy as np
 import pytest
@@ -222,3 +224,85 @@ def test_the_html_page_links_each_benchmark_s_report_files(tmp_path):
                                  ("report.json", "reports/flowers/report.json")]}
     page = leaderboard_html(rows, across(rows, {}, resamples=100), links=links)
     assert '<li>flowers: <a href="reports/flowers/ranking.html">ranking</a>' in page
+
+
+# ----------------------------------------------------------------------------------------------------
+# issue 48, problem 6: every string from data reaches the Markdown page as text. Oracle: an independent CommonMark
+# renderer (markdown-it-py, tables on, as tests/reports/test_text.py uses) and Python's HTML parser.
+
+HOSTILE = "my-iris <img src=x onerror=alert(1)>\n# owned [click](javascript:alert(2))"  # tests/workflow/test_tamper.py
+EVIL_BENCH = "flowers <script>alert(3)</script> | pipe\n## heading"
+EVIL_CANDIDATES = ("<b>big</b> [x](javascript:alert(4))", "small | cell\n# h1", "**mid** ![i](http://e.x/i.png)")
+EVIL_METRIC = "m <img src=y onerror=alert(5)> | z\n# metric [m](javascript:alert(6))"  # the reports' primary metric
+EVIL_OPTION = "--metric <img src=z onerror=alert(7)> | [o](javascript:alert(8))\n# opt"  # vertebrae leaderboard --metric
+
+
+def _hostile_reports() -> list[tuple[str, dict]]:
+    big, small, mid = EVIL_CANDIDATES
+    verdicts = {(big, small): "indistinguishable", (big, mid): "ahead", (small, mid): "ahead"}
+    one = labelled(EVIL_BENCH, {big: 0.9, small: 0.88, mid: 0.5}, {big: 64, small: 8, mid: 32}, verdicts,
+                   identity=f"declared:{HOSTILE}@1")
+    two = labelled(EVIL_BENCH, {big: 0.4, mid: 0.7}, {big: 64, mid: 32}, {(big, mid): "behind"},
+                   identity=f"declared:{HOSTILE} <i>two</i>@2")
+    for document in (one, two):
+        for c in document["extractor_results"]:
+            c["primary_metric_name"] = EVIL_METRIC
+    return [("a/r/report.json", one), ("b/r/report.json", two)]
+
+
+class _Page(HTMLParser):
+    """Tags, text and, per table, the cells of each row of a rendered page."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text, self.tables = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append(0)
+        elif tag in ("td", "th"):
+            self.tables[-1][-1] += 1
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _flat(text: str) -> str:
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
+@pytest.mark.parametrize("metric", [None, EVIL_OPTION], ids=["primary", "--metric"])
+def test_markdown_shows_hostile_names_and_metrics_as_text(metric):
+    from markdown_it import MarkdownIt
+
+    reports = _hostile_reports()
+    costs = {(path, c["name"]): Cost(dim=c["embedding_metadata"]["dim"]) for path, doc in reports
+             for c in doc["extractor_results"]}
+    rows = leaderboard_rows(reports, metric=metric, costs=costs)
+    assert {r.metric for r in rows} == {metric or EVIL_METRIC}
+    text = leaderboard_markdown(rows, across(rows, paired_verdicts(reports), resamples=100), cost="dim",
+                                written_by="written by vertebrae <b>0</b>")
+    page = _Page()
+    page.feed(MarkdownIt("commonmark").enable("table").render(text))
+    # only the page's own structure: one title, one heading per table, tables and paragraphs; no link, image, script
+    assert set(page.tags) <= {"h1", "h2", "p", "table", "thead", "tbody", "tr", "th", "td"}, set(page.tags)
+    keys = [f"{EVIL_BENCH} [declared:{HOSTILE}@1] (a/r/report.json)",
+            f"{EVIL_BENCH} [declared:{HOSTILE} <i>two</i>@2] (b/r/report.json)"]
+    assert page.tags.count("h1") == 1 and page.tags.count("h2") == 3 + len(keys)
+    # no cell split or line ended by data: every table has its rows (a header and one per line), each with the
+    # header's cells (markdown-it pads a short row and drops a long one's extra cells, so count the source too)
+    assert [len(t) for t in page.tables] == [1 + 3, 1 + 3, 1 + 6, 1 + 3, 1 + 2]
+    assert [t[0] for t in page.tables] == [1 + 3 * len(keys), 4, 5, 4 + 5 + 1, 4 + 5 + 1]
+    for section in text.split("\n## ")[1:]:
+        cells = [len(re.split(r"(?<!\\)\|", line)) for line in section.splitlines() if line.startswith("|")]
+        assert len(set(cells)) == 1, section
+    shown = _flat(" ".join(page.text))
+    for name in (*keys, *EVIL_CANDIDATES, metric or EVIL_METRIC, "written by vertebrae <b>0</b>"):
+        assert _flat(name) in shown, name
+    assert "<img" not in text and "<script" not in text and "](javascript:" not in text
+    assert [line for line in text.splitlines() if line.startswith("#")][0] == "# vertebrae leaderboard"
+    assert all(line.startswith("## ") for line in text.splitlines()[1:] if line.startswith("#"))
+

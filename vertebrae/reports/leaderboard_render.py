@@ -1,8 +1,10 @@
 """The leaderboard's formats: the long tidy table as CSV (or a pandas DataFrame, for Parquet), and a page in Markdown
 or HTML: the candidates x benchmarks table (score, rank, verdict against the leader), the standings across
 benchmarks, head to head, and per benchmark its quality-vs-cost table, the cheapest candidate statistically tied with
-the leader and (HTML) a Pareto figure drawn inline as SVG. Every string from a report is escaped for its format
-(``html.escape``; ``\\|`` in a Markdown cell).
+the leader and (HTML) a Pareto figure drawn inline as SVG. Every string from a report (benchmark, dataset identity,
+candidate and metric names, ``--metric``) is escaped for its format: ``html.escape``, and in Markdown every cell,
+heading and line goes through ``vertebrae.reports.text.markdown_text`` (no HTML, link, heading, emphasis, pipe or
+line break from data).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from vertebrae.reports.leaderboard import (
     pareto_front,
     wide_table,
 )
+from vertebrae.reports.text import markdown_text
 
 COST_HEADERS = ("embed s / 1k rows", "peak memory (MB)", "dim", "bytes / vector", "score s")
 
@@ -92,22 +95,18 @@ def _sections(rows: Sequence[Row], standings: Across, cost: str) -> list[tuple[s
     return out
 
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def leaderboard_markdown(rows: Sequence[Row], standings: Across, *, cost: str = "embed_seconds",
                          written_by: str | None = None) -> str:
     """The leaderboard as Markdown; ``written_by`` (``vertebrae.core.provenance.software_line()``) ends it."""
     lines = ["# vertebrae leaderboard", "",
              f"{len({r.candidate for r in rows})} candidate(s) in {len(benchmarks_of(rows))} benchmark(s)."]
     for title, header, cells, note in _sections(rows, standings, cost):
-        lines += ["", f"## {_md(title)}", "", "| " + " | ".join(_md(h) for h in header) + " |",
+        lines += ["", f"## {markdown_text(title)}", "", "| " + " | ".join(markdown_text(h) for h in header) + " |",
                   "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(_md(c) for c in line) + " |" for line in cells]
-        lines += ["", _md(note)]
+        lines += ["| " + " | ".join(markdown_text(c) for c in line) + " |" for line in cells]
+        lines += ["", markdown_text(note)]
     if written_by is not None:
-        lines += ["", _md(written_by)]
+        lines += ["", markdown_text(written_by)]
     return "\n".join(lines) + "\n"
 
 
