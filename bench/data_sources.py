@@ -18,6 +18,12 @@ What is timed, per format, on the same files (images are tiny 8x8 PNGs, so readi
 
 Each side runs twice, alternating, after one untimed warm-up pass (files in the page cache for all); the best of
 the two is reported.
+
+Then planning a sharded source (issue 48): ``vertebrae validate`` of a labelled benchmark over a WebDataset
+pattern of ``--shards`` tiny tar files (100,000 by default; one sample each, written as raw tar blocks), run
+twice: first with no digest cache (every shard hashed, as a first validate does), then again (digests from the
+cache); the same config over a single shard is the baseline (the fixed cost: Snakemake, imports, the dry run).
+Prints ``wds_validate_100k_s=X``, the first (worst) time at 100,000 shards (the issue asks X < 10).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import argparse
 import io
 import os
 import platform
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -120,6 +127,7 @@ def timed(fn, *args) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000, help="images per format (default 100,000)")
+    parser.add_argument("--shards", type=int, default=100_000, help="tar files of the validate case (default 100,000)")
     args = parser.parse_args()
     import webdataset  # noqa: F401  (imported before timing: it imports torch)
 
@@ -153,6 +161,7 @@ def main() -> None:
             ratios[name] = best_mine / best_base
             print(f"{name:<14}{best_mine:>13.2f}{best_base:>14.2f}{ratios[name]:>8.3f}")
         digest_times(root, pattern)
+        validate_times(root / "validate", args.shards)
     print(f"max_ratio={max(ratios.values()):.3f}")
 
 
@@ -177,6 +186,83 @@ def digest_times(root: Path, pattern: str) -> None:
             hashed.append(len(digests.hashed))
         print(f"digests {decl['type']}: first plan {seconds[0]:.2f} s ({hashed[0]} files hashed), "
               f"then {seconds[1]:.2f} s ({hashed[1]} hashed; size and mtime checked)")
+
+
+def write_tiny_shards(folder: Path, n: int) -> float:
+    """``n`` tar files of one sample (an 8x8 PNG and its class), written as raw tar blocks (a tarfile per shard
+    would take minutes at 100,000); returns the seconds taken."""
+    png = _pngs(1)[0]
+
+    def member(name: str, payload: bytes) -> bytes:
+        info = tarfile.TarInfo(name)
+        info.size = len(payload)
+        return info.tobuf(format=tarfile.GNU_FORMAT) + payload + b"\0" * (-len(payload) % 512)
+
+    start = time.perf_counter()
+    folder.mkdir(parents=True)
+    for s in range(n):
+        key = f"sample{s:07d}"
+        label = str(s % CLASSES).encode()
+        blocks = member(f"{key}.png", png) + member(f"{key}.cls", label) + b"\0" * 1024  # the end-of-archive blocks
+        (folder / f"train-{s:06d}.tar").write_bytes(blocks)
+    return time.perf_counter() - start
+
+
+def validate_times(root: Path, shards: int) -> None:
+    """``vertebrae validate`` of one labelled benchmark over ``shards`` tar files (see the module docstring)."""
+    repo = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)}
+
+    def validate(n: int, digests: bool) -> float:
+        last = f"{n - 1:06d}"
+        pattern = f"shards-{n}/train-{{000000..{last}}}.tar" if n > 1 else "shards-1/train-000000.tar"
+        config = root / f"validate-{n}.yaml"
+        config.write_text("benchmarks:\n  wds:\n    dataset:\n      source: {type: webdataset, path: "
+                          f"'{pattern}', image_key: png}}\n    extractors:\n      clip: {{type: open_clip, model: "
+                          "ViT-B-32, pretrained: laion2b_s34b_b79k}\n", encoding="utf-8")
+        if not digests:
+            (root / ".vertebrae" / "digests.json").unlink(missing_ok=True)
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "vertebrae", "validate", str(config)], cwd=root, env=env,
+                              capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        assert proc.returncode == 0 and ": valid;" in proc.stdout, proc.stdout + proc.stderr
+        return seconds
+
+    root.mkdir()
+    wrote = write_tiny_shards(root / "shards-1", 1) + write_tiny_shards(root / f"shards-{shards}", shards)
+    old = time.time() - 60  # past the digest cache's racy window, as a user's files are
+    for folder in (root / "shards-1", root / f"shards-{shards}"):
+        for path in folder.iterdir():
+            os.utime(path, (old, old))
+    fixed = min(validate(1, False), validate(1, False))
+    first = validate(shards, False)
+    again = validate(shards, True)
+    per_shard = (first - fixed) / shards * 1e6
+    print(f"validate webdataset: {shards:,} one-sample shards (written in {wrote:.1f} s): first {first:.2f} s "
+          f"(every shard hashed), again {again:.2f} s (digests cached); one shard {fixed:.2f} s; "
+          f"{per_shard:.0f} us per shard; planning alone {plan_time(root, root / f'validate-{shards}.yaml'):.2f} s "
+          "(validate plans twice: here, then in Snakemake's dry run)")
+    name = "100k" if shards == 100_000 else f"{shards}_shards"
+    print(f"wds_validate_{name}_s={first:.2f}")
+
+
+def plan_time(root: Path, config: Path) -> float:
+    """Seconds of ``vertebrae.planning.plan`` of ``config`` in this process (headers read anew), as validate calls it."""
+    from vertebrae.cli.commands import merged_config
+    from vertebrae.data.sources import webdataset as wds
+    from vertebrae.planning import plan
+
+    here = Path.cwd()
+    os.chdir(root)  # relative paths in a config resolve against the working folder
+    try:
+        merged = merged_config([config])
+        wds._INDEX.clear()
+        start = time.perf_counter()
+        plan(merged)
+        return time.perf_counter() - start
+    finally:
+        os.chdir(here)
 
 
 if __name__ == "__main__":

@@ -5,15 +5,19 @@ file name, as WebDataset splits it), its row id is that key.
 - ``image_key``: the image member's extension, alternatives separated by ``;`` (``jpg;jpeg;png;webp``: the first
   present is taken);
 - ``label_key``: ``cls`` (an integer as text), ``txt`` (the label text) or ``json`` (with ``label_field``, the
-  field of the object holding the label); any other extension is read as text.
+  field of the object holding the label); any other extension is read as text;
+- ``max_shards``: the most files the pattern may name (:data:`MAX_SHARDS` when null); a pattern is counted
+  before it is expanded (:func:`brace_count`), so a slip like ``{0..999999999}`` is refused at once.
 
 The shards are read with :mod:`tarfile`, not the ``webdataset`` library: a row must stay addressable on its own
 (a reference to its member's bytes by offset, :mod:`vertebrae.core.image_refs`) so an embedding job reads, and a
 DataLoader worker decodes, only its rows, whereas ``webdataset`` streams whole shards in order (and importing it
-imports torch). The headers of every shard are scanned to count rows (cheap: one 512-byte header per member);
-the labels and images are read only from the shards that hold the requested rows. An embedding shard job does
-not even scan the others: its plan records every shard's count and digest (``wds_tars``, ``read_planned_rows``). Compressed shards
-(``.tar.gz``) cannot be addressed by offset and are refused.
+imports torch). The headers of every shard are scanned to count rows (cheap: one 512-byte header per member,
+read directly for plain ustar / GNU headers as tarfile reads them, by tarfile itself otherwise); the labels and
+images are read only from the shards that hold the requested rows. An embedding shard job does not even scan the
+others: its plan records every shard's count and digest (``wds_tars``, ``read_planned_rows``). Compressed shards
+(``.tar.gz``) cannot be addressed by offset and are refused. Planning is linear in the shard count: the pattern is
+counted before it is expanded, expanded once per process, and its duplicates found with a counter.
 
 Problems name the shard and the sample key: a shard missing, a sample without its image or label member, a label
 that does not parse; an image that does not decode is refused when an extractor reads it, naming the row (the
@@ -26,7 +30,10 @@ import json
 import operator
 import os
 import re
+import string
 import tarfile
+import zlib
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,36 +70,137 @@ class WebDatasetSpec:
     @classmethod
     def from_decl(cls, opts: Mapping[str, Any], *, base_dir: Path, where: str, check_files: bool = True) -> WebDatasetSpec:
         """The spec of a declaration; ``check_files=False`` (a planned job, ``read_planned_rows``): the shards are
-        not looked at here, the job checks the ones it reads."""
-        from braceexpand import braceexpand
-
+        not looked at here, the job checks the ones it reads. A pattern naming more than ``max_shards`` files
+        (:data:`MAX_SHARDS` when null) is refused before it is expanded (:func:`brace_count`)."""
         pattern = str(opts["path"])
-        shards = []
-        for name in braceexpand(pattern):
-            path = Path(name)
-            shards.append(path if path.is_absolute() else Path(base_dir) / path)
-        repeated = sorted({str(p) for p in shards if shards.count(p) > 1})
-        if repeated:
-            raise ConfigError(f"{where}.path: {pattern!r} names shard(s) more than once: {', '.join(repeated[:5])}")
-        missing = [str(p) for p in shards if check_files and not p.is_file()]
+        bound = MAX_SHARDS if opts.get("max_shards") is None else _check_max_shards(opts["max_shards"], where)
+        try:
+            named = brace_count(pattern)
+        except (ValueError, RecursionError) as exc:  # braceexpand's UnbalancedBracesError is a ValueError
+            raise ConfigError(f"{where}.path: {pattern!r} is not a brace pattern braceexpand reads: {exc}") from None
+        if named > bound:
+            raise ConfigError(f"{where}.path: {pattern!r} names {named:,} shard(s), more than the bound of {bound:,}; "
+                              f"fix the pattern, or raise {where}.max_shards if it is meant")
+        shards, names, bad_suffix = _expand(pattern, base_dir, where)
+        missing = [name for name in names if not os.path.isfile(name)] if check_files else []
         if missing:
             raise ConfigError(f"{where}.path: {len(missing)} of {len(shards)} shard(s) of {pattern!r} not found: "
                               f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-        for path in shards:
-            if path.suffix.lower() != ".tar":
-                hint = " (gzip-compressed: `gunzip` it, or name the .tar files it holds)" if path.name.lower().endswith(
-                    (".tar.gz", ".tgz")) else ""
-                raise ConfigError(f"{where}.path: shard {path} is not an uncompressed .tar file{hint}; members are read "
-                                  "by offset, so each row is read alone, which a compressed shard does not allow")
+        if bad_suffix is not None:
+            path = bad_suffix
+            hint = " (gzip-compressed: `gunzip` it, or name the .tar files it holds)" if path.name.lower().endswith(
+                (".tar.gz", ".tgz")) else ""
+            raise ConfigError(f"{where}.path: shard {path} is not an uncompressed .tar file{hint}; members are read "
+                              "by offset, so each row is read alone, which a compressed shard does not allow")
         label_key = opts.get("label_key", "cls")
         if label_key == "json" and not opts.get("label_field"):
             raise ConfigError(f"{where}.label_field: required with label_key 'json' (the field holding the label)")
-        return cls(pattern, tuple(shards), opts.get("image_key", "jpg;jpeg;png;webp"), label_key,
+        return cls(pattern, shards, opts.get("image_key", "jpg;jpeg;png;webp"), label_key,
                    opts.get("label_field"), where)
 
     @property
     def image_keys(self) -> tuple[str, ...]:
         return tuple(k.strip().lower() for k in self.image_key.split(";") if k.strip())
+
+
+#: The most files a ``path`` pattern may name unless its declaration raises the bound (``max_shards``): a pattern is
+#: counted before it is expanded, so a slip such as ``{0..999999999}`` is refused at once, not after gigabytes.
+MAX_SHARDS = 1_000_000
+
+# braceexpand 0.1.7's grammar (its own expressions, copied so that a pattern counts exactly as it expands)
+_INT_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.-?(\d+))?$")
+_CHAR_RANGE = re.compile(r"^([A-Za-z])\.\.([A-Za-z])(?:\.\.-?(\d+))?$")
+_ALPHABET = string.ascii_uppercase + string.ascii_lowercase
+_EXPANDED: dict[tuple[str, str], tuple[tuple[Path, ...], tuple[str, ...], Path | None]] = {}
+_EXPANDED_KEPT = 4
+
+
+def brace_count(pattern: str) -> int:
+    """How many names ``braceexpand(pattern)`` yields, counted without expanding it: its grammar followed step by
+    step (``\\`` escapes the next character; ``{a,b}`` alternatives add up, ``{0..9}`` / ``{000..099}`` /
+    ``{4..1}`` / ``{0..10..2}`` integer and ``{a..e}`` letter ranges count their members, a group that is neither
+    is literal text; the groups of a pattern multiply). ValueError for an unbalanced pattern, as braceexpand."""
+    count, start, pos, depth = 1, 0, 0, 0
+    while pos < len(pattern):
+        char = pattern[pos]
+        if char == "\\":
+            pos += 2
+            continue
+        if char == "{":
+            if depth == 0:
+                start = pos
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                count *= _expression_count(pattern[start + 1:pos])
+                start = pos + 1
+        pos += 1
+    if depth != 0:
+        raise ValueError(f"Unbalanced braces: {pattern!r}")
+    return count
+
+
+def _expression_count(expr: str) -> int:
+    match = _INT_RANGE.match(expr)
+    if match:
+        first, last, step = int(match.group(1)), int(match.group(2)), int(match.group(3) or 1) or 1
+        return abs(last - first) // step + 1  # range(first, last + 1, step), or down by step
+    match = _CHAR_RANGE.match(expr)
+    if match:
+        step = int(match.group(3) or 1) or 1
+        first, last = _ALPHABET.index(match.group(1)), _ALPHABET.index(match.group(2))
+        if first < last:
+            return len(_ALPHABET[first:last + 1:step])
+        return len(_ALPHABET[first:(last or -len(_ALPHABET)) - 1:-step])
+    parts, start, pos, depth = [], 0, 0, 0
+    while pos < len(expr):
+        char = expr[pos]
+        if char == "\\":
+            pos += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(expr[start:pos])
+            start = pos + 1
+        pos += 1
+    if depth != 0 or not parts:
+        return brace_count(expr)  # no alternatives: the group is text, ``{`` + expr + ``}``
+    parts.append(expr[start:])
+    return sum(brace_count(part) for part in parts)
+
+
+def _check_max_shards(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}.max_shards: must be a positive integer (the most shards the path pattern may "
+                          f"name; default {MAX_SHARDS:,}), got {value!r}")
+    return value
+
+
+def _expand(pattern: str, base_dir: Path, where: str) -> tuple[tuple[Path, ...], tuple[str, ...], Path | None]:
+    """``(paths, their names, the first shard not named .tar or None)`` of a pattern (relative names under
+    ``base_dir``); the duplicates are refused. A pure function of its arguments, kept for the last few patterns:
+    planning builds one spec several times (the row count, the identity, the segments, the tar digests)."""
+    key = (pattern, os.fspath(base_dir))
+    found = _EXPANDED.get(key)
+    if found is not None:
+        return found
+    from braceexpand import braceexpand
+
+    base = Path(base_dir)
+    shards = tuple(Path(base, name) for name in braceexpand(pattern))  # an absolute name stays itself
+    names = tuple(map(str, shards))  # equal paths, equal names (a path's text is its normalised parts)
+    repeated = sorted(name for name, times in Counter(names).items() if times > 1)
+    if repeated:
+        raise ConfigError(f"{where}.path: {pattern!r} names shard(s) more than once: {', '.join(repeated[:5])}")
+    bad_suffix = next((path for path in shards if path.suffix.lower() != ".tar"), None)
+    while len(_EXPANDED) >= _EXPANDED_KEPT:
+        _EXPANDED.pop(next(iter(_EXPANDED)))
+    _EXPANDED[key] = found = (shards, names, bad_suffix)
+    return found
 
 
 def shard_index(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
@@ -102,24 +210,91 @@ def shard_index(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
     cache_key = (str(path), st.st_size, st.st_mtime_ns)
     if cache_key in _INDEX:
         return _INDEX[cache_key]
-    samples: list[tuple[str, dict[str, tuple[int, int]]]] = []
     try:
-        with tarfile.open(path, "r:") as tar:
-            for member in tar:
-                if not member.isfile():
-                    continue
-                match = _KEY.match(member.name)
-                if match is None:
-                    continue  # a file without an extension is no sample member (WebDataset skips it too)
-                key, ext = match.group(1), match.group(2).lower()
-                if samples and samples[-1][0] == key:
-                    samples[-1][1][ext] = (member.offset_data, member.size)
-                else:
-                    samples.append((key, {ext: (member.offset_data, member.size)}))
+        members = _plain_members(path)
+        if members is None:
+            with tarfile.open(path, "r:") as tar:
+                members = [(m.name, m.offset_data, m.size) for m in tar if m.isfile()]
     except (tarfile.TarError, OSError) as exc:
         raise ValidationError(f"shard {path} is not a readable tar file: {exc}") from None
+    samples: list[tuple[str, dict[str, tuple[int, int]]]] = []
+    for name, offset, size in members:
+        match = _KEY.match(name)
+        if match is None:
+            continue  # a file without an extension is no sample member (WebDataset skips it too)
+        key, ext = match.group(1), match.group(2).lower()
+        if samples and samples[-1][0] == key:
+            samples[-1][1][ext] = (offset, size)
+        else:
+            samples.append((key, {ext: (offset, size)}))
     _INDEX[cache_key] = samples
     return samples
+
+
+# A plain header: every number field octal digits between spaces (then a NUL and anything), as tarfile's ``nti``
+# reads them; member types: regular files (data follows) and the types without data tarfile keeps (links,
+# devices, directories, FIFOs). Any other header (pax, GNU long names or sparse files, base-256 numbers, a signed
+# checksum) and any irregular end goes to tarfile itself.
+_OCTAL = re.compile(rb" *[0-7]* *(?:\0.*)?", re.DOTALL)
+_TARFILE_NUMBERS = re.compile(rb"[0-7]{7}\0[0-7]{7}\0[0-7]{7}\0[0-7]{11}\0[0-7]{11}\0[0-7]{6}\0 ")  # 100:156 as
+_TARFILE_DEVICES = re.compile(rb"(?:[0-7]{7}\0|\0{8}){2}")  # (329:345) tarfile and GNU tar write them: checked first
+_NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (148, 156), (329, 337), (337, 345))
+_REGULAR = frozenset(b"07\0")
+_NO_DATA = frozenset(b"123456")
+_HEAD = 1 << 16
+
+
+def _plain_members(path: Path) -> list[tuple[str, int, int]] | None:
+    """``[(name, data offset, size)]`` of a tar file's regular files, read from its 512-byte headers exactly as
+    :mod:`tarfile` reads them (``TarInfo.frombuf``, ``TarFile.next``), for an archive of plain ustar / GNU
+    headers; None for any other archive, which tarfile then reads (a tarfile open costs more than the few headers
+    of a small shard)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        end = os.fstat(fd).st_size
+        head = _pread(fd, _HEAD, 0)
+        members, offset = [], 0
+        while True:
+            buf = head[offset:offset + 512] if offset + 512 <= len(head) else _pread(fd, 512, offset)
+            if len(buf) != 512:
+                return None  # an archive without its end blocks, or a truncated one
+            if buf.count(0) == 512:
+                return members  # the end-of-archive block
+            if not (_TARFILE_NUMBERS.fullmatch(buf, 100, 156) and _TARFILE_DEVICES.fullmatch(buf, 329, 345)) and any(
+                    _OCTAL.fullmatch(buf, lo, hi) is None for lo, hi in _NUMBER_FIELDS):
+                return None
+            if int(buf[148:156].split(b"\0", 1)[0].strip() or b"0", 8) != _byte_sum(buf) - sum(buf[148:156]) + 256:
+                return None  # a bad or signed checksum
+            kind = buf[156]
+            name = buf[:100].split(b"\0", 1)[0].decode(tarfile.ENCODING, "surrogateescape")
+            if kind not in _REGULAR and kind not in _NO_DATA or kind == 0 and name.endswith("/"):
+                return None  # another type, or an old-style directory
+            prefix = buf[345:500].split(b"\0", 1)[0].decode(tarfile.ENCODING, "surrogateescape")
+            if prefix:
+                name = prefix + "/" + name
+            offset += 512
+            if kind in _REGULAR:
+                size = int(buf[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
+                members.append((name, offset, size))
+                offset += -(-size // 512) * 512
+                if offset > end:
+                    return None  # its data cut short
+    finally:
+        os.close(fd)
+
+
+def _read_at(fd: int, size: int, offset: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)
+
+
+_pread = getattr(os, "pread", _read_at)  # not on Windows
+
+
+def _byte_sum(block: bytes) -> int:
+    """``sum(block)`` of a 512-byte block, in C: Adler-32's low half is 1 + the byte sum modulo 65521, and the sum
+    of 256 bytes (at most 65,280) never reaches the modulus."""
+    return (zlib.adler32(block[:256]) & 0xFFFF) + (zlib.adler32(block[256:]) & 0xFFFF) - 2
 
 
 def shard_counts(spec: WebDatasetSpec) -> list[int]:
@@ -182,7 +357,27 @@ def read_wds_rows(spec: WebDatasetSpec, rows: Any = None) -> WDSRows:
 def wds_tars(spec: WebDatasetSpec, digests: FileDigests) -> list[list]:
     """``[[rows, sha256], ...]``: each shard's sample count (headers) and digest, in order. An embedding plan records
     them so a shard job reads only its own tar files (``read_planned_rows``)."""
-    return [[count, digests.digest(path)] for path, count in zip(spec.shards, shard_counts(spec))]
+    counts = shard_counts(spec)  # an unreadable tar is named as such before any digest
+    return [[count, sha256] for count, sha256 in zip(counts, shard_digests(spec, digests))]
+
+
+def shard_digests(spec: WebDatasetSpec, digests: FileDigests) -> list[str]:
+    """The SHA-256 of every shard, in order, as ``digests.digest(path)`` gives it (cached by the resolved path, size
+    and mtime): each folder is resolved once, not each of its shards (a resolve costs a system call per path
+    component); a shard that is itself a symbolic link is resolved on its own."""
+    folders: dict[str, str] = {}
+    found = []
+    for path in spec.shards:
+        name = os.fspath(path)
+        if os.path.islink(name):
+            found.append(digests.digest(path))
+            continue
+        folder, base = os.path.split(name)
+        real = folders.get(folder)
+        if real is None:
+            real = folders[folder] = os.path.realpath(folder)
+        found.append(digests.digest(os.path.join(real, base), resolved=True))
+    return found
 
 
 def read_planned_rows(spec: WebDatasetSpec, tars: Any, rows: Any, digests: FileDigests) -> WDSRows:
@@ -248,18 +443,18 @@ def wds_recipe(spec: WebDatasetSpec, options: Mapping[str, Any], digests: FileDi
     """The ``files`` identity recipe: the options and the SHA-256 of every shard, in order. ``batches: "per_tar"``
     marks that its rows are embedded in batches that restart at every tar file (``wds_segments``): a model's output
     for a row may differ in its last bits from the one a batch across tar files gave, so the key differs too."""
-    return {**{k: v for k, v in options.items() if k != "path"}, "batches": "per_tar",
-            "shards": [digests.digest(path) for path in spec.shards]}
+    return {**{k: v for k, v in options.items() if k not in ("path", "max_shards")}, "batches": "per_tar",
+            "shards": shard_digests(spec, digests)}
 
 
-__all__ = ["LABEL_KEYS", "WDSRows", "WebDatasetSpec", "check_first_shard", "load_planned_source_rows",
-           "read_planned_rows", "read_wds_rows", "shard_counts", "shard_index", "source_segments", "source_tars",
-           "wds_recipe", "wds_segments", "wds_tars"]
+__all__ = ["LABEL_KEYS", "MAX_SHARDS", "WDSRows", "WebDatasetSpec", "brace_count", "check_first_shard",
+           "load_planned_source_rows", "read_planned_rows", "read_wds_rows", "shard_counts", "shard_digests",
+           "shard_index", "source_segments", "source_tars", "wds_recipe", "wds_segments", "wds_tars"]
 
 
 # --------------------------------------------------------------------------------------------------------
 # the ``webdataset`` source type: {"type": "webdataset", "path": "shards/train-{000000..000099}.tar", "image_key":
-# "jpg;jpeg;png;webp", "label_key": "cls", "label_field": None}
+# "jpg;jpeg;png;webp", "label_key": "cls", "label_field": None, "max_shards": None}
 
 
 def _spec(opts: dict[str, Any], base_dir: Path, where: str) -> WebDatasetSpec:
@@ -306,6 +501,7 @@ def load_planned_source_rows(opts: dict[str, Any], tars: Any, *, base_dir: Path,
 
 
 FORMAT = SourceFormat(
-    keys={"path": _REQUIRED, "image_key": "jpg;jpeg;png;webp", "label_key": "cls", "label_field": None},
-    count=_count, load=_load, files_recipe=_files_recipe,
+    keys={"path": _REQUIRED, "image_key": "jpg;jpeg;png;webp", "label_key": "cls", "label_field": None,
+          "max_shards": None},
+    count=_count, load=_load, files_recipe=_files_recipe, values={"max_shards": _check_max_shards},
 )
