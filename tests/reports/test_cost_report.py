@@ -91,6 +91,22 @@ def test_costs_from_benchmark_records(tied, tmp_path):
     assert cost["peak_memory_mb"] == 101 and cost["score_seconds"] is None  # no score record: unknown
 
 
+def test_a_record_measured_at_zero_memory_is_unmeasured_not_zero(tmp_path):
+    """Snakemake writes max_rss 0.00 when its one sample of a short job found the process gone: unknown, so a peak is
+    the largest memory measured, and no peak at all when none was."""
+    from vertebrae.reports.costs import candidate_cost
+
+    records = tmp_path / "benchmarks" / "embed_shard" / "e"
+    records.mkdir(parents=True)
+    candidate = {"embedding_metadata": {"fingerprint": "e", "n_rows": 100, "dim": 4, "dtype": "float32"}}
+    (records / "shard-0-of-2.tsv").write_text("s\tmax_rss\n1.0\t0.00\n", encoding="utf-8")
+    (records / "shard-1-of-2.tsv").write_text("s\tmax_rss\n1.0\t0.00\n", encoding="utf-8")
+    cost = candidate_cost(candidate, tmp_path / "benchmarks")
+    assert cost.peak_memory_mb is None and cost.embed_seconds_per_1k_rows == 20.0  # the times were measured
+    (records / "shard-1-of-2.tsv").write_text("s\tmax_rss\n1.0\t42.5\n", encoding="utf-8")
+    assert candidate_cost(candidate, tmp_path / "benchmarks").peak_memory_mb == 42.5
+
+
 def test_a_compressed_variant_costs_its_source_embedding_and_its_compression(tmp_path):
     from vertebrae.reports.costs import candidate_cost
 

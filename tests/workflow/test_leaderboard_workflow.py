@@ -73,7 +73,9 @@ def test_the_leaderboard_shows_every_config_and_reads_back_with_pandas(workdir):
     assert flowers.loc["raw", "bytes_per_vector"] == 4 * 8  # four float64 values
     assert set(long.dataset_identity) == {"declared:iris-a@1", "declared:iris-search@1", "declared:wine@1"}
     # costs from the jobs' own benchmark records: known and positive, never zero
-    assert (long.embed_seconds_per_1k_rows > 0).all() and (long.peak_memory_mb > 0).all()
+    assert (long.embed_seconds_per_1k_rows > 0).all()
+    # a job too short for Snakemake to sample leaves its peak unknown (never 0): every known peak is positive
+    assert (long.peak_memory_mb.dropna() > 0).all() and long.peak_memory_mb.notna().sum() >= 2
     assert (long.score_seconds > 0).all()
     assert set(long.verdict) <= {"leader", "tied", "n/a"}
     page = vertebrae(workdir, "leaderboard", "--cost", "dim").stdout

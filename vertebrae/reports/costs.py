@@ -53,7 +53,9 @@ class Cost:
 
 
 def read_record(path: Path) -> dict[str, float] | None:
-    """The ``s`` and ``max_rss`` of a Snakemake benchmark record (its last repeat); None when unreadable."""
+    """The ``s`` and ``max_rss`` of a Snakemake benchmark record (its last repeat); None when unreadable. A
+    ``max_rss`` that is missing, ``NA`` or not above 0 is NaN (unmeasured): no process runs in 0 MB, and Snakemake
+    writes 0.00 when its only sample of a short job found the job's process already exited."""
     try:
         with open(path, encoding="utf-8", newline="") as handle:
             rows = list(csv.DictReader(handle, delimiter="\t"))
@@ -62,6 +64,8 @@ def read_record(path: Path) -> dict[str, float] | None:
         memory = float(rss) if rss not in (None, "", "NA", "-") else math.nan
     except (OSError, ValueError, KeyError, IndexError, TypeError):
         return None
+    if not memory > 0:
+        memory = math.nan
     return {"s": seconds, "max_rss": memory} if math.isfinite(seconds) else None
 
 
