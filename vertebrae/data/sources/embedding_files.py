@@ -361,9 +361,8 @@ def _layout_hdf5(f: EmbeddingFile, given: str | None) -> tuple[str | None, int, 
     from vertebrae.data.sources.hdf5 import h5_external_links, h5_refuse_indirect
 
     with _open_h5(f.path) as handle:
-        for key, name in (("ids", f.ids_member), ("dataset", given)):
-            if name is not None:
-                h5_refuse_indirect(handle, name, f.path, f"{f.where}.{key}")
+        if f.ids_member is not None:
+            h5_refuse_indirect(handle, f.ids_member, f.path, f"{f.where}.ids")
         names = _h5_names(handle)
         names += [name for name in h5_external_links(handle) if name not in names]
         if f.ids_member is not None and f.ids_member not in names:
