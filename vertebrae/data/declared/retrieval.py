@@ -55,6 +55,8 @@ from vertebrae.data.declared.sides import (
 )
 from vertebrae.data.sources.files import manifest_recipe, source_files_recipe
 from vertebrae.data.sources import GROUPS_KEYS, load_source, source_row_count
+from vertebrae.data.sources.checks import open_npz
+from vertebrae.data.sources.npz import _npz_array
 
 GRADES = ("label", "label_and_mean")
 
@@ -146,13 +148,13 @@ def _records(path: Path, query_ids: list, gallery_ids: list, where: str) -> list
 
 def _npz_pair(decl: Mapping[str, Any], base_dir: Path, where: str) -> RetrievalSourceData:
     path = _resolve(base_dir, decl.get("path"), f"{where}.path")
-    with np.load(path, allow_pickle=False) as archive:
+    with open_npz(path) as archive:  # a truncated or corrupt archive is refused naming the file
         arrays = {}
         for key, default in _NPZ_KEYS:
             name = decl.get(key, default)
             if name not in archive.files:
                 raise ConfigError(f"{where}.{key}: {path} has no array {name!r}; it has {sorted(archive.files)}")
-            arrays[default] = archive[name]
+            arrays[default] = _npz_array(archive, name, path)
     query_ids, gallery_ids = arrays["query_ids"].tolist(), arrays["gallery_ids"].tolist()
     records = _records(_resolve(base_dir, decl.get("relevance_path"), f"{where}.relevance_path"), query_ids, gallery_ids,
                        where)

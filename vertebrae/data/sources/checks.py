@@ -3,6 +3,8 @@ shapes and dtypes, label/id lengths and dtypes, UTF-8 decoding, ``.npy`` headers
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,8 @@ _FEATURE_KINDS = "iuf"  # numeric feature dtypes: signed/unsigned integers and f
 _LABEL_KINDS = "biufUS"  # bool, numbers, text
 _ID_KINDS = "iuUS"  # integers and text
 _GROUP_KINDS = _ID_KINDS  # independence groups: integers and text, like row ids
+#: What reading a damaged file raises: a truncated or corrupt .npz (a zip archive) fails in zipfile or zlib
+READ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,8 @@ def _read_npy_header(fh: Any, what: str) -> tuple[tuple[int, ...], np.dtype]:
             shape, _fortran, dtype = fmt.read_array_header_1_0(fh)
         else:
             shape, _fortran, dtype = fmt.read_array_header_2_0(fh)
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValidationError(f"{what} is not a readable .npy array: {exc}") from None
+    except READ_ERRORS as exc:
+        raise ValidationError(f"{what} is not a readable .npy array (truncated or corrupt?): {exc}") from None
     return tuple(shape), np.dtype(dtype)
 
 
@@ -190,8 +194,8 @@ def open_npz(path: Path, *, single_array_hint: str = "") -> Any:
     plain .npy (one array), followed by ``single_array_hint``."""
     try:
         archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValidationError(f"{path} is not a readable .npz archive: {exc}") from None
+    except READ_ERRORS as exc:  # a truncated archive: zipfile.BadZipFile
+        raise ValidationError(f"{path} is not a readable .npz archive (truncated or corrupt?): {exc}") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise ValidationError(f"{path} is not an .npz archive (it holds a single array){single_array_hint}")
     return archive

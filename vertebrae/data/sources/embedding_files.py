@@ -325,7 +325,7 @@ def _open_npz(path: Path) -> Any:
 
 
 def _layout_npz(f: EmbeddingFile, given: str | None) -> tuple[str | None, int, int]:
-    from vertebrae.data.sources.checks import _read_npy_header
+    from vertebrae.data.sources.checks import READ_ERRORS, _read_npy_header
 
     with _open_npz(f.path) as archive:
         names = list(archive.files)
@@ -333,7 +333,12 @@ def _layout_npz(f: EmbeddingFile, given: str | None) -> tuple[str | None, int, i
             raise ConfigError(f"{f.where}.ids: key {f.ids_member!r} not found in {f.path}; available: {_listing(names)}")
         member = _pick_member(names, given, f.ids_member, key="key", path=f.path, where=f.where, kind="key")
         entries = archive.zip.namelist()
-        with archive.zip.open(member + ".npy" if member + ".npy" in entries else member) as handle:
+        try:
+            handle = archive.zip.open(member + ".npy" if member + ".npy" in entries else member)
+        except READ_ERRORS as exc:  # a damaged member's local header
+            raise ValidationError(f"{f.path}[{member!r}] is not a readable array (truncated or corrupt?): "
+                                  f"{exc}") from None
+        with handle:
             shape, dtype = _read_npy_header(handle, f"{f.path}[{member!r}]")
     return (member, *_check_matrix(shape, dtype, f"{f.path}[{member!r}]"))
 
@@ -419,10 +424,13 @@ def _layout_parquet(f: EmbeddingFile, given: str | None) -> tuple[str | None, in
 def _read_member(f: EmbeddingFile, name: str) -> np.ndarray:
     if f.format == "npz":
         with _open_npz(f.path) as archive:
+            from vertebrae.data.sources.checks import READ_ERRORS
+
             try:
                 return archive[name]
-            except (ValueError, OSError, EOFError) as exc:
-                raise ValidationError(f"{f.path}[{name!r}] is not a readable array: {exc}") from None
+            except READ_ERRORS as exc:  # a truncated member: zipfile.BadZipFile, EOFError or zlib.error
+                raise ValidationError(f"{f.path}[{name!r}] is not a readable array (truncated or corrupt?): "
+                                      f"{exc}") from None
     with _open_h5(f.path) as handle:
         return np.asarray(handle[name][()])
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.data.sources.checks import (
+    READ_ERRORS,
     _GROUP_KINDS,
     _ID_KINDS,
     _LABEL_KINDS,
@@ -39,7 +40,11 @@ def _npz_require(archive: Any, opts: Mapping[str, Any], key: str, path: Path, wh
 def _npz_member_header(archive: Any, name: str, path: Path) -> tuple[tuple[int, ...], np.dtype]:
     members = archive.zip.namelist()
     member = name + ".npy" if name + ".npy" in members else name
-    with archive.zip.open(member) as fh:
+    try:
+        fh = archive.zip.open(member)
+    except READ_ERRORS as exc:  # a damaged member's local header
+        raise ValidationError(f"{path}[{name!r}] is not a readable array (truncated or corrupt?): {exc}") from None
+    with fh:
         return _read_npy_header(fh, f"{path}[{name!r}]")
 
 
@@ -74,8 +79,8 @@ def _count(opts: dict[str, Any], base_dir: Path, where: str) -> int:
 def _npz_array(archive: Any, name: str, path: Path) -> np.ndarray:
     try:
         return archive[name]
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValidationError(f"{path}[{name!r}] is not a readable array: {exc}") from None
+    except READ_ERRORS as exc:  # a truncated member: zipfile.BadZipFile, EOFError or zlib.error
+        raise ValidationError(f"{path}[{name!r}] is not a readable array (truncated or corrupt?): {exc}") from None
 
 
 def _npz_groups(archive: Any, opts: Mapping[str, Any], path: Path, where: str, n: int, fwhat: str):

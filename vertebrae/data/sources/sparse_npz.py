@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ValidationError
-from vertebrae.data.sources.checks import SourceData, _aux_columns, _check_features_meta, open_npz
+from vertebrae.data.sources.checks import READ_ERRORS, SourceData, _aux_columns, _check_features_meta, open_npz
 from vertebrae.data.sources.keys import _REQUIRED, SourceFormat, _check_rows, _listing, _resolve
 from vertebrae.data.sources.npy import _with_columns
 from vertebrae.data.sources.npz import _npz_array
@@ -41,7 +41,7 @@ def _load(opts: dict[str, Any], base_dir: Path, where: str, rows: Any) -> Source
     _sparse_shape(path)  # clear error for a non-sparse archive
     try:
         matrix = scipy.sparse.load_npz(path)
-    except (ValueError, OSError, EOFError, KeyError) as exc:
+    except (*READ_ERRORS, KeyError) as exc:
         raise ValidationError(f"{path} is not a readable scipy.sparse .npz: {exc}") from None
     _check_features_meta(matrix.shape, matrix.dtype, str(path))
     matrix = matrix.tocsr()
