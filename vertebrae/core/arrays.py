@@ -1,4 +1,5 @@
-"""Matrix checks shared by every protocol: numeric 2-D matrices, finite rows, row ids, block stacking."""
+"""Matrix checks shared by every protocol: numeric 2-D matrices, finite rows, row ids, block stacking, and the
+scale rule (exact power-of-two rescaling: `binary_exponents`, `to_unit_peak`, `rows_to_unit_peak`)."""
 
 from __future__ import annotations
 
@@ -72,12 +73,15 @@ def check_finite(matrix: np.ndarray | sp.csr_matrix, row_ids: Sequence[str], *, 
         raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}{more}")
 
 
-def power_of_two_factor(*matrices: Any) -> float:
-    """The power of two that brings the largest absolute value of ``matrices`` into [0.5, 1) (1.0 when all are zero).
+def binary_exponents(peaks: Any) -> np.ndarray:
+    """``frexp`` exponent of each magnitude in ``peaks`` (0 for zero or non-finite): ``peak * 2**-e`` lies in
+    [0.5, 1). The one place vertebrae computes the exponent of its scale rule (docs/protocols/labelled.md, "Scale")."""
+    peaks = np.asarray(peaks, dtype=np.float64)
+    return np.where(np.isfinite(peaks) & (peaks > 0), np.frexp(peaks)[1], 0)
 
-    Multiplying by it is exact for normal values, so a matrix and any power-of-two multiple of it rescale to the same
-    bits, and any positive multiple to the same values up to rounding (scale-free scoring, issue 32).
-    """
+
+def peak_magnitude(*matrices: Any) -> float:
+    """The largest absolute value of ``matrices`` (dense or sparse; 0.0 when all are empty or zero)."""
     largest = 0.0
     for matrix in matrices:
         values = matrix.data if sp.issparse(matrix) else np.asarray(matrix)
@@ -85,9 +89,59 @@ def power_of_two_factor(*matrices: Any) -> float:
             largest = max(largest, float(np.maximum(np.max(values), -np.min(values))))
         elif values.size:
             largest = max(largest, float(np.max(np.abs(values))))
-    if largest == 0.0 or not np.isfinite(largest):
-        return 1.0
-    return float(np.ldexp(1.0, -int(np.frexp(largest)[1])))
+    return largest
+
+
+def peak_exponent(*matrices: Any) -> int:
+    """``binary_exponents`` of the largest absolute value of ``matrices`` (0 when all are zero)."""
+    return int(binary_exponents(peak_magnitude(*matrices)))
+
+
+def power_of_two_factor(*matrices: Any) -> float:
+    """``2**-peak_exponent(matrices)``: it brings the largest absolute value of ``matrices`` into [0.5, 1) (1.0 when
+    all are zero); capped at 2**1023, the largest finite power of two, so subnormal input scales up, not to inf.
+
+    Multiplying by it is exact for normal values, so a matrix and any power-of-two multiple of it rescale to the same
+    bits, and any positive multiple to the same values up to rounding (scale-free scoring, issue 32).
+    """
+    return float(np.ldexp(1.0, min(-peak_exponent(*matrices), 1023)))
+
+
+def times_power_of_two(matrix: np.ndarray | sp.csr_matrix, exponent: int) -> np.ndarray | sp.csr_matrix:
+    """``matrix * 2**exponent`` by ``np.ldexp``: exact wherever the result is a normal number (only the binary
+    exponents change; a subnormal scales up without loss). Float dtypes are kept (others become float64); CSR stays
+    CSR; the matrix itself when the exponent is 0, else a new one."""
+    if sp.issparse(matrix):
+        if exponent == 0 and matrix.dtype.kind == "f":
+            return matrix
+        out = sp.csr_matrix(matrix, copy=True)
+        out.data = _ldexp(out.data, exponent)
+        return out
+    return _ldexp(np.asarray(matrix), exponent)
+
+
+def to_unit_peak(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray | sp.csr_matrix:
+    """``matrix`` scaled by the power of two that brings its largest |value| into [0.5, 1) (``times_power_of_two``
+    by ``-peak_exponent``): a matrix and any positive multiple of it then differ only by the multiple's mantissa, in
+    (0.5, 2), and nothing computed from them later overflows or underflows where the other would not."""
+    return times_power_of_two(matrix, -peak_exponent(matrix))
+
+
+def _ldexp(values: np.ndarray, exponent: int) -> np.ndarray:
+    if values.dtype.kind != "f":
+        values = values.astype(np.float64)
+    if exponent == 0:
+        return values
+    return np.ldexp(values, np.asarray(exponent, dtype=np.int32)).astype(values.dtype, copy=False)
+
+
+def rows_to_unit_peak(block: Any) -> np.ndarray:
+    """Float64 rows each scaled by its own power of two (``np.ldexp``, exact) so that its largest |value| lies in
+    [0.5, 1); zero rows stay zero. Norms of the result neither overflow nor underflow, so L2 normalisation after it
+    gives a row and any positive multiple of it the same unit vector (up to the rounding of the multiple itself)."""
+    block = np.asarray(block, dtype=np.float64)
+    peaks = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(block.shape[0])
+    return np.ldexp(block, -binary_exponents(peaks)[:, None])
 
 
 def rescaled(matrix: np.ndarray | sp.csr_matrix, factor: float) -> np.ndarray | sp.csr_matrix:

@@ -1,13 +1,14 @@
 """``ClusteringMetric``: how well k-means on the embeddings recovers the classes (MTEB-clustering style).
 
-Rows are L2-normalised. Repeat ``r`` (``r = 0 .. repeats-1``, default 3) runs scikit-learn ``KMeans`` with as
-many clusters as classes present, ``n_init`` (default 10) initialisations and ``random_state = seed + r``, on all
-rows, or fitted on the train rows of a declared ``split`` and assigning the test rows. The cluster assignment is
-scored against the classes of the scored rows with V-measure (harmonic mean of homogeneity and completeness),
-the adjusted Rand index and normalised mutual information (arithmetic mean normalisation), each averaged over the
-repeats; ``score`` is the mean of ``primary`` (default ``v_measure``). The per-repeat values are kept
-(``diagnostics["per_seed"]``): repeats use the same seeds for every candidate, so they pair. Classification only;
-other target types are refused naming the type.
+Rows are L2-normalised, each first scaled by its own exact power of two (``labelled_common.l2_normalised``: any
+positive multiple of an embedding scores the same). Repeat ``r`` (``r = 0 .. repeats-1``, default 3) runs
+scikit-learn ``KMeans`` with as many clusters as classes present, ``n_init`` (default 10) initialisations and
+``random_state = seed + r``, on all rows, or fitted on the train rows of a declared ``split`` and assigning the test
+rows. The cluster assignment is scored against the classes of the scored rows with V-measure (harmonic mean of
+homogeneity and completeness), the adjusted Rand index and normalised mutual information (arithmetic mean
+normalisation), each averaged over the repeats; ``score`` is the mean of ``primary`` (default ``v_measure``). The
+per-repeat values are kept (``diagnostics["per_seed"]``): repeats use the same seeds for every candidate, so they
+pair. Classification only; other target types are refused naming the type.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from vertebrae.core.arrays import binary_exponents, rows_to_unit_peak
 from vertebrae.core.errors import VertebraeWarning
 from vertebrae.core.labels import describe_key
 
@@ -82,16 +83,10 @@ def _quantise(values: np.ndarray, grid: float) -> np.ndarray:
     return np.rint(np.asarray(values, dtype=np.float64) / grid).astype(np.int64).view(np.uint64)
 
 
-def _row_exponents(peaks: np.ndarray) -> np.ndarray:
-    """Binary exponent of each row's largest magnitude (0 for a zero row): scaling by 2**-e is exact."""
-    return np.where(peaks > 0, np.frexp(np.asarray(peaks, dtype=np.float64))[1], 0)
-
-
 def _unit_rows(block: np.ndarray) -> np.ndarray:
-    """L2-normalised float64 rows (zero rows stay zero), scaled first so norms neither underflow nor overflow."""
-    block = np.asarray(block, dtype=np.float64)
-    peaks = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(block.shape[0])
-    block = np.ldexp(block, -_row_exponents(peaks)[:, None])
+    """L2-normalised float64 rows (zero rows stay zero), scaled first (``rows_to_unit_peak``) so norms neither
+    underflow nor overflow."""
+    block = rows_to_unit_peak(block)
     norms = np.sqrt(np.einsum("ij,ij->i", block, block))
     return block / np.where(norms > 0, norms, 1.0)[:, None]
 
@@ -103,7 +98,7 @@ def unit_csr_data(csr: sp.csr_matrix) -> np.ndarray:
     row_of_entry = np.repeat(np.arange(n), np.diff(csr.indptr))
     peaks = np.zeros(n)
     np.maximum.at(peaks, row_of_entry, np.abs(data))
-    data = np.ldexp(data, -_row_exponents(peaks)[row_of_entry])
+    data = np.ldexp(data, -binary_exponents(peaks)[row_of_entry])
     norms = np.sqrt(np.bincount(row_of_entry, weights=data * data, minlength=n))[row_of_entry]
     return data / np.where(norms > 0, norms, 1.0)
 

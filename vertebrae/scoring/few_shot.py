@@ -1,14 +1,16 @@
 """``FewShotMetric``: nearest-class-mean few-shot classification over seeded episodes.
 
-Rows are L2-normalised. Episode ``e`` (``e = 0 .. episodes-1``) draws, with ``numpy.random.default_rng([seed, e])``,
-one permutation of every class's support pool (in catalog order); for each shot count ``s`` in ``shots`` (default
-1, 5, 10) the first ``s`` rows of each class's permutation are its support (supports are nested across shot
-counts). Each class's mean is the mean of its normalised support rows; a query row is predicted as the class of
-the nearest mean (Euclidean distance; ties: first class in catalog order). Queries are every row that is not in
-that support (or, with a declared ``split``, the test rows; the support pool is then the train rows). Where the
-dataset declares independence groups (e.g. the images of one subject) and ``group_episodes`` is true (default), a
-query row must also share no group with that episode's support (no episode tests a subject it holds as support);
-a declared split is taken as given. An episode left without a query row is refused naming ``shots``.
+Rows are L2-normalised, each first scaled by its own exact power of two (``labelled_common.l2_normalised``: any
+positive multiple of an embedding scores the same). Episode ``e`` (``e = 0 .. episodes-1``) draws, with
+``numpy.random.default_rng([seed, e])``, one permutation of every class's support pool (in catalog order); for each
+shot count ``s`` in ``shots`` (default 1, 5, 10) the first ``s`` rows of each class's permutation are its support
+(supports are nested across shot counts). Each class's mean is the mean of its normalised support rows; a query row
+is predicted as the class of the nearest mean (Euclidean distance; ties: first class in catalog order). Queries are
+every row that is not in that support (or, with a declared ``split``, the test rows; the support pool is then the
+train rows). Where the dataset declares independence groups (e.g. the images of one subject) and ``group_episodes``
+is true (default), a query row must also share no group with that episode's support (no episode tests a subject it
+holds as support); a declared split is taken as given. An episode left without a query row is refused naming
+``shots``.
 
 Per shot count: the mean accuracy over episodes with its normal interval ``mean +- 1.96 sd / sqrt(episodes)``;
 ``score`` is the mean accuracy at ``primary_shots`` (default 5 when listed, else the largest shot count). Every

@@ -1,6 +1,8 @@
 """``KNNMetric``: cosine k-nearest-neighbour classification (the DINO-style evaluation) and regression.
 
-Rows are L2-normalised; a test row's neighbours are the ``k`` train rows of highest cosine similarity ``s``.
+Rows are L2-normalised, each first scaled by its own exact power of two (``labelled_common.l2_normalised``: any
+positive multiple of an embedding scores the same, subnormal rows included); an all-zero row is refused by id. A
+test row's neighbours are the ``k`` train rows of highest cosine similarity ``s``.
 Each neighbour votes for its class with weight 1 (``weighting="uniform"``) or ``exp(s / T)`` (``"temperature"``,
 DINO's weighting, ``T`` = ``temperature``, default 0.07); the prediction is the class with the largest vote
 total (ties: the class first in catalog order). Train/test rows come from stratified folds (``folds``, default 5,

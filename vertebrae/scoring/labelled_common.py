@@ -23,7 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from vertebrae.core.errors import ConfigError, ValidationError
-from vertebrae.core.labels import semantic_key
+from vertebrae.core.arrays import rows_to_unit_peak
+from vertebrae.core.labels import describe_key, semantic_key
 from vertebrae.scoring.metrics import Metric, _check_name, _check_targets, _n_rows, _row_keys
 
 SPLIT_VALUES = ("train", "test")
@@ -216,12 +217,17 @@ def dense_rows(embeddings: Any, where: str) -> np.ndarray:
 
 
 def l2_normalised(matrix: np.ndarray, keys: Sequence[str], where: str) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1)
+    """Unit rows for the cosine geometry: each row is first scaled by its own power of two (``rows_to_unit_peak``:
+    exact, subnormal rows included), so any positive multiple of an embedding gets the same unit rows and no norm
+    overflows or underflows. An all-zero row has no direction and is refused, naming up to 10 row ids."""
+    scaled = rows_to_unit_peak(matrix)
+    norms = np.linalg.norm(scaled, axis=1)
     zero = np.flatnonzero(norms == 0)
     if zero.size:
-        raise ValidationError(f"{where}: zero embedding rows cannot be normalised: row ids "
-                              f"{[keys[i] for i in zero[:10]]}")
-    return matrix / norms[:, None]
+        shown = ", ".join(f"{describe_key(keys[i])} (index {i})" for i in zero[:10]) + (", ..." if zero.size > 10 else "")
+        raise ValidationError(f"{where}: {zero.size} embedding row(s) are all zero and have no direction to "
+                              f"normalise: row id {shown}")
+    return scaled / norms[:, None]
 
 
 def prepared(metric: Any, embeddings: Any, targets: Any, row_ids: Any) -> tuple[np.ndarray, tuple[str, ...], str]:

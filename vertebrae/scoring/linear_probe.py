@@ -1,11 +1,13 @@
 """``LinearProbeMetric``: a linear probe on frozen embeddings (CLIP_benchmark / MTEB-classification style).
 
-Per outer split (stratified ``folds``, default 5, or a declared ``split``; see ``labelled_common``): the train
-rows are standardised (``StandardScaler`` fitted on them, applied to the test rows), then a multinomial logistic
-regression (scikit-learn ``LogisticRegressionCV``, lbfgs, ``max_iter``) picks ``C`` from ``Cs`` (default the 7
-values 1e-3, 1e-2, ..., 1e3) by accuracy over ``inner_folds`` (default 3) stratified inner folds shuffled with the
-run's seed, and is refitted on all train rows with that ``C``. Scores: ``accuracy`` and ``balanced_accuracy`` over
-the predicted rows; ``score`` is ``primary``. Per-sample correctness and the chosen ``C`` per split are kept.
+Per outer split (stratified ``folds``, default 5, or a declared ``split``; see ``labelled_common``): all rows are
+first scaled by one exact power of two that brings the largest |value| into [0.5, 1) (``core.arrays.to_unit_peak``,
+so any positive multiple of an embedding scores the same), the train rows are standardised (``StandardScaler``
+fitted on them, applied to the test rows), then a multinomial logistic regression (scikit-learn
+``LogisticRegressionCV``, lbfgs, ``max_iter``) picks ``C`` from ``Cs`` (default the 7 values 1e-3, 1e-2, ..., 1e3)
+by accuracy over ``inner_folds`` (default 3) stratified inner folds shuffled with the run's seed, and is refitted on
+all train rows with that ``C``. Scores: ``accuracy`` and ``balanced_accuracy`` over the predicted rows; ``score``
+is ``primary``. Per-sample correctness and the chosen ``C`` per split are kept.
 Seeded and deterministic at a given BLAS thread count.
 
 Regression targets: a ridge probe (``RidgeCV``, ``alpha = 1 / C`` over the same grid, chosen by inner K-fold
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from vertebrae.core.arrays import to_unit_peak
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.knn import r2
 from vertebrae.scoring.labelled_common import (
@@ -111,6 +114,7 @@ class LinearProbeMetric(BuiltinMetric):
         from sklearn.exceptions import ConvergenceWarning
 
         matrix, keys, where, (codes, splits, grouped) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
+        matrix = to_unit_peak(matrix)  # one exact power of two for all rows: standardisation neither over- nor underflows
         regression = targets.target_type == "regression"
         values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1) if regression else codes
         tests, outputs, chosen, warned = [], [], [], []
