@@ -202,14 +202,19 @@ def test_uint8_hand_worked():
 def test_float16_round_trip(pair):
     reference, other = pair
     fitted = fit_paired_compression(reference, Config(method="quantize", precision="float16"))
-    expected = reference.astype(np.float16).astype(np.float32)
+    peak = np.abs(reference).max()  # float16 codes of x / P: the grid follows any multiple of the reference
+
+    def expected(x):
+        return ((x / peak).astype(np.float16).astype(np.float64) * peak).astype(np.float32)
+
     assert fitted.compressed_reference.dtype == np.float32
-    np.testing.assert_array_equal(fitted.compressed_reference, expected)
+    np.testing.assert_array_equal(fitted.compressed_reference, expected(reference))
     assert not np.array_equal(fitted.compressed_reference, reference.astype(np.float32))
-    np.testing.assert_array_equal(fitted.transform(other), other.astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(fitted.transform(other), expected(other))
+    assert fitted.metadata["calibration"] == {"scale": float(peak)}
     assert fitted.metadata["resident_bytes"] == 60 * 10 * 2 and fitted.metadata["compression_ratio"] == 4.0
     with pytest.raises(ValidationError, match="float16 range"):
-        fitted.transform(np.full((1, 10), 1e6))
+        fitted.transform(np.full((1, 10), 70000.0 * peak))
 
 
 # ------------------------------------------------------------------------------------------ no-op rule
@@ -388,7 +393,7 @@ def test_metadata_is_canonical_json_and_complete(pair, config):
     assert ALWAYS <= set(meta) and {"resident_bytes", "compression_ratio"} <= set(meta)
     assert meta["applied"] is True and meta["recipe"] == config.to_dict()
     assert ("explained_variance_ratio_sum" in meta) == (config.method in {"pca", "incremental_pca", "truncated_svd"})
-    assert ("calibration" in meta) == (config.precision in {"int8", "uint8"} and config.method == "quantize")
+    assert ("calibration" in meta) == (config.method == "quantize")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -407,10 +412,11 @@ def test_dtype_is_the_quantization_precision_with_unchanged_fingerprints(pair):
     by_dtype = Config(method="quantize", dtype="float16")
     assert by_dtype == Config(method="quantize", precision="float16") and by_dtype.precision == by_dtype.dtype == "float16"
     assert by_dtype.to_dict() == Config(method="quantize", precision="float16").to_dict() and "dtype" not in by_dtype.to_dict()
-    # golden fingerprints, computed before dtype existed: equivalent configs keep them
-    assert _compressed_fp(by_dtype) == "059f7d96aedecac1"
-    assert _compressed_fp(Config(method="quantize")) == _compressed_fp(Config(method="quantize", dtype="int8")) == "6ac90f06284422f2"
-    assert _compressed_fp(Config(method="pca", n_components=8)) == "d54723c45b0d55a9"
+    # golden fingerprints, computed without dtype: equivalent configs keep them (schema compressed-embedding/v2, the
+    # scale rule of issue 48; under v1 they were 059f7d96aedecac1, 6ac90f06284422f2 and d54723c45b0d55a9)
+    assert _compressed_fp(by_dtype) == "28b2783a9d8d6a7f"
+    assert _compressed_fp(Config(method="quantize")) == _compressed_fp(Config(method="quantize", dtype="int8")) == "6d513c3a278c52d3"
+    assert _compressed_fp(Config(method="pca", n_components=8)) == "e033f0ed78f4eea0"
     assert Config(method="quantize", dtype=np.uint8) == Config(method="quantize", dtype=np.dtype("uint8")) == Config(
         method="quantize", precision="uint8")
     assert Config(method="quantize", precision="int8", dtype="int8").precision == "int8"  # both, agreeing

@@ -13,16 +13,28 @@ queries). Labels never enter. Methods (``EmbeddingCompressionConfig.method``):
   stays CSR, dense in stays dense.
 * ``prefix_truncate`` -- the first ``n_components`` columns; no fit; sparsity and dtype kept; warns unless
   ``assume_matryoshka``.
-* ``quantize`` -- the scored values are exactly what the storage keeps, as float32 (calibration from the
-  reference; ``rint`` rounds half to even):
+* ``quantize`` -- the scored values are exactly what the storage keeps (calibration from the reference; ``rint``
+  rounds half to even), as float32 while the reference's largest |value| lies within 2**+-100 and as float64 beyond
+  (float32 could not hold them):
 
-  - float16: ``x.astype(float16).astype(float32)``;
+  - float16: ``P = max_ij |x_ij|`` (0 -> 1), ``code = float16(x / P)``, value ``code * P`` (calibration ``scale``:
+    P); a paired value beyond 65504 P is refused;
   - int8: ``scale_j = max_i |x_ij|`` (0 -> 1), ``code = clip(rint(x / scale * 127), -127, 127)``,
     value ``code * scale / 127``;
   - uint8: ``min_j``, ``range_j = max_j - min_j`` (0 -> 1), ``code = clip(rint((x - min) / range * 255), 0, 255)``,
     value ``code * range / 255 + min``.
 
   float16 and int8 keep CSR (zero stays exactly zero); uint8 is dense only.
+
+**Scale rule** (as for every scorer, docs/protocols/labelled.md): a fitted method fits on the reference times
+``2**-e``, where ``e`` is the binary exponent of its largest |value| (``core.arrays.peak_exponent``), applies the
+fit to each endpoint times the same ``2**-e`` and scales the output back by ``2**e`` (whitened PCA, whose output
+has unit variance, is not scaled back). ``np.ldexp`` makes both exact, so the output for data in the ordinary range
+is what the unscaled fit gives, and a multiple of an embedding by any positive factor between 1e-300 and 1e300
+(subnormal values included) compresses to that multiple of its compression, up to the rounding of the multiple
+itself: no overflow, underflow or "zero variance" from the scale alone. Quantization is calibrated on the reference
+(per-column max, min and range, or ``P``), so it follows any multiple too. ``estimator`` is the scikit-learn object
+fitted on the scaled reference.
 
 **No-op rule**: ``n_components >= reference width`` for a dimension-reducing method leaves every endpoint as it
 is (same object; values, sparsity, dtype kept), ``applied=False``, with a warning naming both widths.
@@ -38,6 +50,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from vertebrae.core.arrays import peak_exponent, peak_magnitude, times_power_of_two
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.records import check_bool, from_record, is_int, is_real
@@ -272,12 +285,26 @@ def _nonzero_variance(reference: np.ndarray, method: str) -> None:
         raise ValidationError(f"{_REFERENCE} have zero variance (all rows identical); {method} is undefined")
 
 
-def _sklearn_apply(estimator: Any, method: str, *, dense_only: bool) -> Callable[[Matrix, str], Matrix]:
+def _unit_peak(reference: Matrix) -> tuple[Matrix, int]:
+    """The reference scaled by ``2**-e`` (exact) so that its largest |value| lies in [0.5, 1), and ``e``: every fit
+    runs on it, so a reference and any positive multiple of it fit the same model (module docstring, scale rule)."""
+    exponent = peak_exponent(reference)
+    return times_power_of_two(reference, -exponent), exponent
+
+
+def _sklearn_apply(estimator: Any, method: str, exponent: int, *, dense_only: bool,
+                   scale_back: bool = True) -> Callable[[Matrix, str], Matrix]:
+    """``transform`` of an estimator fitted on the reference scaled by ``2**-exponent``: the input is scaled by the
+    same power of two and, for a linear map (``scale_back``), the output by its inverse, both exact."""
     def apply(matrix: Matrix, what: str) -> Matrix:
         if dense_only:
             _dense_only(matrix, method, what)
-        out = estimator.transform(matrix)
-        return _check_output(out.tocsr() if sp.issparse(out) else out, method, what)
+        out = estimator.transform(times_power_of_two(matrix, -exponent))
+        out = out.tocsr() if sp.issparse(out) else out
+        if scale_back:
+            with np.errstate(over="ignore"):  # an overflow is refused by _check_output, naming the endpoint
+                out = times_power_of_two(out, exponent)
+        return _check_output(out, method, what)
 
     return apply
 
@@ -293,6 +320,7 @@ def _fit_pca(reference: Matrix, config: EmbeddingCompressionConfig):
     from sklearn.decomposition import PCA
 
     _dense_only(reference, "pca", _REFERENCE)
+    reference, exponent = _unit_peak(reference)
     _nonzero_variance(reference, "pca")
     if config.preserve_variance is not None:
         spectrum = PCA(svd_solver="full").fit(reference).explained_variance_ratio_
@@ -306,7 +334,9 @@ def _fit_pca(reference: Matrix, config: EmbeddingCompressionConfig):
     estimator.fit(reference)
     extra, warns = _variance_ratio(estimator, "pca")
     extra["svd_solver"] = solver
-    return _sklearn_apply(estimator, "pca", dense_only=True), estimator, extra, warns, None
+    # whitened components have unit variance whatever the scale: only the plain projection is scaled back
+    apply = _sklearn_apply(estimator, "pca", exponent, dense_only=True, scale_back=not config.whiten)
+    return apply, estimator, extra, warns, None
 
 
 def _fit_incremental_pca(reference: Matrix, config: EmbeddingCompressionConfig):
@@ -314,40 +344,46 @@ def _fit_incremental_pca(reference: Matrix, config: EmbeddingCompressionConfig):
 
     _dense_only(reference, "incremental_pca", _REFERENCE)
     _enough_rows(reference, config.n_components, "incremental_pca")
+    reference, exponent = _unit_peak(reference)
     _nonzero_variance(reference, "incremental_pca")
     estimator = IncrementalPCA(n_components=config.n_components, batch_size=config.batch_size).fit(reference)
     extra, warns = _variance_ratio(estimator, "incremental_pca")
     extra["batch_size"] = int(estimator.batch_size_)
-    return _sklearn_apply(estimator, "incremental_pca", dense_only=True), estimator, extra, warns, None
+    return _sklearn_apply(estimator, "incremental_pca", exponent, dense_only=True), estimator, extra, warns, None
 
 
 def _fit_truncated_svd(reference: Matrix, config: EmbeddingCompressionConfig):
     from sklearn.decomposition import TruncatedSVD
 
     _enough_rows(reference, config.n_components, "truncated_svd")
+    reference, exponent = _unit_peak(reference)
     estimator = TruncatedSVD(n_components=config.n_components, random_state=config.random_state)
     with np.errstate(divide="ignore", invalid="ignore"):
         estimator.fit(reference)
     extra, warns = _variance_ratio(estimator, "truncated_svd")
-    return _sklearn_apply(estimator, "truncated_svd", dense_only=False), estimator, extra, warns, None
+    return _sklearn_apply(estimator, "truncated_svd", exponent, dense_only=False), estimator, extra, warns, None
 
 
 def _fit_gaussian_rp(reference: Matrix, config: EmbeddingCompressionConfig):
     from sklearn.random_projection import GaussianRandomProjection
 
+    reference, exponent = _unit_peak(reference)
     estimator = GaussianRandomProjection(n_components=config.n_components, random_state=config.random_state)
     estimator.fit(reference)
-    return _sklearn_apply(estimator, "gaussian_random_projection", dense_only=False), estimator, {}, [], None
+    apply = _sklearn_apply(estimator, "gaussian_random_projection", exponent, dense_only=False)
+    return apply, estimator, {}, [], None
 
 
 def _fit_sparse_rp(reference: Matrix, config: EmbeddingCompressionConfig):
     from sklearn.random_projection import SparseRandomProjection
 
+    reference, exponent = _unit_peak(reference)
     estimator = SparseRandomProjection(
         n_components=config.n_components, dense_output=False, random_state=config.random_state
     ).fit(reference)
     extra = {"density": float(estimator.density_)}
-    return _sklearn_apply(estimator, "sparse_random_projection", dense_only=False), estimator, extra, [], None
+    apply = _sklearn_apply(estimator, "sparse_random_projection", exponent, dense_only=False)
+    return apply, estimator, extra, [], None
 
 
 def _fit_prefix_truncate(reference: Matrix, config: EmbeddingCompressionConfig):
@@ -373,29 +409,41 @@ def _map_values(matrix: Matrix, fn: Callable[[np.ndarray, np.ndarray | slice], n
     return out
 
 
+def _stored_dtype(peak: float) -> type:
+    """float32 while the largest |value| lies within 2**+-100 (float32 then holds every dequantized value to its own
+    rounding), float64 beyond: a multiple of an embedding that float32 cannot hold keeps its values."""
+    return np.float32 if peak == 0 or -100 < int(np.frexp(peak)[1]) <= 100 else np.float64
+
+
 def _fit_quantize(reference: Matrix, config: EmbeddingCompressionConfig):
     precision = config.precision
     if precision == "float16":
+        peak = peak_magnitude(reference) or 1.0
+        dtype = _stored_dtype(peak)
+
         def float16(values: np.ndarray, columns: Any) -> np.ndarray:
             with np.errstate(over="ignore"):
-                return values.astype(np.float16).astype(np.float32)
+                codes = (values.astype(np.float64) / peak).astype(np.float16)
+            return (codes.astype(np.float64) * peak).astype(dtype)
 
         def apply(matrix: Matrix, what: str) -> Matrix:
             out = _map_values(matrix, float16)
             if not np.isfinite(out.data if sp.issparse(out) else out).all():
-                raise ValidationError(f"{what} hold values beyond the float16 range (|x| > 65504)")
+                raise ValidationError(f"{what} hold values beyond the float16 range (|x| > 65504 times the reference's "
+                                      f"largest |value|, {peak!r})")
             return out
 
-        return apply, None, {}, [], 2
+        return apply, None, {"calibration": {"scale": peak}}, [], 2
 
     if precision == "int8":
         absolute = abs(reference).max(axis=0)
         scale = np.asarray(absolute.toarray() if sp.issparse(absolute) else absolute, dtype=np.float64).ravel()
         scale[scale == 0] = 1.0
+        dtype = _stored_dtype(peak_magnitude(scale))
 
         def int8(values: np.ndarray, columns: Any) -> np.ndarray:
             codes = np.clip(np.rint(values.astype(np.float64) / scale[columns] * 127), -127, 127)
-            return (codes * scale[columns] / 127).astype(np.float32)
+            return (codes * scale[columns] / 127).astype(dtype)
 
         def apply(matrix: Matrix, what: str) -> Matrix:
             return _map_values(matrix, int8)
@@ -406,11 +454,12 @@ def _fit_quantize(reference: Matrix, config: EmbeddingCompressionConfig):
     minimum = reference.min(axis=0).astype(np.float64)
     span = reference.max(axis=0).astype(np.float64) - minimum
     span[span == 0] = 1.0
+    dtype = _stored_dtype(peak_magnitude(reference))
 
     def apply(matrix: Matrix, what: str) -> Matrix:
         _dense_only(matrix, "quantize uint8", what)
         codes = np.clip(np.rint((matrix.astype(np.float64) - minimum) / span * 255), 0, 255)
-        return (codes * span / 255 + minimum).astype(np.float32)
+        return (codes * span / 255 + minimum).astype(dtype)
 
     return apply, None, {"calibration": {"min": minimum.tolist(), "range": span.tolist()}}, [], 1
 
@@ -439,7 +488,8 @@ class FittedCompression:
 
     ``transform(matrix)`` applies the same fitted transform to any endpoint of width ``original_dim``;
     ``compressed_reference`` is the reference after it; ``metadata`` is JSON-safe (see ``fit_paired_compression``);
-    ``estimator`` is the fitted scikit-learn object, or None.
+    ``estimator`` is the fitted scikit-learn object (fitted on the reference scaled by a power of two: the module
+    docstring's scale rule), or None.
     """
 
     config: EmbeddingCompressionConfig

@@ -264,7 +264,9 @@ def test_sha256_hex_of_text_is_of_its_utf8_bytes():
 def test_schema_table_is_pinned():
     assert SCHEMAS == {
         "embedding": "vertebrae.embedding/v1",
-        "compressed": "vertebrae.compressed-embedding/v1",
+        # v2: the scale rule (issue 48): quantize float16 calibrated by the reference's largest |value|, so its
+        # stored values change; every compressed fingerprint (and the scores built on them) changes with it
+        "compressed": "vertebrae.compressed-embedding/v2",
         "fitted-extractor": "vertebrae.fitted-extractor/v1",
         "plan": "vertebrae.plan/v1",
         "protocol": "vertebrae.labelled-protocol/v1",

@@ -21,7 +21,9 @@ from vertebrae.core.errors import ValidationError
 #: Schema versions of every artifact and document vertebrae writes. A change here changes fingerprints.
 SCHEMAS: dict[str, str] = {
     "embedding": "vertebrae.embedding/v1",
-    "compressed": "vertebrae.compressed-embedding/v1",
+    # v2: every compression obeys the scale rule (issue 48); quantize float16 is calibrated by the reference's
+    # largest |value| (code = float16(x / P)), so its stored values for ordinary data change
+    "compressed": "vertebrae.compressed-embedding/v2",
     "fitted-extractor": "vertebrae.fitted-extractor/v1",
     "plan": "vertebrae.plan/v1",
     "protocol": "vertebrae.labelled-protocol/v1",
