@@ -242,7 +242,7 @@ def validate_times(root: Path, shards: int) -> None:
     print(f"validate webdataset: {shards:,} one-sample shards (written in {wrote:.1f} s): first {first:.2f} s "
           f"(every shard hashed), again {again:.2f} s (digests cached); one shard {fixed:.2f} s; "
           f"{per_shard:.0f} us per shard; planning alone {plan_time(root, root / f'validate-{shards}.yaml'):.2f} s "
-          "(validate plans twice: here, then in Snakemake's dry run)")
+          "(validate plans once; Snakemake's dry run reads that plan back)")
     name = "100k" if shards == 100_000 else f"{shards}_shards"
     print(f"wds_validate_{name}_s={first:.2f}")
 

@@ -330,6 +330,28 @@ def test_shard_bounds_fall_on_tar_edges_and_batches_never_cross_one(sizes, reque
     assert per_shard == whole
 
 
+def _nearest_starts_oracle(n_rows, requested, starts):
+    """Each shard edge: the segment start nearest the balanced row edge (ties: the earlier), scanning every start
+    left for it, as the contract states."""
+    count = min(requested, len(starts))
+    chosen = [0]
+    for i in range(1, count):
+        candidates = range(chosen[-1] + 1, len(starts) - (count - i) + 1)
+        chosen.append(min(candidates, key=lambda j: (abs(starts[j] - n_rows * i / count), j)))
+    edges = [starts[j] for j in chosen] + [n_rows]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def test_segment_shard_edges_equal_a_scan_of_every_start():
+    rng = np.random.default_rng(7)
+    for _ in range(3000):  # equal gaps make ties: the earlier start must win, as in the scan
+        gaps = rng.choice([1, 1, 2, 3, 5, 10, 100], size=int(rng.integers(1, 40)))
+        starts = [0, *np.cumsum(gaps[:-1]).tolist()]
+        n_rows, requested = int(gaps.sum()), int(rng.integers(1, 50))
+        assert shard_bounds(n_rows, requested, batch_size=4, segments=starts) == \
+            _nearest_starts_oracle(n_rows, requested, starts)
+
+
 def test_segment_shards_balance_rows_and_other_sources_keep_batch_bounds():
     assert shard_bounds(13, 2, batch_size=4, segments=[0, 5, 10]) == [(0, 5), (5, 13)]
     assert shard_bounds(20, 2, batch_size=4, segments=[0, 2, 4, 6, 18]) == [(0, 6), (6, 20)]

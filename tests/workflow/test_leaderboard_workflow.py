@@ -18,7 +18,9 @@ import yaml
 
 from workflow_support import BIN
 
+from vertebrae.cli.commands import merged_config
 from vertebrae.core.provenance import software, software_line
+from vertebrae.planning.plan_once import PLAN_DIR, plan_digest
 from vertebrae.results.base import with_content_hash
 
 IDENTITY = {"kind": "declared", "revision": "1"}
@@ -119,10 +121,17 @@ def test_a_corrupt_report_is_skipped_with_a_line_naming_it(workdir, tmp_path):
 
 
 def test_validate_takes_several_config_files(workdir):
+    plans = workdir / PLAN_DIR
+    before = set(plans.glob("*.json"))
     out = vertebrae(workdir, "validate", "a.yaml", "c.yaml").stdout
     assert out.startswith("a.yaml c.yaml: valid; 2 benchmarks")
     assert "labelled benchmark flowers" in out and "labelled benchmark wine" in out
     assert "jobs to run now:" in out
+    # validate plans once: its plan is named by the digest Snakemake's dry run computes from the config it merged
+    # (the same files, merged the same way), so the dry run reads it back and writes no plan of its own
+    files = ["a.yaml", "c.yaml"]
+    ours = plans / f"{plan_digest(merged_config([workdir / f for f in files]), [workdir / f for f in files], workdir)}.json"
+    assert ours.is_file() and set(plans.glob("*.json")) - before <= {ours}
 
 
 def _on_a_terminal(cwd: Path, *args: str) -> str:

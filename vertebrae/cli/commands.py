@@ -44,6 +44,7 @@ from vertebrae.planning import plan
 from vertebrae.workflow.bundled import profile_args, snakefile
 from vertebrae.planning.config import load_config_file
 from vertebrae.planning.paths import report_paths
+from vertebrae.planning.plan_once import plan_once
 from vertebrae.planning.retrieval import check_retrieval_sources
 from vertebrae.cli.serving import serving
 
@@ -148,7 +149,9 @@ def validate(config: str | Path | Sequence[str | Path]) -> int:
     run prints Snakemake's message and returns 2."""
     path = _configs(config)
     merged = merged_config(path)
-    planned = plan(merged)  # relative paths in the config resolve against the current directory
+    # relative paths in the config resolve against the current directory; the plan is written for Snakemake's dry
+    # run below to read back (``plan_once``: the same config, files and folder give the same digest)
+    planned = plan_once(merged, config_files=path)
     check_retrieval_sources(merged)  # relevance files parsed and checked against the rows, before any job
     config = " ".join(str(c) for c in path)
     lines = describe(planned)

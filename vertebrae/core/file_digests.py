@@ -53,17 +53,44 @@ def _valid_entry(entry: Any) -> bool:
             and isinstance(entry["sha256"], str) and len(entry["sha256"]) == 64 and set(entry["sha256"]) <= _HEX)
 
 
+#: The last cache file parsed in this process: ``(absolute name, size, mtime_ns)`` and its valid entries. Planning
+#: opens the same cache several times (a source's identity, its tar files); an unchanged file is not parsed again.
+_PARSED: dict[tuple[str, int, int], dict[str, dict[str, Any]]] = {}
+
+
+def _file_key(path: Path) -> tuple[str, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return os.path.abspath(path), st.st_size, st.st_mtime_ns
+
+
 def _read_cache(path: Path | None) -> dict[str, dict[str, Any]]:
-    """The valid entries of the cache file; nothing (never an error) for a missing, unreadable or corrupt file."""
+    """The valid entries of the cache file (a new dict; entries are replaced, never changed in place); nothing
+    (never an error) for a missing, unreadable or corrupt file."""
     if path is None:
         return {}
+    key = _file_key(path)
+    if key is not None and key in _PARSED:
+        return dict(_PARSED[key])
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, Mapping) or data.get("schema") != CACHE_SCHEMA or not isinstance(data.get("files"), Mapping):
         return {}
-    return {key: dict(entry) for key, entry in data["files"].items() if isinstance(key, str) and _valid_entry(entry)}
+    entries = {key: dict(entry) for key, entry in data["files"].items() if isinstance(key, str) and _valid_entry(entry)}
+    _remember(key, entries)
+    return dict(entries)
+
+
+def _remember(key: tuple[str, int, int] | None, entries: dict[str, dict[str, Any]]) -> None:
+    """Keep one parsed cache file. No racy window is needed here: every entry is checked against its data file's
+    size and mtime when used, so entries from any version of the cache file give the right digests."""
+    _PARSED.clear()
+    if key is not None:
+        _PARSED[key] = entries
 
 
 class FileDigests:
@@ -84,19 +111,19 @@ class FileDigests:
         """The cache of a working directory: ``base_dir/.vertebrae/digests.json``."""
         return cls(Path(base_dir) / CACHE_FILE)
 
-    def digest(self, path: str | os.PathLike, *, resolved: bool = False) -> str:
+    def digest(self, path: str | os.PathLike, *, resolved: bool = False, stat: os.stat_result | None = None) -> str:
         """SHA-256 of ``path``'s bytes: from the cache while its absolute path, size and mtime_ns are unchanged.
         ``resolved``: ``path`` is already absolute under a resolved folder (a tree of 100,000 images listed from
-        its resolved root), so the per-file ``resolve()`` (a few system calls each) is skipped."""
-        path = Path(path) if resolved else Path(path).resolve()
-        key = str(path)
-        before = self._stat(path)
+        its resolved root), so the per-file ``resolve()`` (a few system calls each) is skipped; ``stat``: the
+        file's stat the caller just took (not a link's own), so it is not taken again."""
+        key = os.fspath(path) if resolved else str(Path(path).resolve())
+        before = self._stat(key) if stat is None else (stat.st_size, stat.st_mtime_ns)
         entry = self._entries.get(key)
         if entry is not None and (entry["size"], entry["mtime_ns"]) == before:
             return entry["sha256"]
-        digest = sha256_file(path)
-        self.hashed.append(path)
-        after = self._stat(path)
+        digest = sha256_file(key)
+        self.hashed.append(Path(key))
+        after = self._stat(key)
         entry = {"size": after[0], "mtime_ns": after[1], "sha256": digest}
         settled = time.time_ns() - after[1] > RACY_SECONDS * 1e9
         if before == after and settled:  # unchanged while read, and not written within the racy window
@@ -104,9 +131,9 @@ class FileDigests:
         return digest
 
     @staticmethod
-    def _stat(path: Path) -> tuple[int, int]:
+    def _stat(path: str) -> tuple[int, int]:
         try:
-            st = path.stat()
+            st = os.stat(path)
         except OSError as exc:
             raise ValidationError(f"cannot read data file {path}: {exc}") from None
         return st.st_size, st.st_mtime_ns
@@ -121,6 +148,7 @@ class FileDigests:
         except OSError:  # a read-only working directory: digests are recomputed next time
             return
         self._learnt = {}
+        _remember(_file_key(self.cache_path), entries)
 
 
 __all__ = ["CACHE_FILE", "CACHE_SCHEMA", "FileDigests", "RACY_SECONDS", "sha256_file"]

@@ -27,7 +27,7 @@ from vertebrae.scoring.overlap import (
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
-from vertebrae.stages.plan import endpoint_segments, endpoint_tars
+from vertebrae.stages.plan import endpoint_layout
 from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
 from vertebrae.planning.comparison import comparison_config
 from vertebrae.planning.config import (
@@ -145,8 +145,8 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     _check_against_targets(scoring_plan, dataset, base_dir, where)
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
-    segments = endpoint_segments(common, base_dir)  # a WebDataset source's tar files: shards and batches follow them
-    tars = endpoint_tars(common, base_dir)  # ... and a shard job opens its own only
+    # a WebDataset source's tar files: shards and batches follow them, and a shard job opens its own only
+    segments, tars = endpoint_layout(common, base_dir)
     p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
     protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp))

@@ -16,7 +16,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared.retrieval import retrieval_endpoint_keys, retrieval_identity, retrieval_identity_key
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
-from vertebrae.stages.plan import endpoint_segments, endpoint_tars
+from vertebrae.stages.plan import endpoint_layout
 from vertebrae.stages.retrieval_fanout import fanout_specs
 from vertebrae.planning.comparison import comparison_config
 from vertebrae.planning.config import (
@@ -68,8 +68,9 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     protocol_fp = result.add({"stage": "retrieval-protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe,
                               **common}, protocol="retrieval")
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol="retrieval"))
-    side_segments = {side: endpoint_segments({**common, "side": side}, base_dir) for side in SIDES}  # WebDataset tars
-    side_tars = {side: endpoint_tars({**common, "side": side}, base_dir) for side in SIDES}  # a shard job opens its own
+    layouts = {side: endpoint_layout({**common, "side": side}, base_dir) for side in SIDES}  # WebDataset tars: a
+    side_segments = {side: layout[0] for side, layout in layouts.items()}  # shard job opens its own
+    side_tars = {side: layout[1] for side, layout in layouts.items()}
     candidates = []
     side_ids: dict[str, tuple[str, ...]] = {}  # read once, for precomputed files only
     for ext_name, decl in bench["extractors"].items():

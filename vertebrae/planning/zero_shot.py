@@ -23,7 +23,7 @@ from vertebrae.data.zero_shot import build_zero_shot_dataset
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.planning.labelled import check_own_rows
 from vertebrae.stages.common import shard_bounds
-from vertebrae.stages.plan import endpoint_segments, endpoint_tars
+from vertebrae.stages.plan import endpoint_layout
 from vertebrae.planning.comparison import comparison_config
 from vertebrae.planning.config import (
     config_from_decl, embedding_config, endpoint_shards, paired_compression, validate_config,
@@ -86,8 +86,7 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol=PROTOCOL))
     batch_size = config["embedding"]["batch_size"]
     sample_branch, text_branch = bench.get("sample_branch"), bench.get("text_branch")
-    sample_segments = endpoint_segments({"dataset": bench["dataset"], "where": f"{where}.dataset"}, base_dir)
-    sample_tars = endpoint_tars({"dataset": bench["dataset"], "where": f"{where}.dataset"}, base_dir)
+    sample_segments, sample_tars = endpoint_layout({"dataset": bench["dataset"], "where": f"{where}.dataset"}, base_dir)
     candidates = []
     for ext_name, decl in bench["extractors"].items():
         ext_where = f"{where}.extractors.{ext_name}"

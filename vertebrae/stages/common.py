@@ -6,6 +6,7 @@ the dataset identity, the endpoint and the extractor recipe only (not on names, 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,8 @@ def shard_bounds(n_rows: int, requested: int, *, batch_size: int,
         for i in range(1, count):  # the segment start nearest the balanced row edge, leaving one per later shard
             lo, hi = chosen[-1] + 1, len(starts) - (count - i)
             target = n_rows * i / count
-            chosen.append(min(range(lo, hi + 1), key=lambda j: (abs(starts[j] - target), j)))
+            after = bisect_left(starts, target, lo, hi + 1)  # starts increase: the nearest is this one or the one before
+            chosen.append(min((j for j in (after - 1, after) if lo <= j <= hi), key=lambda j: (abs(starts[j] - target), j)))
         edges = [starts[j] for j in chosen] + [n_rows]
         return list(zip(edges[:-1], edges[1:]))
     batches = -(-n_rows // batch_size)

@@ -171,6 +171,17 @@ def endpoint_tars(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> list[li
     return found
 
 
+def endpoint_layout(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> tuple[list[int] | None, list[list] | None]:
+    """``(endpoint_segments, endpoint_tars)`` of an embedding spec, the tar headers read once: where the endpoint
+    records tar files, its segments are where each non-empty tar's rows start."""
+    from vertebrae.data.sources.webdataset import segment_starts
+
+    tars = endpoint_tars(spec, base_dir)
+    if tars is None:
+        return endpoint_segments(spec, base_dir), None
+    return segment_starts([count for count, _ in tars]), tars
+
+
 def check_tars(spec: Mapping[str, Any]) -> None:
     """An embedding spec's recorded tar files (``endpoint_tars``) are still the source's."""
     if endpoint_tars(spec) != spec.get("tars"):
@@ -258,5 +269,5 @@ def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
     return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
 
 
-__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "check_tars", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
+__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
            "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_text", "spec_kind"]

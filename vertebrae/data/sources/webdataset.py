@@ -30,11 +30,12 @@ import json
 import operator
 import os
 import re
+import stat
 import string
 import tarfile
 import zlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -206,8 +207,9 @@ def _expand(pattern: str, base_dir: Path, where: str) -> tuple[tuple[Path, ...],
 def shard_index(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
     """``[(key, {extension: (data offset, size)})]`` of a shard's samples in member order (headers only; cached
     per path, size and mtime for this process)."""
-    st = path.stat()
-    cache_key = (str(path), st.st_size, st.st_mtime_ns)
+    name = os.fspath(path)
+    st = os.stat(name)
+    cache_key = (name, st.st_size, st.st_mtime_ns)
     if cache_key in _INDEX:
         return _INDEX[cache_key]
     try:
@@ -304,11 +306,16 @@ def shard_counts(spec: WebDatasetSpec) -> list[int]:
 def wds_segments(spec: WebDatasetSpec) -> list[int]:
     """Row offsets where each non-empty shard's rows start (headers only): an embedding batch never crosses one, an
     embedding shard job starts on one (``vertebrae.stages.common.shard_bounds``), so it reads its own tars only."""
+    return segment_starts(shard_counts(spec))
+
+
+def segment_starts(counts: Sequence[int]) -> list[int]:
+    """Row offsets where each non-empty shard's rows start, from the shards' sample counts in order."""
     starts, offset = [], 0
-    for count in shard_counts(spec):
+    for count in counts:
         if count:
             starts.append(offset)
-        offset += count
+        offset += int(count)
     return starts
 
 
@@ -369,14 +376,18 @@ def shard_digests(spec: WebDatasetSpec, digests: FileDigests) -> list[str]:
     found = []
     for path in spec.shards:
         name = os.fspath(path)
-        if os.path.islink(name):
+        try:
+            st = os.lstat(name)  # not a link: the file's own stat, passed on
+        except OSError:
+            st = None
+        if st is None or stat.S_ISLNK(st.st_mode):
             found.append(digests.digest(path))
             continue
         folder, base = os.path.split(name)
         real = folders.get(folder)
         if real is None:
             real = folders[folder] = os.path.realpath(folder)
-        found.append(digests.digest(os.path.join(real, base), resolved=True))
+        found.append(digests.digest(os.path.join(real, base), resolved=True, stat=st))
     return found
 
 
@@ -448,7 +459,7 @@ def wds_recipe(spec: WebDatasetSpec, options: Mapping[str, Any], digests: FileDi
 
 
 __all__ = ["LABEL_KEYS", "MAX_SHARDS", "WDSRows", "WebDatasetSpec", "brace_count", "check_first_shard",
-           "load_planned_source_rows", "read_planned_rows", "read_wds_rows", "shard_counts", "shard_digests",
+           "load_planned_source_rows", "read_planned_rows", "read_wds_rows", "segment_starts", "shard_counts", "shard_digests",
            "shard_index", "source_segments", "source_tars", "wds_recipe", "wds_segments", "wds_tars"]
 
 
