@@ -57,16 +57,25 @@ def _unknown_name(name: str, where: str) -> ConfigError:
     return ConfigError(f"{where}.model: {name!r} is not a timm model (timm {timm.__version__}){hint}")
 
 
-def _checkpoint_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    """{tensor name: shape} of a weights file, read without loading a safetensors file's data."""
-    if path.suffix == ".safetensors":
-        from safetensors import safe_open
+def _checkpoint_shapes(path: Path, where: str) -> dict[str, tuple[int, ...]]:
+    """{tensor name: shape} of a weights file, read without loading a safetensors file's data; a file that cannot be
+    read (truncated, corrupt, not a checkpoint) is refused naming the key and the file."""
+    import pickle
 
-        with safe_open(str(path), framework="pt") as handle:
-            return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
-    from timm.models import load_state_dict
+    from safetensors import SafetensorError
 
-    return {key: tuple(value.shape) for key, value in load_state_dict(str(path)).items() if hasattr(value, "shape")}
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as handle:
+                return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+        from timm.models import load_state_dict
+
+        return {key: tuple(value.shape) for key, value in load_state_dict(str(path)).items() if hasattr(value, "shape")}
+    except (SafetensorError, RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as exc:
+        raise ConfigError(f"{where}.checkpoint: {path} is not a readable weights file (truncated or corrupt?): "
+                          f"{exc}") from None
 
 
 def _misfit(model_shapes: Mapping[str, tuple[int, ...]], file_shapes: Mapping[str, tuple[int, ...]]) -> str | None:
@@ -213,7 +222,8 @@ class TimmExtractor(ModelExtractor, Extractor):
         depth = len(getattr(meta, "feature_info", []) or [])
         if self._checkpoint is not None:
             file = self._model_file() if self._folder else self._checkpoint
-            misfit = _misfit({k: tuple(v.shape) for k, v in meta.state_dict().items()}, _checkpoint_shapes(file))
+            shapes = _checkpoint_shapes(file, where)
+            misfit = _misfit({k: tuple(v.shape) for k, v in meta.state_dict().items()}, shapes)
             if misfit:
                 raise ConfigError(f"{where}.checkpoint: {file} does not fit {architecture}: {misfit}")
         return {"architecture": architecture, "hf_hub_id": meta.pretrained_cfg.get("hf_hub_id"),

@@ -129,7 +129,7 @@ class TorchExtractor(ModelExtractor, Extractor):
             except TypeError as exc:
                 raise ConfigError(f"{where}.params: {exc}") from None
             if weights is not None:
-                module.load_state_dict(_state_dict(weights))
+                module.load_state_dict(_state_dict(weights, where))
         return SimpleNamespace(module=module.to(self.torch_device()))
 
     def _image_transform(self, branch: str | None) -> Any:
@@ -166,14 +166,26 @@ class TorchExtractor(ModelExtractor, Extractor):
         return self.output_fn(self.loaded().module(moved), moved)
 
 
-def _state_dict(path: Path) -> Any:
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+def _state_dict(path: Path, where: str) -> Any:
+    """The tensors of a weights file; one that cannot be read (truncated, corrupt, not a checkpoint) is refused
+    naming the key and the file."""
+    import pickle
 
-        return load_file(str(path))
-    import torch
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors import SafetensorError
+            from safetensors.torch import load_file
 
-    return torch.load(path, map_location="cpu", weights_only=True)
+            try:
+                return load_file(str(path))
+            except SafetensorError as exc:
+                raise ValueError(str(exc)) from None
+        import torch
+
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as exc:
+        raise ConfigError(f"{where}.weights: {path} is not a readable weights file (truncated or corrupt?): "
+                          f"{exc}") from None
 
 
 def from_decl(name: str, decl: Mapping[str, Any], where: str) -> TorchExtractor:

@@ -9,7 +9,8 @@
   decoding, a collate function and an optional tqdm progress bar.
 - ``load_image(path, row_id)``: an RGB PIL image; a missing or undecodable file raises ValidationError naming
   the row and the path.
-- ``file_sha256`` / ``folder_digest``: content hashes of weight and preprocessing files for recipes.
+- ``file_sha256`` / ``folder_digest``: content hashes of weight and preprocessing files for recipes; a
+  ``.safetensors`` file's header is checked first (``check_safetensors``: a truncated file is refused naming it).
 """
 
 from __future__ import annotations
@@ -178,13 +179,21 @@ class _Indexed:
 
 def load_image(path: str, row_id: Any) -> Any:
     """The image at ``path`` as RGB; ValidationError naming the row and path when missing or undecodable."""
+    import warnings
+
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(read_image_bytes(path)) if is_ref(path) else path) as image:
-            return image.convert("RGB")
+        with warnings.catch_warnings():  # PIL only warns up to twice its limit: refused, not left in a job's log
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(read_image_bytes(path)) if is_ref(path) else path) as image:
+                return image.convert("RGB")
     except FileNotFoundError:
         raise ValidationError(f"row {row_id!r}: image file not found: {describe(path)}") from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ValidationError(f"row {row_id!r}: image {describe(path)} is refused as a possible decompression bomb: "
+                              f"{exc} (PIL.Image.MAX_IMAGE_PIXELS = {Image.MAX_IMAGE_PIXELS}); resize it below "
+                              "that") from None
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise ValidationError(f"row {row_id!r}: cannot decode image {describe(path)}: {exc}") from None
 
@@ -195,12 +204,30 @@ def file_sha256(path: str | Path) -> str:
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if key not in _HASHES:
+        if path.suffix == ".safetensors":
+            check_safetensors(path)
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 22), b""):
                 digest.update(chunk)
         _HASHES[key] = digest.hexdigest()
     return _HASHES[key]
+
+
+def check_safetensors(path: Path) -> None:
+    """ValidationError naming ``path`` unless its safetensors header reads and covers the file (a truncated or
+    corrupt download is refused when the extractor is built, at plan time, not inside the library that loads it).
+    Reads the header only; imports no framework."""
+    try:
+        from safetensors import SafetensorError, safe_open
+    except ImportError:  # no safetensors: the library that loads the file says what it needs
+        return
+    try:
+        with safe_open(str(path), framework="numpy"):
+            pass
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ValidationError(f"weights file {path} is not a readable safetensors file (truncated or corrupt?): "
+                              f"{exc}") from None
 
 
 def model_files(folder: str | Path) -> Iterator[Path]:
