@@ -103,6 +103,9 @@ def data_files(spec: HFDatasetSpec) -> list[Path]:
     if path.is_file():
         if path.suffix.lower() not in _DATA_SUFFIXES:
             raise ConfigError(f"{spec.where}.path: {path} is not an .arrow or .parquet file nor a dataset folder")
+        if spec.split is not None and not path.name.startswith(spec.split):  # the folder rule, for one file
+            raise ConfigError(f"{spec.where}.split: {path} is one data file, not named after split {spec.split!r}; "
+                              "leave split out to read it, or give the dataset folder")
         return [path]
     if (path / "dataset_dict.json").is_file():
         splits = json.loads((path / "dataset_dict.json").read_text(encoding="utf-8")).get("splits") or []
@@ -114,7 +117,11 @@ def data_files(spec: HFDatasetSpec) -> list[Path]:
         return _saved_files(path / split)
     if (path / "state.json").is_file():
         state = json.loads((path / "state.json").read_text(encoding="utf-8"))
-        if spec.split is not None and state.get("_split") not in (None, spec.split):
+        if spec.split is not None and state.get("_split") is None:  # not silently ignored: every row would be read
+            raise ConfigError(f"{spec.where}.split: {path} is a single Dataset saved by save_to_disk, without splits "
+                              f"(not a DatasetDict), so split {spec.split!r} names nothing in it; leave split out to "
+                              "read all its rows")
+        if spec.split is not None and state.get("_split") != spec.split:
             raise ValidationError(f"{spec.where}.split: {path} holds split {state.get('_split')!r}, not {spec.split!r}")
         return _saved_files(path)
     files = sorted(p for p in path.rglob("*") if p.suffix.lower() in _DATA_SUFFIXES and p.is_file())
