@@ -5,6 +5,7 @@ next run rebuild exactly those, to the same reports."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,55 @@ def test_figures_refuse_a_hand_edited_report(run, tmp_path):
                       "--detail-output", str(tmp_path / "d.png"))
     assert proc.returncode == 2 and str(edited) in proc.stderr and "edited" in proc.stderr
     assert not (tmp_path / "r.png").exists()
+
+
+def test_a_hand_edited_report_md_never_reaches_the_pages_and_a_plain_rerun_restores_it(run):
+    """Issue 48: report.md edited after a run is newer than the pages, so a rerun renders them again; the page jobs
+    check report.md against its report.json first (``vertebrae verify --repair report.md``), refuse the edit and move
+    it aside with the pages built from it; the next plain run writes them all again from report.json."""
+    markdown = run / REPORT.with_name("report.md")
+    original = markdown.read_text(encoding="utf-8")
+    first = json.loads((run / REPORT).read_text(encoding="utf-8"))["ranking"][0]
+    assert f"| 1 | {first} |" in original
+    markdown.write_text(original.replace(f"| 1 | {first} |", "| 1 | FAKE-LEADER |"), encoding="utf-8")
+
+    failed = snakemake(run, check=False)
+    assert failed.returncode != 0
+    pages = [run / REPORT.with_name(name) for name in ("report.html", "ranking.html")]
+    assert not any(page.exists() and "FAKE-LEADER" in page.read_text(encoding="utf-8") for page in pages)
+    assert not markdown.exists() and any(m.startswith(str(REPORT.with_name("report.md.corrupt-"))) for m in _moved(run))
+
+    snakemake(run)
+    assert markdown.read_text(encoding="utf-8") == original
+    assert all("FAKE-LEADER" not in page.read_text(encoding="utf-8") for page in pages)
+    assert _vertebrae(run, "verify").returncode == 0
+
+
+def test_a_symlinked_score_is_repaired_by_its_target_and_the_next_run_rebuilds_it(run, tmp_path):
+    """Issue 48: a score artifact that is a link to an edited file outside results/ is checked by its target; repair
+    sets the target's bytes aside as ``<score>.corrupt-*`` (a plain file), removes the link, leaves the target as it
+    was, and moves what was built from the score; the next run writes the score as a plain file, and verify is
+    clean."""
+    before = _report(run)
+    workflow_plan = plan(CONFIG, base_dir=run)
+    score = run / "results" / "scores" / f"{workflow_plan.fingerprints('score')[0]}.json"
+    document = json.loads(score.read_text(encoding="utf-8"))
+    document["payload"]["overlap"]["score"] = 1.0  # a silent edit: only the content hash can tell
+    target = tmp_path / "shared-cache" / "score.json"
+    target.parent.mkdir()
+    target.write_text(json.dumps(document), encoding="utf-8")
+    score.unlink()
+    score.symlink_to(target)
+
+    found = _vertebrae(run, "verify")
+    assert found.returncode == 2 and f"bad: {score.relative_to(run)}" in found.stdout, found.stdout
+    assert _vertebrae(run, "verify", "--repair").returncode == 0
+    assert not os.path.lexists(score) and target.read_text(encoding="utf-8") == json.dumps(document)
+    aside = [run / m for m in _moved(run) if m.startswith(str(score.relative_to(run)) + ".corrupt-")]
+    assert aside and not aside[-1].is_symlink() and aside[-1].read_text(encoding="utf-8") == json.dumps(document)
+    assert not (run / REPORT).exists()
+
+    snakemake(run)
+    assert score.is_file() and not score.is_symlink()
+    assert _vertebrae(run, "verify").returncode == 0
+    assert _report(run) == before

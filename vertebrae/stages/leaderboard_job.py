@@ -1,10 +1,10 @@
 """``vertebrae leaderboard [RESULTS_DIR]``: every verified report.json under RESULTS_DIR (whichever config wrote it)
 as one leaderboard (``vertebrae.reports.leaderboard``), with costs from the Snakemake benchmark records beside it.
 
-Each report.json found (recursively, sorted by path) is verified (``vertebrae.stages.verify.check_report``); one that
-is corrupt, edited or unreadable is skipped with a line on stderr naming it and why (never half-read, and never
-moved: ``vertebrae verify --repair`` does that). ``--format csv`` and ``parquet`` give the long tidy table, ``md`` and
-``html`` the page; ``--output`` writes a file (required for Parquet), else the text goes to stdout.
+Each report.json found (recursively, sorted by path) is verified (``vertebrae.stages.report_check.check_report``);
+one that is corrupt, edited or unreadable is skipped with a line on stderr naming it and why (never half-read, and
+never moved: ``vertebrae verify --repair`` does that). ``--format csv`` and ``parquet`` give the long tidy table,
+``md`` and ``html`` the page; ``--output`` writes a file (required for Parquet), else the text goes to stdout.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from vertebrae.reports.leaderboard_render import (
 )
 from vertebrae.reports.summary import PROTOCOLS
 from vertebrae.reports.text import terminal_text
-from vertebrae.stages.verify import check_report
+from vertebrae.stages.report_check import check_report
 
 FORMATS = ("md", "csv", "html", "parquet")
 

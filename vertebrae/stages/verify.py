@@ -1,19 +1,34 @@
-"""``vertebrae verify``: check every artifact of a results/ tree; move corrupt or stale ones (and everything built
-from them) aside so that the next ``snakemake`` rebuilds exactly those.
+"""``vertebrae verify``: check every artifact, page and table of a results/ tree; move corrupt or stale ones (and
+everything built from them) aside so that the next ``snakemake`` rebuilds exactly those.
 
 An artifact is checked as its reader checks it (schema, structure, content hash; ``core.artifacts``) and against
 the fingerprint its path names (``<fp>.json``, ``<fp>.h5``, ``<fp>/shard-i-of-n.h5``, ``<fp>/<side>.h5``, a layer
-sweep's ``shard-i-of-n/<layer fp>.h5``): a mismatch there is *stale*. A retrieval partial (``partials/<merge fp>/<fp>.h5``) is read in its own format, a plan
-must declare the recipe its fingerprint hashes. A ``report.json`` must match its ``content_hash`` and parse through
-its result class's strict ``from_dict`` back to the same document (a hand-edited ranking, score or key is refused);
-report.md, the HTML pages and the summary's CSV and Markdown must equal what their verified sources give; a figure
-(PNG) must read back whole and unchanged, under its own name, stamped with its report's content hash (``reports.png``).
+sweep's ``shard-i-of-n/<layer fp>.h5``): a mismatch there is *stale*. A retrieval partial
+(``partials/<merge fp>/<fp>.h5``) is read in its own format, a plan must declare the recipe its fingerprint hashes.
+A ``report.json`` must match its ``content_hash`` and parse through its result class's strict ``from_dict`` back to
+the same document (a hand-edited ranking, score or key is refused; ``stages.report_check``). Every page and table the
+workflow writes from the reports (report.md, the HTML items, report.html, the summary's CSV and Markdown,
+leaderboard.html, index.html) must equal what its verified sources give now (``stages.verify_pages``); a figure (PNG)
+must read back whole and unchanged, under its own name, stamped with its report's content hash (``reports.png``).
 
 Moving aside renames a file to ``<name>.corrupt-<UTC time>`` next to it (``core.artifacts.move_aside``). Snakemake
 does not rebuild a missing intermediate while the reports built from it exist, so every artifact that depends on a
-moved one (found through the job specs under ``results/**/plans/``) moves aside with it, up to the reports. The CLI
-does the same when a job refuses a corrupt input (``quarantine``), or a stale or foreign one that is not what its
-own path names (``quarantine_refused``).
+moved one (found through the job specs under ``results/**/plans/``, and for the pages by name:
+``verify_pages.page_consumers``) moves aside with it, up to the reports and the results index. The CLI does the same
+when a job refuses a corrupt input (``quarantine``), or a stale or foreign one that is not what its own path names
+(``quarantine_refused``).
+
+A symlink in a results tree is checked, and repaired, by what it points to: its target's bytes must be the artifact
+its own path names. The target is never moved, changed or deleted (it may lie outside the tree: a shared cache, a
+user's file, another run's results); instead the link is replaced by a plain copy of those bytes, which is moved aside
+as ``<link>.corrupt-<UTC time>`` (the evidence stays beside the artifact, whatever becomes of the target), so the next
+run writes the artifact at the link's path as a plain file. A link whose target is gone is itself moved aside. A
+folder that is a link (``results/`` itself on another disk) is the tree's own storage: its files are files of the
+tree. Paths are compared as written, never resolved through links.
+
+``vertebrae verify FILE`` checks that one file (the workflow's page jobs check report.md so, before rendering it:
+a hand-edited report.md never reaches the pages); with ``--repair`` a bad one is moved aside with what was built
+from it and the exit status is 2.
 """
 
 from __future__ import annotations
@@ -21,13 +36,22 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from vertebrae.core.artifacts import move_aside, read_embeddings, read_json_artifact
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
-from vertebrae.reports.summary import check_summary
+from vertebrae.stages.report_check import check_report
+from vertebrae.stages.verify_pages import (
+    FIGURES,
+    TEXTS,
+    check_summary_json,
+    check_text,
+    expected_text,
+    page_consumers,
+)
 
 _FP = re.compile(r"[0-9a-f]{16}")
 _SHARD = re.compile(r"shard-(\d+)-of-(\d+)\.h5")
@@ -35,81 +59,28 @@ _SWEEP_SHARD = re.compile(r"shard-(\d+)-of-(\d+)")  # sweeps/<sweep fp>/shard-i-
 _ARTIFACT_SUFFIXES = (".h5", ".json")
 
 
+def _abs(path: str | Path) -> Path:
+    """``path`` made absolute as written: a link (a symlinked artifact, a results/ on another disk) is not resolved."""
+    return Path(os.path.abspath(path))
+
+
 def _results_root(path: Path) -> Path | None:
     """The ``results`` directory above ``path`` (job specs name paths relative to its parent)."""
-    for parent in path.resolve().parents:
+    for parent in _abs(path).parents:
         if parent.name == "results":
             return parent
     return None
 
 
-_PAGES = ("ranking", "detail", "comparison", "warnings")  # reports.html_items.ITEMS
-_TEXTS = {"report.md", *(f"{item}.html" for item in _PAGES), "summary.csv", "summary.md"}
-_FIGURES = {f"{figure}.png" for figure in ("ranking", "detail", "comparison")}  # reports.figures.FIGURES
-
-
 def _files(root: Path) -> Iterator[Path]:
-    """Artifact files under ``root`` (and the text items made from them: report.md, the HTML pages, the summary's
-    CSV and Markdown): no temporary, hidden or moved-aside files."""
+    """Artifact files under ``root`` (and the pages and tables made from them: report.md, the HTML pages, the
+    summary's CSV and Markdown, the leaderboard and the results index; a link to a file too, or to nothing): no
+    temporary, hidden or moved-aside files."""
     for path in sorted(root.rglob("*")):
-        if path.is_file() and (path.suffix in _ARTIFACT_SUFFIXES or path.name in _TEXTS or path.name in _FIGURES) \
+        if (path.is_file() or path.is_symlink() and not path.exists()) \
+                and (path.suffix in _ARTIFACT_SUFFIXES or path.name in TEXTS or path.name in FIGURES) \
                 and not any(p.startswith(".") for p in path.relative_to(root).parts) and ".corrupt-" not in path.name:
             yield path
-
-
-def _expected_text(path: Path) -> str | None:
-    """What a text item must hold: report.md the rendering of its verified report.json, an HTML page its item of
-    that rendering, summary.csv / summary.md the rendering of the verified summary.json; None for other files."""
-    folder = path.parent
-    if folder.parent.name == "reports" and (path.name == "report.md" or path.stem in _PAGES):
-        document = check_report(folder / "report.json")
-        report = _report_class(document["schema"]).from_dict(document)
-        markdown = report.markdown()
-        if path.name == "report.md":
-            return markdown
-        from vertebrae.reports.html_items import page, report_items
-
-        return page(report_items(markdown, benchmark=folder.name)[path.stem], benchmark=folder.name, item=path.stem)
-    if path.name in ("summary.csv", "summary.md") and folder.name == "summary":
-        from vertebrae.reports.summary import summary_csv, summary_markdown
-
-        _check_summary_json(folder / "summary.json")
-        summary = check_summary(folder / "summary.json")
-        return (summary_csv if path.suffix == ".csv" else summary_markdown)(summary)
-    return None
-
-
-def _check_summary_json(path: Path) -> None:
-    """summary.json reads back (``check_summary``) and is the summary of the reports it names, where those verify
-    (a bad report is reported itself), with its own ``software`` stamp (a record of the writer, not derived from
-    the reports); CorruptArtifactError if it is not."""
-    from vertebrae.reports.summary import build_summary
-
-    summary = check_summary(path)
-    workdir = path.parent.parent.parent  # <workdir>/results/summary/summary.json; report paths are relative to it
-    try:
-        rebuilt = build_summary([(c.report, check_report(workdir / c.report)) for c in summary.benchmarks])
-        if summary.software is not None:
-            rebuilt = rebuilt.with_software(summary.software)
-    except (OSError, ArtifactError, VertebraeError):
-        return
-    if rebuilt.to_dict() != summary.to_dict():
-        raise CorruptArtifactError(f"summary {path}: edited: it is not the summary of the reports it names", str(path))
-
-
-def _check_text(path: Path) -> None:
-    """A text item equals what its verified source gives (:func:`_expected_text`); CorruptArtifactError if not (or
-    if it is not UTF-8 text)."""
-    try:
-        expected = _expected_text(path)
-    except (OSError, ArtifactError, VertebraeError):
-        expected = None  # its source is missing or bad, and reported itself: rebuilding the source rewrites this
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CorruptArtifactError(f"{path}: unreadable ({exc})", str(path)) from None
-    if expected is not None and text != expected:
-        raise CorruptArtifactError(f"{path}: edited: it differs from what its source gives", str(path))
 
 
 def _check_figure(path: Path) -> None:
@@ -178,17 +149,18 @@ def _outputs(root: Path, fp: str, spec: dict[str, Any] | None, files: list[Path]
 
 def dependents(path: str | Path) -> list[Path]:
     """Every artifact of the results tree built from ``path``, directly or not (reports and figures included;
-    paths of missing artifacts too, whose consumers are followed all the same)."""
-    path = Path(path).resolve()
+    paths of missing artifacts too, whose consumers are followed all the same). Paths are taken as written, links
+    unresolved: a symlinked artifact's dependents are those of its own path."""
+    path = _abs(path)
     root = _results_root(path)
     if root is None:
         return []
     workdir, specs = root.parent, _specs(root)
-    files = [p.resolve() for p in _files(root)] + [p.resolve() for p in root.rglob("reports/*/*") if p.is_file()]
+    files = [_abs(p) for p in _files(root)] + [_abs(p) for p in root.rglob("reports/*/*") if p.is_file()]
     consumers: dict[str, list[str]] = {}
     for fp, spec in specs.items():
         for ref in _refs(spec):
-            consumers.setdefault(str((workdir / ref).resolve()), []).append(fp)
+            consumers.setdefault(str(_abs(workdir / ref)), []).append(fp)
     # a job that failed (or was removed) has no output file, but its consumers still name its path
     existing = set(files)
     files += [Path(p) for p in consumers if Path(p) not in existing]
@@ -202,6 +174,7 @@ def dependents(path: str | Path) -> list[Path]:
             built += _outputs(root, fp, specs.get(fp), files)
         elif fp and _SHARD.fullmatch(current.name):  # a shard: the merged endpoint built from it, not its siblings
             built += [out for out in _outputs(root, fp, specs.get(fp), files) if not _SHARD.fullmatch(out.name)]
+        built += page_consumers(current)  # a report's pages, the leaderboard and the results index
         for out in built:
             if out != path and out not in found:
                 found[out] = None
@@ -226,12 +199,31 @@ def quarantine_refused(path: str | Path, *, always: bool = False) -> list[tuple[
     return quarantine(path)
 
 
+def set_aside(path: str | Path) -> str:
+    """Move one file of a results tree aside (``core.artifacts.move_aside``); return its new path. A symlink is set
+    aside by what it points to: the link is replaced by a plain copy of its target's bytes, which is moved aside (the
+    target itself, perhaps outside the tree, is never touched), so the next run writes a plain file at the link's
+    path. A link to nothing, or one whose target cannot be copied, is moved aside as a link."""
+    path = os.fspath(path)
+    if os.path.islink(path) and os.path.isfile(path):
+        folder, name = os.path.split(path)
+        copy = os.path.join(folder, f".{name}.tmp-aside-{os.getpid()}")
+        try:
+            shutil.copyfile(path, copy)  # follows the link
+            os.replace(copy, path)  # the link, not its target, becomes a plain file of the same bytes
+        except OSError:
+            if os.path.lexists(copy):
+                os.unlink(copy)
+    return move_aside(path)
+
+
 def quarantine(path: str | Path) -> list[tuple[str, str]]:
-    """Move ``path`` and every artifact built from it aside; return ``(old, new)`` pairs, ``path`` first."""
+    """Move ``path`` and every artifact built from it aside (:func:`set_aside`); return ``(old, new)`` pairs,
+    ``path`` first."""
     moved = []
     for item in [Path(path), *dependents(path)]:
         try:
-            moved.append((str(item), move_aside(item)))
+            moved.append((str(item), set_aside(item)))
         except FileNotFoundError:  # never built, or already moved aside by a concurrent job
             continue
     return moved
@@ -247,53 +239,6 @@ def describe_quarantine(moved: list[tuple[str, str]]) -> str:
     return text + ": run the workflow again to rebuild them"
 
 
-def _report_classes() -> dict[str, type]:
-    from vertebrae.results import BenchmarkResult
-    from vertebrae.results.retrieval import RetrievalBenchmarkResult
-    from vertebrae.results.zero_shot import ZeroShotBenchmarkResult
-
-    return {cls.SCHEMA: cls for cls in (BenchmarkResult, RetrievalBenchmarkResult, ZeroShotBenchmarkResult)}
-
-
-def _report_class(schema: str) -> type:
-    return _report_classes()[schema]
-
-
-def check_report(path: str | Path) -> dict[str, Any]:
-    """A report.json verified like an artifact: valid JSON whose ``content_hash`` matches its other keys (a hand-edited
-    number is refused), parsed by its protocol's strict result class, and serialising back to the same document;
-    return it (without the hash). Raises CorruptArtifactError naming the path."""
-    from vertebrae.results.base import CONTENT_HASH_KEY, report_content_hash
-
-    path = str(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except FileNotFoundError:
-        raise ArtifactError(f"report {path}: file not found") from None
-    except (OSError, ValueError) as exc:
-        raise CorruptArtifactError(f"report {path}: not valid JSON ({exc})", path) from None
-    if not isinstance(document, dict) or CONTENT_HASH_KEY not in document:
-        raise CorruptArtifactError(f"report {path}: no {CONTENT_HASH_KEY}: not a report.json vertebrae wrote", path)
-    if document.pop(CONTENT_HASH_KEY) != report_content_hash(document):
-        raise CorruptArtifactError(f"report {path}: content hash mismatch: edited since it was written", path)
-    classes = _report_classes()
-    schema = document.get("schema") if isinstance(document, dict) else None
-    if schema not in classes:
-        raise CorruptArtifactError(f"report {path}: unknown report schema {schema!r}, expected one of "
-                                   f"{sorted(classes)}", path)
-    try:
-        again = classes[schema].from_dict(document).to_dict()
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise CorruptArtifactError(f"report {path}: malformed {schema} report ({type(exc).__name__}: {exc})",
-                                   path) from None
-    if again != document:
-        keys = sorted(k for k in {*again, *document} if again.get(k) != document.get(k))
-        raise CorruptArtifactError(f"report {path}: edited or inconsistent (keys {keys} differ from the report "
-                                   f"its own results give)", path)
-    return document
-
-
 def run_figures(report_path: str | Path, ranking_path: str | Path, detail_path: str | Path,
                 comparison_path: str | Path | None = None) -> None:
     """``vertebrae figures``: verify the report (:func:`check_report`), then draw its figures."""
@@ -307,16 +252,18 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
     """Verify one artifact; ArtifactError (stale, or CorruptArtifactError) when it is bad."""
     from vertebrae.stages.plan import check_plan_recipe, shard_fingerprint
 
+    if path.is_symlink() and not path.exists():
+        raise CorruptArtifactError(f"{path}: a link to {os.readlink(path)}, which does not exist", str(path))
     if path.name == "report.json" and path.parent.parent.name == "reports":
         check_report(path)
         return
     if path.name == "summary.json" and path.parent.name == "summary":  # the cross-benchmark summary: no manifest
-        _check_summary_json(path)
+        check_summary_json(path)
         return
-    if path.name in _TEXTS:
-        _check_text(path)
+    if path.name in TEXTS:
+        check_text(path)
         return
-    if path.name in _FIGURES and path.parent.parent.name == "reports":
+    if path.name in FIGURES and path.parent.parent.name == "reports":
         _check_figure(path)
         return
     fp = _path_fp(path)
@@ -352,8 +299,8 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
 
 
 def verify(results_dir: str | Path = "results", *, repair: bool = False) -> list[tuple[str, str]]:
-    """Check every artifact under ``results_dir``; return ``(path, problem)`` of the corrupt or stale ones, and with
-    ``repair`` move each (and what was built from it) aside."""
+    """Check every artifact, page and table under ``results_dir``; return ``(path, problem)`` of the corrupt or stale
+    ones, and with ``repair`` move each (and what was built from it) aside."""
     root = Path(results_dir)
     if not root.is_dir():
         raise ArtifactError(f"results directory {results_dir}: not found")
@@ -366,14 +313,34 @@ def verify(results_dir: str | Path = "results", *, repair: bool = False) -> list
             bad.append((str(path), str(exc)))
     if repair:
         for path, _ in bad:
-            if os.path.exists(path):
+            if os.path.lexists(path):
                 quarantine(path)
     return bad
 
 
+def _verify_file(path: Path, repair: bool) -> None:
+    """``vertebrae verify FILE``: check one file of a results tree; ArtifactError (exit status 2) when it is bad,
+    after moving it and what was built from it aside with ``repair``."""
+    root = _results_root(path)
+    try:
+        _check(path, _specs(root) if root is not None and path.suffix == ".h5" else {})  # specs: a shard's count
+        if path.name in TEXTS:
+            expected_text(path)  # a page checked alone: its sources must verify too (a bad one is the one to move)
+    except (ArtifactError, VertebraeError) as exc:
+        if repair:
+            bad = exc.path if isinstance(exc, CorruptArtifactError) else path
+            raise ArtifactError(f"{exc}{describe_quarantine(quarantine(bad))}") from None
+        raise ArtifactError(f"{exc}; `vertebrae verify --repair {path}` moves it aside, with what was built from "
+                            "it, for the workflow to rebuild") from None
+    print(f"{path}: verifies")
+
+
 def run_verify(results_dir: str | Path = "results", repair: bool = False) -> None:
     """``vertebrae verify``: list corrupt or stale artifacts; ArtifactError (exit status 2) when there are any and
-    ``repair`` is off. With ``repair`` they and everything built from them are moved aside."""
+    ``repair`` is off. With ``repair`` they and everything built from them are moved aside. Given one file instead of
+    a folder, check that file (:func:`_verify_file`)."""
+    if os.path.isfile(results_dir) or os.path.islink(results_dir):
+        return _verify_file(Path(results_dir), repair)
     bad = verify(results_dir, repair=repair)
     for path, problem in bad:
         print(f"{'moved aside' if repair else 'bad'}: {path}: {problem}")
@@ -384,4 +351,5 @@ def run_verify(results_dir: str | Path = "results", repair: bool = False) -> Non
                                 "again to rebuild them" if bad else "every artifact verifies"))
 
 
-__all__ = ["check_report", "dependents", "describe_quarantine", "quarantine", "quarantine_refused", "run_figures", "run_verify", "verify"]
+__all__ = ["check_report", "dependents", "describe_quarantine", "quarantine", "quarantine_refused", "run_figures",
+           "run_verify", "set_aside", "verify"]

@@ -50,6 +50,7 @@ rule figures:
 rule report_tables:
     input:
         markdown=report_paths("{report_name}")["markdown"],
+        report=report_paths("{report_name}")["json"],
     output:
         ranking=report("results/reports/{report_name}/ranking.html", **ITEM("ranking", "table")),
         detail=report("results/reports/{report_name}/detail.html", **ITEM("detail", "table")),
@@ -64,9 +65,9 @@ rule report_tables:
     benchmark:
         "benchmarks/report_tables/{report_name}.tsv"
     shell:
-        "vertebrae report-tables --markdown {input.markdown} --ranking-output {output.ranking}"
-        " --detail-output {output.detail} --comparison-output {output.comparison}"
-        " --warnings-output {output.warnings} > {log} 2>&1"
+        "(vertebrae verify --repair {input.markdown} && vertebrae report-tables --markdown {input.markdown}"
+        " --ranking-output {output.ranking} --detail-output {output.detail} --comparison-output {output.comparison}"
+        " --warnings-output {output.warnings}) > {log} 2>&1"
 
 
 rule compare:
@@ -87,9 +88,14 @@ rule compare:
 
 # A benchmark's one-page report.html (ranking, figures inline, comparison, cost, warnings, details), the results
 # index linking every page under results/ (whichever config wrote it) and the leaderboard page over all of them.
+# The pages are cut from report.md, which `vertebrae verify FILE` checks first against its report.json (a hand-edited
+# report.md is moved aside, with what was built from it, and the next run writes it again): an edit never reaches
+# a page. The leaderboard links every page of a report, so it comes after them (and `vertebrae verify` can tell
+# what it must hold).
 rule report_page:
     input:
         markdown=report_paths("{report_name}")["markdown"],
+        report=report_paths("{report_name}")["json"],
         figures=rules.figures.output,
     output:
         page="results/reports/{report_name}/report.html",
@@ -102,12 +108,15 @@ rule report_page:
     benchmark:
         "benchmarks/report_page/{report_name}.tsv"
     shell:
-        "vertebrae report-page --markdown {input.markdown} --output {output.page} > {log} 2>&1"
+        "(vertebrae verify --repair {input.markdown}"
+        " && vertebrae report-page --markdown {input.markdown} --output {output.page}) > {log} 2>&1"
 
 
 rule leaderboard_page:
     input:
         reports=vertebrae.reports.summary.summary_inputs(get_final_outputs()),
+        pages=get_page_outputs(),
+        tables=get_report_item_outputs(),
     output:
         page="results/leaderboard.html",
     conda:

@@ -1,0 +1,191 @@
+"""The pages and tables of a results tree, for ``vertebrae verify``: each must equal what its verified sources give
+now, rendered again in memory by the same code the workflow's jobs write it with.
+
+Every text file the workflow writes from the reports, by where it lies (``results/`` is the workflow's results folder):
+
+- ``results/reports/<name>/report.md``: the Markdown of the verified report.json beside it (its result class's
+  ``markdown()``);
+- ``results/reports/<name>/{ranking,detail,comparison,warnings}.html``: that Markdown's items
+  (``reports.html_items``);
+- ``results/reports/<name>/report.html``: that Markdown's page (``reports.report_page.report_page``), with the
+  figures beside it as they are now;
+- ``results/summary/summary.{csv,md}``: the rendering of the verified summary.json, itself the summary of the
+  reports it names (:func:`check_summary_json`);
+- ``results/leaderboard.html``: the leaderboard page of every verified report.json under ``results/``, as the
+  workflow's ``vertebrae leaderboard results --format html`` job writes it (costs the reports carry, else the
+  Snakemake records beside ``results/``), under the page's own "Written by" stamp (which vertebrae wrote it is a
+  record, not something the reports give);
+- ``results/index.html``: the results index of ``results/`` as it is now (``reports.report_page.index_page``).
+
+A page whose source is missing or does not verify is not compared: the source is reported itself, and moving it
+aside moves the pages built from it (:func:`page_consumers`) with it. A leaderboard or a results index whose reports
+changed since it was written (a report deleted, added or rebuilt without it) differs too: it is stale, and moved
+aside like an edited one, the next run writes it again.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from pathlib import Path
+
+from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
+from vertebrae.reports.summary import check_summary
+from vertebrae.stages.report_check import check_report, report_classes
+
+ITEMS = ("ranking", "detail", "comparison", "warnings")  # reports.html_items.ITEMS
+FIGURES = tuple(f"{figure}.png" for figure in ("ranking", "detail", "comparison"))  # reports.figures.FIGURES
+REPORT_TEXTS = ("report.md", *(f"{item}.html" for item in ITEMS), "report.html")  # a report folder's text files
+RESULTS_PAGES = ("leaderboard.html", "index.html")  # in results/ itself
+TEXTS = frozenset({*REPORT_TEXTS, *RESULTS_PAGES, "summary.csv", "summary.md"})
+# the last paragraph of the leaderboard page (vertebrae.core.provenance.software_line, HTML-escaped)
+_STAMP = re.compile(r"<p>(Written by vertebrae [\w.+!-]+(?: \(git [0-9a-f]+(?:, uncommitted changes)?\))?\.)</p>\n"
+                    r"</body></html>\n\Z")
+
+
+def _in_report_folder(path: Path) -> bool:
+    return path.parent.parent.name == "reports"
+
+
+def _in_results(path: Path) -> bool:
+    return path.parent.name == "results"
+
+
+def report_markdown(folder: Path) -> str:
+    """The report.md of the report folder ``folder``: the Markdown of its verified report.json."""
+    document = check_report(folder / "report.json")
+    return report_classes()[document["schema"]].from_dict(document).markdown()
+
+
+def _leaderboard(page: Path) -> str | None:
+    """``results/leaderboard.html`` as the workflow's job writes it from the reports under ``results/`` now; None
+    where one of them does not verify (the job skipped it, and it is reported itself)."""
+    from vertebrae.reports.across import across
+    from vertebrae.reports.costs import candidate_cost, stored_cost
+    from vertebrae.reports.leaderboard import benchmark_keys, leaderboard_rows, paired_verdicts
+    from vertebrae.reports.leaderboard_render import leaderboard_html
+    from vertebrae.reports.summary import PROTOCOLS
+    from vertebrae.stages.leaderboard_job import REPORT_FILES, verified_reports
+
+    results = page.parent
+    found, skipped = verified_reports(results)
+    if skipped:
+        return None
+    # the job runs `vertebrae leaderboard results` in the working folder: a report's path (which names a benchmark
+    # two reports share) is spelled from there, wherever verify was pointed
+    reports = [(os.path.join(results.name, os.path.relpath(path, results)), document) for path, document in found]
+    records = results.resolve().parent / "benchmarks"
+    costs = {}
+    for path, document in reports:
+        key = "extractor_results" if PROTOCOLS[document["schema"]] == "labelled" else "candidate_results"
+        for candidate in document[key]:
+            costs[(path, str(candidate["name"]))] = stored_cost(candidate) or candidate_cost(candidate, records)
+    rows = leaderboard_rows(reports, costs=costs)
+    base, links = page.resolve().parent, {}
+    for key, (path, _) in zip(benchmark_keys(reports), found):  # leaderboard_job.report_links
+        folder = Path(path).resolve().parent
+        links.setdefault(key, [(label, Path(os.path.relpath(folder / name, base)).as_posix())
+                               for label, name in REPORT_FILES if (folder / name).is_file()])
+    stamp = _STAMP.search(page.read_text(encoding="utf-8"))
+    return leaderboard_html(rows, across(rows, paired_verdicts(reports)), links=links,
+                            written_by=None if stamp is None else html.unescape(stamp.group(1)))
+
+
+def _index(page: Path) -> str | None:
+    """``results/index.html`` as the workflow's job writes it from ``results/`` now; None where a report it lists
+    does not verify (the index reads them leniently; the bad one is reported itself)."""
+    from vertebrae.reports.report_page import index_page
+
+    for listed in sorted((page.parent / "reports").glob("*/report.html")):
+        check_report(listed.parent / "report.json")
+    return index_page(page.parent, page)
+
+
+def expected_text(path: Path) -> str | None:
+    """What a text file of a results tree must hold (see the module's docstring); None for another file. Raises
+    ArtifactError (or another VertebraeError) where its source is missing or bad."""
+    folder = path.parent
+    if _in_report_folder(path) and path.name in REPORT_TEXTS:
+        markdown = report_markdown(folder)
+        if path.name == "report.md":
+            return markdown
+        if path.name == "report.html":
+            from vertebrae.reports.report_page import report_page
+
+            return report_page(markdown, benchmark=folder.name, folder=folder)
+        from vertebrae.reports.html_items import page, report_items
+
+        return page(report_items(markdown, benchmark=folder.name)[path.stem], benchmark=folder.name, item=path.stem)
+    if path.name in ("summary.csv", "summary.md") and folder.name == "summary":
+        from vertebrae.reports.summary import summary_csv, summary_markdown
+
+        check_summary_json(folder / "summary.json")
+        summary = check_summary(folder / "summary.json")
+        return (summary_csv if path.suffix == ".csv" else summary_markdown)(summary)
+    if path.name == "leaderboard.html" and _in_results(path):
+        return _leaderboard(path)
+    if path.name == "index.html" and _in_results(path):
+        return _index(path)
+    return None
+
+
+def check_summary_json(path: Path) -> None:
+    """summary.json reads back (``check_summary``) and is the summary of the reports it names, where those verify
+    (a bad report is reported itself), with its own ``software`` stamp (a record of the writer, not derived from
+    the reports); CorruptArtifactError if it is not."""
+    from vertebrae.reports.summary import build_summary
+
+    summary = check_summary(path)
+    workdir = path.parent.parent.parent  # <workdir>/results/summary/summary.json; report paths are relative to it
+    try:
+        rebuilt = build_summary([(c.report, check_report(workdir / c.report)) for c in summary.benchmarks])
+        if summary.software is not None:
+            rebuilt = rebuilt.with_software(summary.software)
+    except (OSError, ArtifactError, VertebraeError):
+        return
+    if rebuilt.to_dict() != summary.to_dict():
+        raise CorruptArtifactError(f"summary {path}: edited: it is not the summary of the reports it names", str(path))
+
+
+def check_text(path: Path) -> None:
+    """A text file equals what its verified sources give (:func:`expected_text`); CorruptArtifactError if not (or if
+    it is not UTF-8 text)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptArtifactError(f"{path}: unreadable ({exc})", str(path)) from None
+    try:
+        expected = expected_text(path)
+    except (OSError, ArtifactError, VertebraeError):
+        expected = None  # its source is missing or bad, and reported itself: rebuilding the source rewrites this
+    if expected is not None and text != expected:
+        raise CorruptArtifactError(f"{path}: edited or stale: it differs from what its verified sources give now",
+                                   str(path))
+
+
+def page_consumers(path: Path) -> list[Path]:
+    """The pages the workflow builds from ``path`` (directly; missing ones too): a report's Markdown, items, figures
+    and page from its report.json, the items and the page from report.md, the page from a figure, and the leaderboard
+    (which links a report's files) and the results index (which links the pages and the leaderboard) from all of
+    them."""
+    folder = path.parent
+    if _in_results(path) and path.name == "leaderboard.html":
+        return [folder / "index.html"]
+    if not _in_report_folder(path):
+        return []
+    results = folder.parent.parent
+    tail = [results / "leaderboard.html", results / "index.html"]
+    if path.name == "report.json":
+        return [folder / name for name in ("report.md", *FIGURES, *REPORT_TEXTS[1:])] + tail
+    if path.name == "report.md":
+        return [folder / name for name in REPORT_TEXTS[1:]] + tail
+    if path.name in FIGURES:
+        return [folder / "report.html", *tail]
+    if path.name in REPORT_TEXTS:
+        return tail
+    return []
+
+
+__all__ = ["FIGURES", "ITEMS", "REPORT_TEXTS", "RESULTS_PAGES", "TEXTS", "check_summary_json", "check_text",
+           "expected_text", "page_consumers", "report_markdown"]
