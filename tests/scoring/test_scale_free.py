@@ -95,3 +95,16 @@ def test_scale_bound_retrieval_similarities_are_refused_not_misranked(similarity
     # dot / squared_l2 similarities are reported in the embedding's units: out of float64's range they are refused
     with pytest.raises(ValidationError, match=f"{similarity} similarity would {trouble} float64.*Query embeddings"):
         RetrievalScorer(RetrievalConfig(similarity=similarity)).score(Q * scale, G * scale, RELEVANCE)
+
+
+def test_subnormal_embeddings_score_as_the_embedding_in_every_protocol():
+    # 1e-310 is subnormal: the power-of-two factor is capped at 2**1023 (it was inf), an exact scale-up (issue 48)
+    scale = 1e-310
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for normalize in (True, False):
+            assert _close(_labelled(scale, normalize), _labelled(1.0, normalize))
+        assert _close(_regression(scale, 1.0), _regression(1.0, 1.0))
+        assert _close(_retrieval(scale), _retrieval(1.0))
+        assert _close(_retrieval_benchmark(scale), _retrieval_benchmark(1.0))
+        assert _close(_zero_shot(scale), _zero_shot(1.0))
