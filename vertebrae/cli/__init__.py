@@ -49,6 +49,18 @@ class Command:
     args: tuple[Arg, ...]
 
 
+def positive_int(text: str) -> int:
+    """An argument that counts something (``--cores``, ``--shards``): a whole number of at least 1; argparse names
+    the option in its usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 PLAN = arg("--plan-json", dest="plan", metavar="PLAN_JSON", required=True)
 OUTPUT = arg("--output", required=True)
 SPEC = arg("--spec", dest="spec", help="the job spec as JSON text (or give --spec-file)")
@@ -223,8 +235,8 @@ COMMANDS: dict[str, Command] = {
                          metavar="PREFIX:VALUE[,key=value...]",
                          help="timm:, st:, open_clip:NAME/PRETRAINED, hf_text:, hf_vision:, hf_multimodal:, "
                               "precomputed:FILE; name=... names the candidate; repeatable"),
-                     arg("--shards", type=int, help="embedding.shards (default: the schema's)"),
-                     arg("--cores", type=int, help="Snakemake's --cores (default 1 without --profile)"),
+                     arg("--shards", type=positive_int, help="embedding.shards (default: the schema's)"),
+                     arg("--cores", type=positive_int, help="Snakemake's --cores (default 1 without --profile)"),
                      arg("--profile", help="a Snakemake profile, e.g. slurm"),
                      arg("--print-config", action="store_true", help="print the config and run nothing"))),
     "summary": Command("a candidates x benchmarks table of primary scores from verified report.json files (CSV, "

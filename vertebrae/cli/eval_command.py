@@ -84,8 +84,6 @@ MODEL_SPECS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
 
 def parse_spec(spec: str, known: Sequence[str], *, argument: str) -> tuple[str, str, dict[str, Any]]:
     """(prefix, value, options) of ``PREFIX:VALUE[,key=value...]``; an unknown prefix is refused, naming it."""
-    import yaml
-
     prefix, sep, rest = spec.partition(":")
     if not sep or prefix not in known:
         why = f"unknown prefix {prefix!r}" if sep else "no PREFIX:"
@@ -96,10 +94,29 @@ def parse_spec(spec: str, known: Sequence[str], *, argument: str) -> tuple[str, 
         key, eq, text = pair.partition("=")
         if not eq or not key:
             raise ConfigError(f"{argument} {spec!r}: option {pair!r} is not key=value")
-        options[key] = yaml.safe_load(text) if text else ""
+        options[key] = _option_value(text, f"{argument} {spec!r}: option {key}") if text else ""
     if not value:
         raise ConfigError(f"{argument} {spec!r}: nothing after {prefix}:")
     return prefix, value, options
+
+
+def _option_value(text: str, what: str) -> Any:
+    """An option's value read as YAML data (``safe_load``); a tag (``!!python/object:...``, ``!!str``, ``!x``) is
+    refused before anything is constructed, as is text that is not YAML, naming the option."""
+    import yaml
+
+    try:
+        tags = [token for token in yaml.scan(text, Loader=yaml.SafeLoader) if isinstance(token, yaml.TagToken)]
+        if not tags:
+            return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{what}: {text!r} is not a YAML value ({problem}); quote it to give it as text") from None
+    handle, suffix = tags[0].value
+    tag = f"!<{suffix}>" if handle is None else handle + suffix
+    raise ConfigError(f"{what}: {text!r} holds the YAML tag {tag!r}; an option is "
+                      "plain data (a number, text, true/false or a [list]), so tags are refused: quote the value to "
+                      "give it as text")
 
 
 def _known_sources() -> tuple[set[str], set[str]]:
