@@ -98,6 +98,31 @@ def _find_number(tree: Any, key: str, depth: int = 0) -> float | None:
     return None
 
 
+def _metric_keys(tree: Any, inside: bool = False, depth: int = 0) -> set[str]:
+    """The keys holding a number in a candidate's ``metrics`` / ``diagnostics`` mappings (its metric values)."""
+    if depth > 5 or not isinstance(tree, Mapping):
+        return set()
+    found = {str(k) for k, v in tree.items() if inside and _number(v) is not None}
+    for k, v in tree.items():
+        found |= _metric_keys(v, k in ("metrics", "diagnostics"), depth + 1)
+    return found
+
+
+def metric_names(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """The metrics the reports hold a value of, sorted: each benchmark's primary metric and the numbers in its
+    candidates' ``metrics`` and ``diagnostics`` (what ``leaderboard_rows(metric=...)`` can rank by)."""
+    names: set[str] = set()
+    for _, document in reports:
+        protocol = PROTOCOLS.get(document.get("schema"))
+        if protocol is None:
+            continue
+        candidates = _candidates(document, protocol)
+        names.add(str(_primary_metric(document, candidates, protocol)))
+        for candidate in candidates:
+            names |= _metric_keys(candidate)
+    return sorted(names)
+
+
 def recipe_summary(metadata: Mapping[str, Any]) -> str:
     """The extractor recipe(s) of a candidate's endpoints as compact JSON (distinct recipes joined by ``; ``)."""
     recipes = [e.get("extractor") for e in embedding_endpoints(metadata)] or [metadata.get("extractor")]
@@ -266,5 +291,6 @@ def _cost_text(value: float | None) -> str:
 
 
 __all__ = ["COLUMNS", "COST_KINDS", "Row", "benchmark_keys", "benchmarks_of", "candidates_of",
-           "cheapest_tied", "cheapest_tied_line", "embedding_endpoints", "leaderboard_rows", "paired_verdicts",
+           "cheapest_tied", "cheapest_tied_line", "embedding_endpoints", "leaderboard_rows", "metric_names",
+           "paired_verdicts",
            "pareto_front", "recipe_summary", "wide_table"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from vertebrae.core.provenance import software, software_line
 from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.reports.across import across
 from vertebrae.reports.costs import candidate_cost, stored_cost
-from vertebrae.reports.leaderboard import COST_KINDS, leaderboard_rows, paired_verdicts
+from vertebrae.reports.leaderboard import COST_KINDS, leaderboard_rows, metric_names, paired_verdicts
 from vertebrae.reports.leaderboard_render import (
     leaderboard_csv,
     leaderboard_frame,
@@ -58,6 +60,11 @@ def build(results_dir: str | Path = "results", *, metric: str | None = None, rec
             costs[(path, str(candidate["name"]))] = stored_cost(candidate) or candidate_cost(candidate, records)
         written[path] = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
     rows = leaderboard_rows(reports, metric=metric, costs=costs, written=written)
+    if metric is not None and rows and all(row.value is None for row in rows):
+        names = metric_names(reports)
+        if metric not in names:  # a typo would leave every candidate unranked
+            raise ConfigError(f"--metric {metric!r}: no report under {results_dir} holds that metric; the metrics "
+                              f"present: {', '.join(names) or 'none'}")
     return rows, across(rows, paired_verdicts(reports)), skipped
 
 
@@ -88,11 +95,14 @@ def run_leaderboard(results_dir: str | Path = "results", metric: str | None = No
         raise ConfigError(f"--cost {cost!r}: expected one of {COST_KINDS}")
     if format == "parquet" and output is None:
         raise ConfigError("--format parquet needs --output FILE")
+    if output is not None and Path(output).is_dir():
+        raise ConfigError(f"--output {output}: is a folder; name the file to write (e.g. {Path(output) / 'leaderboard'}"
+                          f".{format})")
     rows, standings, skipped = build(results_dir, metric=metric, records_dir=records_dir)
     for line in skipped:
         print(f"vertebrae leaderboard: {terminal_text(line)}", file=sys.stderr)
     if format == "parquet":
-        with atomic_write(output) as tmp:
+        with _writing(output) as tmp:
             leaderboard_frame(rows).to_parquet(tmp, index=False)
         return 0
     stamp = software_line(software())  # Markdown and HTML say which vertebrae wrote them, as reports do
@@ -103,9 +113,22 @@ def run_leaderboard(results_dir: str | Path = "results", metric: str | None = No
     if output is None:  # a terminal gets no control character from data (a csv field is written as it was)
         sys.stdout.write(terminal_text(text, lines=True) if sys.stdout.isatty() else text)
     else:
-        with atomic_write(output) as tmp:
+        with _writing(output) as tmp:
             Path(tmp).write_text(text, encoding="utf-8")
     return 0
+
+
+@contextmanager
+def _writing(output: str | Path) -> Iterator[str]:
+    """``atomic_write(output)``; a path that cannot be written (its folder a file, no permission, a read-only file
+    system) is refused naming it."""
+    try:
+        with atomic_write(output) as tmp:
+            yield tmp
+    except OSError as exc:
+        blocking = next((p for p in Path(output).absolute().parents if p.exists() and not p.is_dir()), None)
+        why = f"{blocking} is a file, not a folder" if blocking is not None else exc.strerror or exc
+        raise ConfigError(f"--output {output}: cannot write it: {why}") from None
 
 
 __all__ = ["FORMATS", "build", "run_leaderboard", "verified_reports"]
