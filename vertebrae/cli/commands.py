@@ -38,6 +38,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from vertebrae.core.config import require_benchmarks
 from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.reports.text import terminal_text
 from vertebrae.planning import plan
@@ -90,8 +91,7 @@ def _config_file(config: str | Path) -> Path:
 def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequence[str] = ()) -> int:
     """``vertebrae run CONFIG... [snakemake args]``: Snakemake's exit status; each config is read as data first
     (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses."""
-    for path in _configs(config):
-        load_config_file(_config_file(path))
+    require_benchmarks(merged_config(_configs(config)), _configs(config))  # an empty config: say what it lacks
     command = snakemake_command(config, *profile_args(snakemake_args))
     if _dry_run(snakemake_args):  # runs no job: a job server would only take CPU from Snakemake's start
         return subprocess.call(command)
@@ -149,6 +149,7 @@ def validate(config: str | Path | Sequence[str | Path]) -> int:
     run prints Snakemake's message and returns 2."""
     path = _configs(config)
     merged = merged_config(path)
+    require_benchmarks(merged, path)
     # relative paths in the config resolve against the current directory; the plan is written for Snakemake's dry
     # run below to read back (``plan_once``: the same config, files and folder give the same digest)
     planned = plan_once(merged, config_files=path)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from vertebrae.core.errors import ValidationError
+from vertebrae.core.errors import ConfigError, ValidationError
+
+#: The config sections that declare benchmarks, and their protocols (``vertebrae.planning.config.SECTIONS``)
+BENCHMARK_SECTIONS = {"benchmarks": "labelled", "retrieval": "retrieval", "zero_shot": "zero-shot"}
 
 
 @dataclass(frozen=True)
@@ -33,3 +38,19 @@ class CacheConfig:
     def __post_init__(self) -> None:
         if self.enabled and self.cache_dir is None:
             raise ValidationError("CacheConfig.cache_dir is required when the cache is enabled")
+
+
+def require_benchmarks(config: Any, files: Iterable[str | Path] = ()) -> None:
+    """ConfigError naming the config file(s) when the config has none of the ``BENCHMARK_SECTIONS`` (an empty file,
+    ``{}``, or a typo such as ``benchmark:``): what is missing, and what the file holds instead. A config that is not
+    a mapping is left to the checks that name that."""
+    if not isinstance(config, Mapping) or any(section in config for section in BENCHMARK_SECTIONS):
+        return
+    names = [str(f) for f in files]
+    what = (f"config file{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else "the config")
+    *first, last = (f"{key!r} ({kind})" for key, kind in BENCHMARK_SECTIONS.items())
+    sections = f"{', '.join(first)} or {last}"
+    empty = "they are empty" if len(names) > 1 else "it is empty"
+    holds = f"its keys are {', '.join(map(str, config))}" if config else empty
+    raise ConfigError(f"{what}: no benchmark to run: a config needs at least one of the sections {sections}, each "
+                      f"naming benchmarks with their dataset and extractors; {holds}")
