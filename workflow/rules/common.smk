@@ -1,14 +1,25 @@
 # The plan of the config, made by the library (vertebrae.planning); wildcard constraints and input functions.
 # Every rule's inputs come whole from the plan: PLAN.inputs(fp) names them as the rule's shell line does.
+import sys
+
 import vertebrae.reports.figures
 import vertebrae.reports.html_items
 import vertebrae.reports.summary
 import vertebrae.planning.plan_once
+import vertebrae.reports.text
+from vertebrae.core.config import require_benchmarks
+from vertebrae.core.errors import VertebraeError
 from vertebrae.planning import artifact_path, report_paths
 
 # workflow.configfiles: the files Snakemake read `config` from, re-read refusing duplicate keys. Planned once per
 # invocation: a job that re-parses this file (each SLURM job) reads the main process's plan (VERTEBRAE_PLAN).
-PLAN = vertebrae.planning.plan_once.plan_once(config, config_files=workflow.configfiles)
+# A config vertebrae refuses ends the run with its one message (as `vertebrae validate` prints it), exit status 1,
+# not followed by Snakemake's stack trace of this file.
+try:
+    require_benchmarks(config, workflow.configfiles)
+    PLAN = vertebrae.planning.plan_once.plan_once(config, config_files=workflow.configfiles)
+except VertebraeError as exc:
+    sys.exit(f"vertebrae: error: {vertebrae.reports.text.terminal_text(str(exc), lines=True)}")
 PLAN.write_spec_files()  # .vertebrae/specs/{fp}-{digest}.json: the plan jobs' specs (never a shell argument)
 
 
