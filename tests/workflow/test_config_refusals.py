@@ -118,6 +118,31 @@ def test_validate_refuses_multilabel_targets_whose_labels_always_come_together(t
     assert not (tmp_path / ".snakemake").exists()  # refused at plan time, before Snakemake's dry run
 
 
+def test_validate_refuses_a_one_row_class_naming_it_and_takes_the_opt_in(tmp_path, monkeypatch, capsys):
+    # issue 48: a one-row class scored 0.0 whatever the embedding and was ranked; validate now names it
+    import numpy as np
+    import yaml
+
+    from vertebrae.cli import main
+
+    rng = np.random.default_rng(0)
+    labels = np.array(["cat"] * 15 + ["dog"] * 14 + ["<lynx>"])
+    np.savez(tmp_path / "pets.npz", embeddings=rng.normal(size=(30, 4)), labels=labels)
+    bench = {"dataset": {"source": {"type": "npz", "path": "pets.npz"},
+                         "identity": {"kind": "declared", "name": "pets", "revision": "1"}},
+             "extractors": {"raw": {"type": "precomputed"}}, "scoring": {"k": 2}}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump({"benchmarks": {"pets": bench}}), encoding="utf-8")
+    assert main(["validate", "cfg.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("vertebrae: error: benchmarks.pets.dataset: OverlapIndex needs at least 2 rows per class; "
+                           "classes '<lynx>' (1) have fewer (rows in brackets): merge or drop them, or set "
+                           "scoring.small_classes: exclude to leave them out of this score"), err
+    bench["scoring"]["small_classes"] = "exclude"
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump({"benchmarks": {"pets": bench}}), encoding="utf-8")
+    assert main(["validate", "cfg.yaml"]) == 0, capsys.readouterr().err
+
+
 def test_plan_refuses_more_folds_than_the_datasets_groups(tmp_path):
     # issue 29: kNN and probe folds keep each independence group on one side; 3 groups cannot fill 5 folds
     import numpy as np

@@ -64,15 +64,18 @@ def scoring_plan_from_decl(bench: Mapping[str, Any], seed: int, *, where: str) -
 
 
 def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_dir: Path, where: str) -> None:
-    """What the score jobs would refuse from the targets alone, refused at plan time so that validate catches it
-    (the dataset is read for it only when something needs checking): a ``k`` mapping or ``exclude_classes`` naming
-    classes, and multi-label targets whose labels always come together; every built-in metric's folds, shots,
-    ``k``, split and target type (``BuiltinMetric.check``); a subsample stability analysis's minimums."""
+    """What the score jobs would refuse from the targets alone, refused at plan time so that validate catches it:
+    a ``k`` mapping or ``exclude_classes`` naming classes, classes too small for a prototype
+    (``scoring.small_classes``), and multi-label targets whose labels always come together; every built-in metric's
+    folds, shots, ``k``, small classes, split and target type (``BuiltinMetric.check``); a subsample stability
+    analysis's minimums. The labels are read for it, except those of a WebDataset source without anything else to
+    check (reading them is a pass over every shard; its score jobs refuse the same)."""
     from vertebrae.scoring.labelled_common import BuiltinMetric
 
     scoring = plan.scoring
     overlap = isinstance(scoring, OverlapScoringConfig)
-    named = overlap and (isinstance(scoring.k, Mapping) or bool(scoring.exclude_classes)
+    sharded = isinstance(dataset.get("source"), Mapping) and dataset["source"].get("type") == "webdataset"
+    named = overlap and (isinstance(scoring.k, Mapping) or bool(scoring.exclude_classes) or not sharded
                          or dataset.get("target_type") == "multilabel")
     builtin = [(i, m) for i, m in enumerate(plan.metrics) if isinstance(m, BuiltinMetric)]
     subsample = plan.stability is not None and plan.stability.enabled and plan.stability.mode == "subsample"

@@ -25,6 +25,7 @@ from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
 from vertebrae.core.records import check_bool, from_record, one_of, positive_int, record_fields, seed_int
 from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids, power_of_two_factor, rescaled
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
+from vertebrae.scoring.class_sizes import OVERLAP_MIN_ROWS, apply_policy, check_label_pairs, check_policy, label_on_every_row
 
 if TYPE_CHECKING:
     from vertebrae.data.targets import Targets
@@ -86,6 +87,7 @@ class OverlapScoringConfig:
     normalize_embeddings: bool = True
     exclude_classes: Any = None
     max_dense_bytes: int = 2_000_000_000
+    small_classes: str = "refuse"
 
     def __post_init__(self) -> None:
         if isinstance(self.k, Mapping):
@@ -102,6 +104,7 @@ class OverlapScoringConfig:
         if self.offline_chunk_size is not None:
             _positive_int(self.offline_chunk_size, "offline_chunk_size")
         _positive_int(self.max_dense_bytes, "max_dense_bytes")
+        check_policy(self.small_classes, "OverlapScoringConfig", error=ValidationError)
         check_bool(self.normalize_embeddings, "OverlapScoringConfig", "normalize_embeddings", error=ValidationError)
         if not isinstance(self.kmeans_kwargs, Mapping):
             raise ValidationError("OverlapScoringConfig.kmeans_kwargs must be a mapping")
@@ -135,6 +138,8 @@ class OverlapScoringConfig:
             "normalize_embeddings": self.normalize_embeddings,
             "exclude_classes": exclude,
             "max_dense_bytes": self.max_dense_bytes,
+            # only when set: a config without it keeps the fingerprint it had before the key existed
+            **({"small_classes": self.small_classes} if self.small_classes != "refuse" else {}),
         }
 
     @classmethod
@@ -173,16 +178,35 @@ def check_config_classes(config: OverlapScoringConfig, targets: Targets) -> None
         raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
 
 
-def check_separable(config: OverlapScoringConfig, targets: Targets) -> None:
-    """Refuse targets with fewer than 2 classes present, and multi-label targets in which no label occurs without
-    the others (at plan time, as scoring refuses them)."""
+def check_separable(config: OverlapScoringConfig, targets: Targets) -> tuple[list[str], list[str]]:
+    """Refuse targets with fewer than 2 classes present, classes too small for a prototype (``small_classes``),
+    and multi-label targets in which no label occurs without the others (at plan time, as scoring refuses them);
+    returns ``aggregate_exclusions``."""
     catalog, counts = targets.catalog, targets.counts()
     present = [key for key in catalog.keys if counts[key] > 0]
     if len(present) < 2:
         raise ValidationError(f"class separation needs at least 2 classes, got {[catalog.display(k) for k in present]}")
+    excluded, messages = aggregate_exclusions(config, targets)
     if targets.target_type == "multilabel":
-        excluded = sorted({_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()})
-        _check_label_pairs(targets.values, catalog, present, excluded)
+        check_label_pairs(targets.values, catalog, present, excluded)
+    return excluded, messages
+
+
+def aggregate_exclusions(config: OverlapScoringConfig, targets: Targets) -> tuple[list[str], list[str]]:
+    """``(class keys left out of the macro and weighted aggregation, warnings)``: ``exclude_classes`` as named and,
+    with ``small_classes: exclude``, the classes of fewer than ``OVERLAP_MIN_ROWS`` rows (``class_sizes``; refused
+    by name otherwise); a warning for each multi-label label carried by every row."""
+    catalog, counts = targets.catalog, targets.counts()
+    named = sorted({_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()})
+    small, messages = apply_policy(config.small_classes, counts, OVERLAP_MIN_ROWS, catalog.display,
+                                   what=f"OverlapIndex needs at least {OVERLAP_MIN_ROWS}", key="scoring.small_classes",
+                                   already=named)
+    if targets.target_type == "multilabel":
+        messages += label_on_every_row(counts, targets.n_rows, catalog.display)
+    excluded = sorted({*named, *small})
+    if len(excluded) >= sum(1 for n in counts.values() if n > 0):
+        raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
+    return excluded, messages
 
 
 def resolve_k(config: OverlapScoringConfig, catalog: LabelCatalog, counts: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
@@ -469,40 +493,16 @@ def _fit_capturing_warnings(index: Any, X: Any, Y: Any) -> list[str]:
     return [f"overlapindex: {w.message}" for w in caught]
 
 
-def _check_label_pairs(indicator: Any, catalog: LabelCatalog, present: Sequence[str], excluded: Sequence[str]) -> None:
-    """Refuse multi-label targets in which no aggregated label occurs on a row without some other label (every
-    row carries the same labels, or each label comes only with all the others): no pair can be told apart."""
-    M = sp.csr_matrix(indicator, dtype=np.float64)
-    co = sp.csr_matrix(M.T @ M)
-    own = co.diagonal()
-    columns = {key: i for i, key in enumerate(catalog.keys)}
-    wanted = [columns[key] for key in present if key not in set(excluded)]
-    for a in wanted:
-        row = co.getrow(a)
-        covering = sum(1 for b, n in zip(row.indices, row.data) if b != a and own[b] > 0 and n == own[a])
-        if covering < len(present) - 1:
-            return
-    shown = [catalog.display(key) for key in present]
-    raise ValidationError(f"multilabel targets: every row that carries one of the labels {shown} carries all of them; "
-                          "no label ever occurs without the others, so none can be told apart")
-
-
 def _score_categorical(scored, targets, config: OverlapScoringConfig, seed: int, metadata: dict) -> OverlapScoreResult:
     from overlapindex import OverlapIndex
 
-    catalog = targets.catalog
-    counts = targets.counts()
+    catalog, counts = targets.catalog, targets.counts()
     present = [key for key in catalog.keys if counts[key] > 0]
-    if len(present) < 2:
-        raise ValidationError(f"class separation needs at least 2 classes, got {[catalog.display(k) for k in present]}")
+    excluded, exclusions = check_separable(config, targets)
     k_per_class, messages = resolve_k(config, catalog, counts)
     admit_classes(config, len(present), sum(k_per_class[key] for key in present), scored.shape[1], scored.shape[0])
-    excluded = sorted({_resolve_label(catalog, label, "exclude_classes") for label in config.exclude_classes or ()})
-    if len(excluded) == len(present):
-        raise ValidationError("exclude_classes excludes every class; nothing is left to aggregate")
+    messages += exclusions
     multilabel = targets.target_type == "multilabel"
-    if multilabel:
-        _check_label_pairs(targets.values, catalog, present, excluded)
     # overlapindex names multi-label classes by indicator column; map them back to catalog keys
     to_backend = {key: i for i, key in enumerate(catalog.keys)} if multilabel else {key: key for key in catalog.keys}
     from_backend = {str(v): k for k, v in to_backend.items()}
