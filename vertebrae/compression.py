@@ -26,13 +26,15 @@ queries). Labels never enter. Methods (``EmbeddingCompressionConfig.method``):
 
   float16 and int8 keep CSR (zero stays exactly zero); uint8 is dense only.
 
-**Scale rule** (as for every scorer, docs/protocols/labelled.md): a fitted method fits on the reference times
-``2**-e``, where ``e`` is the binary exponent of its largest |value| (``core.arrays.peak_exponent``), applies the
-fit to each endpoint times the same ``2**-e`` and scales the output back by ``2**e`` (whitened PCA, whose output
-has unit variance, is not scaled back). ``np.ldexp`` makes both exact, so the output for data in the ordinary range
-is what the unscaled fit gives, and a multiple of an embedding by any positive factor between 1e-300 and 1e300
-(subnormal values included) compresses to that multiple of its compression, up to the rounding of the multiple
-itself: no overflow, underflow or "zero variance" from the scale alone. Quantization is calibrated on the reference
+**Scale rule** (as for every scorer, docs/protocols/labelled.md): where the reference's largest |value| lies
+outside [2**-100, 2**100) (``core.arrays.is_ordinary``), a fitted method fits on the reference times ``2**-e``,
+``e`` the binary exponent of that value (``core.arrays.peak_exponent``), applies the fit to each endpoint times the
+same ``2**-e`` and scales the output back by ``2**e`` (whitened PCA, whose output has unit variance, is not scaled
+back). ``np.ldexp`` makes both exact. Inside the band nothing over- or underflows and the reference is used as given
+(no copy: the fit and its output are exactly those of the plain estimator). So a multiple of an embedding by any
+positive factor between 1e-300 and 1e300 (subnormal values included) compresses to that multiple of its
+compression, up to the rounding of the multiple itself: no overflow, underflow or "zero variance" from the scale
+alone. Quantization is calibrated on the reference
 (per-column max, min and range, or ``P``), so it follows any multiple too. ``estimator`` is the scikit-learn object
 fitted on the scaled reference.
 
@@ -50,7 +52,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.arrays import peak_exponent, peak_magnitude, times_power_of_two
+from vertebrae.core.arrays import is_ordinary, peak_exponent, peak_magnitude, times_power_of_two
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.records import check_bool, from_record, is_int, is_real
@@ -286,9 +288,12 @@ def _nonzero_variance(reference: np.ndarray, method: str) -> None:
 
 
 def _unit_peak(reference: Matrix) -> tuple[Matrix, int]:
-    """The reference scaled by ``2**-e`` (exact) so that its largest |value| lies in [0.5, 1), and ``e``: every fit
-    runs on it, so a reference and any positive multiple of it fit the same model (module docstring, scale rule)."""
+    """The reference scaled by ``2**-e`` (exact) so that its largest |value| lies in [0.5, 1), and ``e``; the
+    reference itself and 0 where its magnitude is ordinary (``core.arrays.is_ordinary``: no copy, nothing to
+    over- or underflow). Every fit runs on it (module docstring, scale rule)."""
     exponent = peak_exponent(reference)
+    if is_ordinary(exponent):
+        return reference, 0
     return times_power_of_two(reference, -exponent), exponent
 
 
@@ -412,7 +417,7 @@ def _map_values(matrix: Matrix, fn: Callable[[np.ndarray, np.ndarray | slice], n
 def _stored_dtype(peak: float) -> type:
     """float32 while the largest |value| lies within 2**+-100 (float32 then holds every dequantized value to its own
     rounding), float64 beyond: a multiple of an embedding that float32 cannot hold keeps its values."""
-    return np.float32 if peak == 0 or -100 < int(np.frexp(peak)[1]) <= 100 else np.float64
+    return np.float32 if peak == 0 or is_ordinary(peak_exponent(np.float64(peak))) else np.float64
 
 
 def _fit_quantize(reference: Matrix, config: EmbeddingCompressionConfig):

@@ -73,6 +73,17 @@ def check_finite(matrix: np.ndarray | sp.csr_matrix, row_ids: Sequence[str], *, 
         raise ValidationError(f"{what}: {bad.size} row(s) contain NaN or infinite values: row id {shown}{more}")
 
 
+#: Binary exponents in (-ORDINARY_EXPONENT, ORDINARY_EXPONENT] (largest magnitudes in [2**-100, 2**100)) are
+#: ordinary: float64 products and sums of squares of such values neither overflow nor underflow, and float32 holds
+#: them. Retrieval and zero-shot use the same band.
+ORDINARY_EXPONENT = 100
+
+
+def is_ordinary(exponent: int) -> bool:
+    """Whether a ``peak_exponent`` is within the ordinary band (``ORDINARY_EXPONENT``)."""
+    return -ORDINARY_EXPONENT < int(exponent) <= ORDINARY_EXPONENT
+
+
 def binary_exponents(peaks: Any) -> np.ndarray:
     """``frexp`` exponent of each magnitude in ``peaks`` (0 for zero or non-finite): ``peak * 2**-e`` lies in
     [0.5, 1). The one place vertebrae computes the exponent of its scale rule (docs/protocols/labelled.md, "Scale")."""
@@ -109,11 +120,11 @@ def power_of_two_factor(*matrices: Any) -> float:
 
 def times_power_of_two(matrix: np.ndarray | sp.csr_matrix, exponent: int) -> np.ndarray | sp.csr_matrix:
     """``matrix * 2**exponent`` by ``np.ldexp``: exact wherever the result is a normal number (only the binary
-    exponents change; a subnormal scales up without loss). Float dtypes are kept (others become float64); CSR stays
-    CSR; the matrix itself when the exponent is 0, else a new one."""
+    exponents change; a subnormal scales up without loss). The matrix itself when the exponent is 0; else a new one,
+    float dtypes kept (others become float64), CSR staying CSR."""
+    if exponent == 0:
+        return matrix
     if sp.issparse(matrix):
-        if exponent == 0 and matrix.dtype.kind == "f":
-            return matrix
         out = sp.csr_matrix(matrix, copy=True)
         out.data = _ldexp(out.data, exponent)
         return out
@@ -130,8 +141,6 @@ def to_unit_peak(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray | sp.csr_matr
 def _ldexp(values: np.ndarray, exponent: int) -> np.ndarray:
     if values.dtype.kind != "f":
         values = values.astype(np.float64)
-    if exponent == 0:
-        return values
     return np.ldexp(values, np.asarray(exponent, dtype=np.int32)).astype(values.dtype, copy=False)
 
 

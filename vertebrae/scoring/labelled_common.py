@@ -227,7 +227,8 @@ def l2_normalised(matrix: np.ndarray, keys: Sequence[str], where: str) -> np.nda
         shown = ", ".join(f"{describe_key(keys[i])} (index {i})" for i in zero[:10]) + (", ..." if zero.size > 10 else "")
         raise ValidationError(f"{where}: {zero.size} embedding row(s) are all zero and have no direction to "
                               f"normalise: row id {shown}")
-    return scaled / norms[:, None]
+    scaled /= norms[:, None]  # rows_to_unit_peak made a new array: one copy of the embeddings, not two
+    return scaled
 
 
 def prepared(metric: Any, embeddings: Any, targets: Any, row_ids: Any) -> tuple[np.ndarray, tuple[str, ...], str]:
