@@ -354,7 +354,7 @@ def test_the_readme_metrics_validate_and_run_beside_overlapindex(tmp_path, monke
 
     work = tmp_path / "mine"
     work.mkdir()
-    _write_files(work)
+    _write_files(work, rows=90)  # 30 rows a class: kNN with k = 20 needs 21
     config = yaml.safe_load(block("README.md", "Your own data", "yaml"))
     config["benchmarks"]["my_models"].update(yaml.safe_load(block("README.md", "The numbers papers publish", "yaml"))
                                              ["benchmarks"]["my_models"])

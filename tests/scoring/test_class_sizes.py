@@ -83,3 +83,37 @@ def test_policy_helpers_by_hand():
                      "score (k.small_classes: exclude)"])
     assert apply_policy("refuse", counts, 3, str, what="X", key="k", already=["b", "d"]) == ([], [])
     assert label_on_every_row({"a": 4, "b": 3}, 4, str)[0].startswith("labels 'a' are carried by every one of the 4")
+
+
+# -- the built-in metrics: a class of 3 rows among classes of 30 ------------------------------------------------
+
+def _builtin(metric_cls, **kwargs):
+    from vertebrae import FewShotMetric, KNNMetric, LinearProbeMetric
+
+    return {"knn": KNNMetric, "linear_probe": LinearProbeMetric, "few_shot": FewShotMetric}[metric_cls](**kwargs)
+
+
+BUILTIN_CASES = [("knn", {"k": 5}), ("linear_probe", {"Cs": (1.0,)}), ("few_shot", {"shots": (1, 5), "episodes": 6})]
+
+
+@pytest.mark.parametrize("kind,kwargs", BUILTIN_CASES, ids=[c[0] for c in BUILTIN_CASES])
+def test_a_builtin_metric_refuses_a_small_class_or_scores_as_if_its_rows_were_absent(kind, kwargs):
+    from vertebrae.data.targets import classification_targets
+
+    labels = np.array(["a"] * 30 + ["b"] * 30 + ["tiny"] * 3 + ["c"] * 30)
+    x = RNG.normal(size=(labels.size, 6))
+    x[np.arange(labels.size), [{"a": 0, "b": 1, "tiny": 2, "c": 3}[label] for label in labels]] += 3.0
+    ids = [f"r{i}" for i in range(labels.size)]
+    with pytest.raises(ValidationError, match=r"classes 'tiny' \(3\) have fewer \(rows in brackets\): merge or drop "
+                                              r"them, or set small_classes: exclude"):
+        _builtin(kind, **kwargs).compute(x, classification_targets(labels), row_ids=ids)
+    metric = _builtin(kind, small_classes="exclude", **kwargs)
+    assert metric.recipe()["small_classes"] == "exclude" and "small_classes" not in _builtin(kind, **kwargs).recipe()
+    excluded = metric.compute(x, classification_targets(labels), row_ids=ids)
+    keep = labels != "tiny"  # oracle: the same metric on the data without the small class's rows
+    absent = _builtin(kind, **kwargs).compute(x[keep], classification_targets(labels[keep]),
+                                              row_ids=[i for i, k in zip(ids, keep) if k])
+    assert excluded.score == absent.score
+    if "per_sample" in absent.diagnostics:
+        assert excluded.diagnostics["per_sample"] == absent.diagnostics["per_sample"]
+    assert [w for w in excluded.warnings if "'tiny' (3)" in w and "left out of this score" in w]

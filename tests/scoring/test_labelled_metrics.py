@@ -312,12 +312,18 @@ def test_refusals_name_the_key_and_the_classes(data):
     y_small = y.copy()
     y_small[:3] = 9  # class 9 has 3 rows
     targets = classification_targets(y_small)
-    with pytest.raises(ValidationError, match=r"'folds' = 5: classes \['9'\]"):
+    with pytest.raises(ValidationError, match=r"key 'k' = 20 \(a test row and its k neighbours\) needs at least 21 "
+                                              r"rows per class; classes '3' \(20\), '9' \(3\) have fewer"):
         KNNMetric().compute(x, targets, row_ids=None)
-    with pytest.raises(ValidationError, match=r"'shots' = \[1, 5\]: classes \['9'\]"):
+    with pytest.raises(ValidationError, match=r"key 'folds' = 5 needs at least 5 rows per class; classes '9' \(3\)"):
+        LinearProbeMetric().compute(x, targets, row_ids=None)
+    with pytest.raises(ValidationError, match=r"key 'shots' = \[1, 5\] needs at least 6 rows per class; classes "
+                                              r"'9' \(3\) have fewer"):
         FewShotMetric(shots=(1, 5)).compute(x, targets, row_ids=None)
-    with pytest.raises(ValidationError, match="'k' = 200 must be below"):
+    with pytest.raises(ValidationError, match=r"'k' = 200 \(a test row and its k neighbours\) needs at least 201"):
         KNNMetric(k=200).compute(x, classification_targets(y), row_ids=None)
+    with pytest.raises(ValidationError, match="every class has fewer"):  # nothing would be left to score
+        KNNMetric(k=200, small_classes="exclude").compute(x, classification_targets(y), row_ids=None)
     split = ["test" if label == 3 or i % 4 == 0 else "train" for i, label in enumerate(y)]
     for metric in (LinearProbeMetric(split=split), FewShotMetric(split=split), ClusteringMetric(split=split)):
         with pytest.raises(ValidationError, match=r"'split': classes \['3'\] have test rows but no train row"):

@@ -67,10 +67,11 @@ def _with(bench=None, **top):
     (_with({"scoring": {"exclude_classes": [0, 1, 2]}}), r"exclude_classes excludes every class"),
     # issue 29: built-in metrics and subsample stability refused from the targets at plan time, not in a score job
     (_with({"metrics": [{"type": "knn", "folds": 60}]}),
-     r"benchmarks\.tiny\.metrics\[0\] \('knn'\): .*key 'folds' = 60: classes \['0', '1', '2'\] have fewer rows"),
-    (_with({"metrics": [{"type": "knn", "k": 200}]}), r"metrics\[0\] \('knn'\): .*key 'k' = 200 must be below the 120"),
+     r"benchmarks\.tiny\.metrics\[0\] \('knn'\): .*key 'folds' = 60 needs at least 60 rows per class; classes "
+     r"'0' \(50\), '1' \(50\), '2' \(50\) have fewer"),
+    (_with({"metrics": [{"type": "knn", "k": 200}]}), r"metrics\[0\] \('knn'\): .*key 'k' = 200 .* needs at least 201"),
     (_with({"metrics": [{"type": "few_shot", "shots": [1, 60]}]}),
-     r"metrics\[0\] \('few_shot'\): .*key 'shots' = \[1, 60\]: classes \['0', '1', '2'\] have fewer rows"),
+     r"metrics\[0\] \('few_shot'\): .*key 'shots' = \[1, 60\] needs at least 61 rows per class; classes '0' \(50\)"),
     (_with({"metrics": [{"type": "knn", "split": ["train", "test"]}]}), r"key 'split' has 2 values for 150 rows"),
     (_with({"metrics": [{"type": "linear_probe", "split": {"train": ["0"], "test": ["nope"]}}]}),
      r"key 'split\.train' names row ids absent from the dataset"),

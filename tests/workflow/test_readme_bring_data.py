@@ -28,17 +28,17 @@ def _python_block(text: str) -> str:
     return match.group(1)
 
 
-def _write_files(work: Path) -> None:
+def _write_files(work: Path, rows: int = 60) -> None:
     rng = np.random.default_rng(27)
-    ids = np.array([f"img-{i:03d}" for i in range(60)])
-    labels = np.arange(60) % 3
+    ids = np.array([f"img-{i:03d}" for i in range(rows)])
+    labels = np.arange(rows) % 3
     (work / "data").mkdir()
     (work / "emb").mkdir()
     (work / "data/labels.csv").write_text("id,label\n" + "".join(f"{i},{'abc'[y]}\n" for i, y in zip(ids, labels)),
                                           encoding="utf-8")
     for name, spread in (("a", 3.0), ("b", 0.5)):
-        order = rng.permutation(60)
-        emb = spread * rng.normal(size=(3, 5))[labels] + rng.normal(size=(60, 5))
+        order = rng.permutation(rows)
+        emb = spread * rng.normal(size=(3, 5))[labels] + rng.normal(size=(rows, 5))
         np.savez(work / f"emb/{name}.npz", embeddings=emb[order], ids=ids[order])
     write_beir(work / "data/scifact")
     docs, queries = [f"d{i}" for i in range(1, 6)], ["q1", "q2", "q3"]

@@ -28,8 +28,8 @@ import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, check_split_classes, class_codes, class_names, flag, group_codes, l2_normalised, parse_split, positive, prepared,
-    split_group_warnings, split_positions,
+    BuiltinMetric, check_name, check_policy, check_split_classes, class_codes, flag, group_codes, l2_normalised,
+    parse_split, positive, prepared, small_class_rows, small_classes_entry, split_group_warnings, split_positions,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -62,7 +62,8 @@ class FewShotMetric(BuiltinMetric):
     TARGET_TYPES = ("classification",)
 
     def __init__(self, shots: Sequence[int] = (1, 5, 10), episodes: int = 100, split: Any = None,
-                 primary_shots: int | None = None, group_episodes: bool = True, *, name: str = "few_shot") -> None:
+                 primary_shots: int | None = None, group_episodes: bool = True, small_classes: str = "refuse", *,
+                 name: str = "few_shot") -> None:
         owner = "FewShotMetric"
         self.name = check_name(name, owner)
         self.shots = _shots(shots, owner)
@@ -74,15 +75,18 @@ class FewShotMetric(BuiltinMetric):
             raise ConfigError(f"{owner}: key 'primary_shots' = {primary_shots!r} is not one of shots {list(self.shots)}")
         self.primary_shots = int(primary_shots)
         self.group_episodes = flag(group_episodes, owner, "group_episodes")
+        self.small_classes = check_policy(small_classes, owner)
 
     def recipe(self) -> dict[str, Any]:
         return {"type": "few_shot", "name": self.name, "shots": list(self.shots), "episodes": self.episodes,
-                "split": self.split, "primary_shots": self.primary_shots, "group_episodes": self.group_episodes}
+                "split": self.split, "primary_shots": self.primary_shots, "group_episodes": self.group_episodes,
+                **small_classes_entry(self)}
 
     def episodes_of(self, codes: np.ndarray, pool: np.ndarray, queries: np.ndarray | None, grouped: np.ndarray | None,
-                    n_classes: int, seed: int):
+                    n_classes: int, seed: int, active: np.ndarray | None = None):
         """Yield ``(episode, shot index, support rows, query rows)`` (module docstring); ``queries`` None means every
-        row outside the support (and, with ``grouped`` codes, outside the support's groups)."""
+        row outside the support (and, with ``grouped`` codes, outside the support's groups) and, with an ``active``
+        mask, inside it (rows of excluded small classes are never queried)."""
         n = codes.shape[0]
         members = [pool[codes[pool] == c] for c in range(n_classes)]
         present = [c for c in range(n_classes) if members[c].size]
@@ -93,7 +97,7 @@ class FewShotMetric(BuiltinMetric):
             for j, s in enumerate(self.shots):
                 support = np.concatenate([perms[c][:s] for c in present])
                 if queries is None:
-                    mask = np.ones(n, dtype=bool)
+                    mask = np.ones(n, dtype=bool) if active is None else active.copy()
                     mask[support] = False
                     if grouped is not None:
                         held = np.zeros(n_groups, dtype=bool)
@@ -105,10 +109,11 @@ class FewShotMetric(BuiltinMetric):
                 yield e, j, support, rows
 
     def episode_accuracies(self, x: np.ndarray, codes: np.ndarray, pool: np.ndarray, queries: np.ndarray | None,
-                           n_classes: int, seed: int, grouped: np.ndarray | None = None) -> np.ndarray:
+                           n_classes: int, seed: int, grouped: np.ndarray | None = None,
+                           active: np.ndarray | None = None) -> np.ndarray:
         """``(episodes, len(shots))`` accuracies over :meth:`episodes_of`."""
         out = np.empty((self.episodes, len(self.shots)))
-        for e, j, support, rows in self.episodes_of(codes, pool, queries, grouped, n_classes, seed):
+        for e, j, support, rows in self.episodes_of(codes, pool, queries, grouped, n_classes, seed, active):
             predicted = nearest_mean(x, rows, support, codes[support], n_classes)
             out[e, j] = float((predicted == codes[rows]).mean())
         return out
@@ -121,30 +126,36 @@ class FewShotMetric(BuiltinMetric):
             check_split_classes(codes, pool, queries, targets, where)
         else:
             pool, queries = np.arange(len(keys)), None
+        # a support of the largest shot count and, without a split, a row of the class left to query
+        needed = self.shots[-1] + (queries is None)
+        kept, notes = small_class_rows(self, codes, pool, targets, needed, f"key 'shots' = {list(self.shots)}", where)
+        active = None
+        if kept.size < pool.size:
+            active = np.zeros(len(keys), dtype=bool)
+            active[kept] = True
+            pool = kept
+            queries = None if queries is None else queries[active[queries]]
         counts = np.bincount(codes[pool], minlength=n_classes)
-        small = np.flatnonzero((counts > 0) & (counts < self.shots[-1]))
-        if small.size:
-            raise ValidationError(f"{where}: key 'shots' = {list(self.shots)}: classes {class_names(targets, small)} "
-                                  f"have fewer rows than {self.shots[-1]} shots")
         if queries is None and (counts[counts > 0] <= self.shots[-1]).all():
             raise ValidationError(f"{where}: key 'shots': no row is left to query at {self.shots[-1]} shots")
         grouped = group_codes(groups, len(keys), where) if self.group_episodes and queries is None else None
         if grouped is not None:
-            for e, j, _, rows in self.episodes_of(codes, pool, queries, grouped, n_classes, seed):
+            for e, j, _, rows in self.episodes_of(codes, pool, queries, grouped, n_classes, seed, active):
                 if not rows.size:
                     raise ValidationError(
                         f"{where}: key 'shots': at {self.shots[j]} shots, episode {e}'s support holds a row of every "
                         "independence group, so no row is left to query; declare fewer shots or "
                         "'group_episodes: false'")
-        return codes, pool, queries, grouped
+        return codes, pool, queries, grouped, active, notes
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
         matrix, keys, where = prepared(self, embeddings, targets, row_ids)
         x = l2_normalised(matrix, keys, where)
-        codes, pool, queries, grouped = self._plan(targets, keys, where, seed, groups) if plan is None else plan
+        codes, pool, queries, grouped, active, notes = self._plan(targets, keys, where, seed, groups) if plan is None \
+            else plan
         n_classes = len(targets.catalog)
-        acc = self.episode_accuracies(x, codes, pool, queries, n_classes, seed, grouped)
+        acc = self.episode_accuracies(x, codes, pool, queries, n_classes, seed, grouped, active)
         per_shot = {}
         for j, s in enumerate(self.shots):
             mean = float(acc[:, j].mean())
@@ -158,7 +169,7 @@ class FewShotMetric(BuiltinMetric):
             "statistic": f"accuracy@{self.primary_shots}-shot",
         }
         metadata = {**self.recipe(), "n_rows": len(keys), "seed": int(seed), "target_type": targets.target_type}
-        warnings = [] if queries is None else split_group_warnings(self.split, pool, queries, groups, where)
+        warnings = notes + ([] if queries is None else split_group_warnings(self.split, pool, queries, groups, where))
         return MetricResult(self.name, per_shot[str(self.primary_shots)]["accuracy"], True, diagnostics, warnings,
                             metadata)
 

@@ -25,8 +25,8 @@ import numpy as np
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, choice, classification_scores, flag, fold_plan, l2_normalised, parse_split, per_sample,
-    positive, positive_float, sample_paired, split_group_warnings,
+    BuiltinMetric, check_name, check_policy, choice, classification_scores, flag, fold_plan, l2_normalised, parse_split, per_sample,
+    positive, positive_float, sample_paired, small_classes_entry, split_group_warnings,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -74,7 +74,8 @@ class KNNMetric(BuiltinMetric):
     TARGET_TYPES = ("classification", "regression")
 
     def __init__(self, k: int = 20, weighting: str = "uniform", temperature: float = 0.07, folds: int = 5,
-                 split: Any = None, primary: str = "accuracy", group_folds: bool = True, *, name: str = "knn") -> None:
+                 split: Any = None, primary: str = "accuracy", group_folds: bool = True, small_classes: str = "refuse",
+                 *, name: str = "knn") -> None:
         owner = "KNNMetric"
         self.name = check_name(name, owner)
         self.k = positive(k, owner, "k")
@@ -84,22 +85,30 @@ class KNNMetric(BuiltinMetric):
         self.split = parse_split(split, owner)
         self.primary = choice(primary, ("accuracy", "balanced_accuracy"), owner, "primary")
         self.group_folds = flag(group_folds, owner, "group_folds")
+        self.small_classes = check_policy(small_classes, owner)
 
     def recipe(self) -> dict[str, Any]:
         return {"type": "knn", "name": self.name, "k": self.k, "weighting": self.weighting,
                 "temperature": self.temperature, "folds": self.folds, "split": self.split, "primary": self.primary,
-                "group_folds": self.group_folds}
+                "group_folds": self.group_folds, **small_classes_entry(self)}
+
+    def needed(self) -> tuple[int, str]:
+        """Rows a class needs: ``k + 1`` (a test row and k neighbours of its own class), and with folds at least
+        ``folds`` (each fold tests the class)."""
+        if self.split is None and self.folds > self.k + 1:
+            return self.folds, f"key 'folds' = {self.folds}"
+        return self.k + 1, f"key 'k' = {self.k} (a test row and its k neighbours)"
 
     def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
-        codes, splits, grouped = fold_plan(self, targets, keys, where, seed, groups)
+        codes, splits, grouped, notes = fold_plan(self, targets, keys, where, seed, groups, self.needed())
         smallest = min(len(train) for train, _ in splits)
         if self.k >= smallest:
             raise ValidationError(f"{where}: key 'k' = {self.k} must be below the {smallest} train rows")
-        return codes, splits, grouped
+        return codes, splits, grouped, notes
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
-        matrix, keys, where, (codes, splits, grouped) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
+        matrix, keys, where, (codes, splits, grouped, notes) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
         regression = targets.target_type == "regression"
         x = l2_normalised(matrix, keys, where)
         tests, outputs = [], []
@@ -113,7 +122,7 @@ class KNNMetric(BuiltinMetric):
             tests.append(test)
         test = np.concatenate(tests)
         predicted = np.concatenate(outputs)
-        warnings = split_group_warnings(self.split, *splits[0], groups, where, grouped)
+        warnings = notes + split_group_warnings(self.split, *splits[0], groups, where, grouped)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
                     "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
         if regression:

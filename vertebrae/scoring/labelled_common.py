@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.arrays import rows_to_unit_peak
 from vertebrae.core.labels import describe_key, semantic_key
+from vertebrae.scoring.class_sizes import apply_policy, check_policy
 from vertebrae.scoring.metrics import Metric, _check_name, _check_targets, _n_rows, _row_keys
 
 SPLIT_VALUES = ("train", "test")
@@ -152,16 +153,55 @@ def split_group_warnings(split: Any, train: np.ndarray, test: np.ndarray, groups
             f"both train and test (e.g. {names}): those test rows are not independent of the train rows"]
 
 
-def fold_plan(metric: Any, targets: Any, keys: Sequence[str], where: str, seed: int,
-              groups: Sequence[Any] | None) -> tuple[np.ndarray | None, list[tuple[np.ndarray, np.ndarray]],
-                                                       np.ndarray | None]:
-    """(class codes, None for regression; ``evaluation_splits``; group codes, None unless ``group_folds``) of a
-    metric declaring ``folds``, ``split`` and ``group_folds``."""
+def small_class_rows(metric: Any, codes: np.ndarray, rows: np.ndarray, targets: Any, needed: int, what: str,
+                     where: str) -> tuple[np.ndarray, list[str]]:
+    """``(rows of ``rows`` kept, warnings)``: classes with fewer than ``needed`` of ``rows`` refused by name, or with
+    the metric's ``small_classes: exclude``, their rows left out (``vertebrae.scoring.class_sizes``); ``what``
+    names the key that sets the need."""
+    catalog = targets.catalog
+    counts = np.bincount(codes[rows], minlength=len(catalog))
+    small, warnings = apply_policy(metric.small_classes, {key: int(n) for key, n in zip(catalog.keys, counts)}, needed,
+                                   catalog.display, what=f"{where}: {what} needs at least {needed}",
+                                   key="small_classes")
+    if not small:
+        return rows, []
+    dropped = np.isin(codes[rows], [catalog.keys.index(key) for key in small])
+    return rows[~dropped], warnings
+
+
+def small_classes_entry(metric: Any) -> dict[str, str]:
+    """A metric's ``small_classes`` for its recipe, only when set: a recipe without it keeps its fingerprint."""
+    return {"small_classes": metric.small_classes} if metric.small_classes != "refuse" else {}
+
+
+def fold_plan(metric: Any, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Sequence[Any] | None,
+              needed: tuple[int, str] | None = None) -> tuple[np.ndarray | None, list[tuple[np.ndarray, np.ndarray]],
+                                                              np.ndarray | None, list[str]]:
+    """(class codes, None for regression; ``evaluation_splits``; group codes, None unless ``group_folds``;
+    warnings) of a metric declaring ``folds``, ``split``, ``group_folds`` and ``small_classes``. ``needed``:
+    ``(rows a class needs, the key that sets it)``; classes with fewer rows (all rows, or a declared split's)
+    are refused or, excluded, in no split (``small_class_rows``)."""
     codes = None if targets.target_type == "regression" else class_codes(targets, where)
     grouped = group_codes(groups, len(keys), where) if metric.group_folds else None
-    splits = evaluation_splits(codes, keys, split=metric.split, folds=metric.folds, seed=seed, targets=targets,
-                               where=where, groups=grouped)
-    return codes, splits, grouped
+    rows, warnings = np.arange(len(keys)), []
+    if codes is not None and needed is not None:
+        if metric.split is not None:
+            train, test = split_positions(metric.split, keys, where)
+            rows = np.union1d(train, test)
+        rows, warnings = small_class_rows(metric, codes, rows, targets, needed[0], needed[1], where)
+    if rows.size == len(keys):
+        splits = evaluation_splits(codes, keys, split=metric.split, folds=metric.folds, seed=seed, targets=targets,
+                                   where=where, groups=grouped)
+    elif metric.split is not None:
+        kept = np.zeros(len(keys), dtype=bool)
+        kept[rows] = True
+        splits = [(train[kept[train]], test[kept[test]]) for train, test in evaluation_splits(
+            codes, keys, split=metric.split, folds=metric.folds, seed=seed, targets=targets, where=where)]
+    else:  # folds over the kept rows only, as row indices of the whole
+        splits = [(rows[train], rows[test]) for train, test in evaluation_splits(
+            codes[rows], [keys[i] for i in rows], split=None, folds=metric.folds, seed=seed, targets=targets,
+            where=where, groups=None if grouped is None else grouped[rows])]
+    return codes, splits, grouped, warnings
 
 
 def check_split_classes(codes: np.ndarray, train: np.ndarray, test: np.ndarray, targets: Any, where: str) -> None:
@@ -288,6 +328,6 @@ def check_name(name: Any, owner: str) -> str:
     return _check_name(name, owner)
 
 
-__all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "check_split_classes", "choice", "class_codes", "classification_scores", "dense_rows",
-           "evaluation_splits", "flag", "fold_plan", "group_codes", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared",
+__all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "check_policy", "check_split_classes", "choice", "class_codes", "classification_scores", "dense_rows",
+           "evaluation_splits", "flag", "fold_plan", "group_codes", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared", "small_class_rows", "small_classes_entry",
            "require_target_type", "sample_paired", "split_group_warnings", "split_positions"]

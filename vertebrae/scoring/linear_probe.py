@@ -26,8 +26,8 @@ from vertebrae.core.arrays import to_unit_peak
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.knn import r2
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, choice, class_names, classification_scores, flag, fold_plan, parse_split, per_sample,
-    positive, sample_paired, split_group_warnings,
+    BuiltinMetric, check_name, check_policy, choice, class_names, classification_scores, flag, fold_plan, parse_split, per_sample,
+    positive, sample_paired, small_classes_entry, split_group_warnings,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -51,8 +51,8 @@ class LinearProbeMetric(BuiltinMetric):
     TARGET_TYPES = ("classification", "regression")
 
     def __init__(self, Cs: Sequence[float] = DEFAULT_CS, folds: int = 5, inner_folds: int = 3, split: Any = None,
-                 primary: str = "accuracy", max_iter: int = 1000, group_folds: bool = True, *,
-                 name: str = "linear_probe") -> None:
+                 primary: str = "accuracy", max_iter: int = 1000, group_folds: bool = True,
+                 small_classes: str = "refuse", *, name: str = "linear_probe") -> None:
         owner = "LinearProbeMetric"
         self.name = check_name(name, owner)
         self.Cs = _grid(Cs, owner)
@@ -62,11 +62,12 @@ class LinearProbeMetric(BuiltinMetric):
         self.primary = choice(primary, ("accuracy", "balanced_accuracy"), owner, "primary")
         self.max_iter = positive(max_iter, owner, "max_iter")
         self.group_folds = flag(group_folds, owner, "group_folds")
+        self.small_classes = check_policy(small_classes, owner)
 
     def recipe(self) -> dict[str, Any]:
         return {"type": "linear_probe", "name": self.name, "Cs": list(self.Cs), "folds": self.folds,
                 "inner_folds": self.inner_folds, "split": self.split, "primary": self.primary, "max_iter": self.max_iter,
-                "group_folds": self.group_folds}
+                "group_folds": self.group_folds, **small_classes_entry(self)}
 
     def _fit_predict(self, x_train, y_train, x_test, regression: bool, seed: int, where: str, groups=None):
         """Predictions for ``x_test`` and the chosen C; ``groups`` (codes of the train rows): the inner folds keep
@@ -91,7 +92,9 @@ class LinearProbeMetric(BuiltinMetric):
         return model.predict(x_test), float(np.ravel(model.C_)[0])
 
     def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
-        codes, splits, grouped = fold_plan(self, targets, keys, where, seed, groups)
+        needed = (self.folds, f"key 'folds' = {self.folds}") if self.split is None else \
+            (self.inner_folds, f"key 'inner_folds' = {self.inner_folds}")
+        codes, splits, grouped, notes = fold_plan(self, targets, keys, where, seed, groups, needed)
         for train, _ in splits if codes is not None else ():
             counts = np.bincount(codes[train], minlength=len(targets.catalog))
             small = np.flatnonzero((counts > 0) & (counts < self.inner_folds))
@@ -105,7 +108,7 @@ class LinearProbeMetric(BuiltinMetric):
             if fewest < self.inner_folds:
                 raise ValidationError(f"{where}: key 'inner_folds' = {self.inner_folds} exceeds the {fewest} "
                                       "independence groups of a fold's train rows")
-        return codes, splits, grouped
+        return codes, splits, grouped, notes
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
@@ -113,7 +116,7 @@ class LinearProbeMetric(BuiltinMetric):
 
         from sklearn.exceptions import ConvergenceWarning
 
-        matrix, keys, where, (codes, splits, grouped) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
+        matrix, keys, where, (codes, splits, grouped, notes) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
         matrix = to_unit_peak(matrix)  # one exact power of two for all rows: standardisation neither over- nor underflows
         regression = targets.target_type == "regression"
         values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1) if regression else codes
@@ -131,7 +134,8 @@ class LinearProbeMetric(BuiltinMetric):
             chosen.append(c)
         test = np.concatenate(tests)
         predicted = np.concatenate(outputs)
-        warnings = [f"{where}: the solver did not converge within max_iter = {self.max_iter} in {len(warned)} fit(s)"] if warned else []
+        warnings = notes + ([f"{where}: the solver did not converge within max_iter = {self.max_iter} in "
+                             f"{len(warned)} fit(s)"] if warned else [])
         warnings += split_group_warnings(self.split, *splits[0], groups, where, grouped)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
                     "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
