@@ -96,7 +96,12 @@ def test_a_bad_metric_declaration_is_refused_when_the_benchmark_is_built():
     labels = ["a"] * 10 + ["b"] * 4
     dataset = BenchmarkDataset.from_arrays(x, labels, identity=ID)
     extractor = SklearnExtractor("id", FunctionTransformer())
-    with pytest.raises(ValueError, match=r"FewShotMetric 'few_shot': key 'shots' = \[1, 5\]: classes \['b'\]"):
+    with pytest.raises(ValueError, match=r"FewShotMetric 'few_shot': key 'shots' = \[1, 5\] needs at least 6 rows per "
+                                         r"class; classes 'b' \(4\) have fewer"):
         Benchmark(dataset, [extractor], metrics=[FewShotMetric(shots=(1, 5))])
-    with pytest.raises(ValueError, match="'k' = 20 must be below"):
+    with pytest.raises(ValueError, match=r"KNNMetric 'knn': key 'k' = 20 .* needs at least 21 rows per class"):
         Benchmark(dataset, [extractor], metrics=[KNNMetric(folds=2)])
+    big = BenchmarkDataset.from_arrays(np.zeros((50, 3)) + np.arange(50)[:, None], ["a"] * 25 + ["b"] * 25, identity=ID)
+    split = ["train" if i % 25 < 5 else "test" for i in range(50)]  # classes of 25 rows, 10 train rows in all
+    with pytest.raises(ValueError, match="'k' = 20 must be below the 10 train rows"):
+        Benchmark(big, [extractor], metrics=[KNNMetric(split=split)])
