@@ -25,23 +25,11 @@ from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
 from vertebrae.core.records import check_bool, from_record, one_of, positive_int, record_fields, seed_int
 from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids, power_of_two_factor, rescaled
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
+from vertebrae.scoring.kmeans_settings import check_kmeans_kwargs
 from vertebrae.scoring.class_sizes import OVERLAP_MIN_ROWS, apply_policy, check_label_pairs, check_policy, label_on_every_row
 
 if TYPE_CHECKING:
     from vertebrae.data.targets import Targets
-
-FORBIDDEN_KMEANS_KWARGS = ("n_clusters", "random_state")
-#: MiniBatchKMeans's own keyword arguments (scikit-learn), less the forbidden ones: anything else would fail the job
-KMEANS_KWARGS = ("batch_size", "compute_labels", "init", "init_size", "max_iter", "max_no_improvement", "n_init",
-                 "reassignment_ratio", "tol", "verbose")
-
-
-def _check_kmeans_keys(kwargs: Mapping[str, Any], owner: str) -> None:
-    unknown = sorted(str(key) for key in kwargs if key not in KMEANS_KWARGS and key not in FORBIDDEN_KMEANS_KWARGS)
-    if unknown:
-        raise ValidationError(f"{owner}.kmeans_kwargs: unknown key(s) {unknown}; MiniBatchKMeans takes "
-                              f"{list(KMEANS_KWARGS)}")
-
 
 def _label_list(value: Any) -> tuple[Any, ...]:
     if value is None:
@@ -106,15 +94,7 @@ class OverlapScoringConfig:
         _positive_int(self.max_dense_bytes, "max_dense_bytes")
         check_policy(self.small_classes, "OverlapScoringConfig", error=ValidationError)
         check_bool(self.normalize_embeddings, "OverlapScoringConfig", "normalize_embeddings", error=ValidationError)
-        if not isinstance(self.kmeans_kwargs, Mapping):
-            raise ValidationError("OverlapScoringConfig.kmeans_kwargs must be a mapping")
-        _check_kmeans_keys(self.kmeans_kwargs, "OverlapScoringConfig")
-        for name in FORBIDDEN_KMEANS_KWARGS:
-            if name in self.kmeans_kwargs:
-                hint = "pass seed= to the scorer" if name == "random_state" else "use k"
-                raise ValidationError(f"OverlapScoringConfig.kmeans_kwargs may not set {name!r}; {hint}")
-        to_json_value(dict(self.kmeans_kwargs), "OverlapScoringConfig.kmeans_kwargs")
-        object.__setattr__(self, "kmeans_kwargs", dict(self.kmeans_kwargs))
+        object.__setattr__(self, "kmeans_kwargs", check_kmeans_kwargs(self.kmeans_kwargs, "OverlapScoringConfig"))
         object.__setattr__(self, "exclude_classes", _label_list(self.exclude_classes) or None)
         for name, labels in (("exclude_classes", self.exclude_classes or ()),
                              ("k", self.k if isinstance(self.k, Mapping) else ())):
@@ -280,10 +260,7 @@ class ContinuousOverlapScoringConfig:
         if self.offline_chunk_size is not None:
             _positive_int(self.offline_chunk_size, "offline_chunk_size", name)
         check_bool(self.normalize_embeddings, name, "normalize_embeddings", error=ValidationError)
-        if not isinstance(self.kmeans_kwargs, Mapping) or set(self.kmeans_kwargs) & set(FORBIDDEN_KMEANS_KWARGS):
-            raise ValidationError(f"{name}.kmeans_kwargs must be a mapping without {FORBIDDEN_KMEANS_KWARGS}")
-        _check_kmeans_keys(self.kmeans_kwargs, name)
-        object.__setattr__(self, "kmeans_kwargs", dict(to_json_value(dict(self.kmeans_kwargs), f"{name}.kmeans_kwargs")))
+        object.__setattr__(self, "kmeans_kwargs", check_kmeans_kwargs(self.kmeans_kwargs, name))
 
     def to_dict(self) -> dict[str, Any]:
         return {name: to_json_value(getattr(self, name)) for name in self.__dataclass_fields__}
