@@ -26,7 +26,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from docs_support import Block, block, blocks, letter_counts, my_metric, separated
+from docs_support import Block, block, blocks, my_metric, separated
 from workflow_support import BIN, REPO
 
 _spec = importlib.util.spec_from_file_location("docs_reference", REPO / "docs" / "hooks" / "reference.py")

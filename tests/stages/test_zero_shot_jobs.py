@@ -307,7 +307,7 @@ def test_webdataset_shards_follow_tar_files_and_merge_byte_identically(tmp_path,
         opened.append(str(path))
         return real_open(path, *args, **kwargs)
 
-    merged, own = {}, {0: [0], 1: [5], 2: [10]}  # a shard's first row -> the tars it owns, filled below
+    merged = {}
     for shards in (1, 2, 3):
         config = {"embedding": {"shards": shards, "batch_size": 4}, "zero_shot": {"wds": {
             "dataset": {"source": source}, "sample_branch": "image", "text_branch": "text", "extractors": {"px": extractor},

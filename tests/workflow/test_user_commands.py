@@ -124,7 +124,7 @@ def test_show_prints_text_from_data_safely_for_a_terminal(tmp_path, monkeypatch,
     write(tmp_path / "cfg.yaml", config)
     report = tmp_path / "results/reports/tiny/report.md"
     report.parent.mkdir(parents=True)
-    report.write_text(f"# tiny\n\n## Ranking\n\n| 1 | raw\x1b[8m | 0.9\u202e |\n\n## Detail\n", encoding="utf-8")
+    report.write_text("# tiny\n\n## Ranking\n\n| 1 | raw\x1b[8m | 0.9\u202e |\n\n## Detail\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     assert main(["show", "cfg.yaml"]) == 0
     out = capsys.readouterr().out

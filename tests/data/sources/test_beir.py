@@ -63,7 +63,7 @@ def test_a_qrels_edit_changes_the_files_identity(tmp_path):
 
 
 def _refused(tmp_path, error, pattern, split="test", **files):
-    folder = write_beir(tmp_path / "bad", **files)
+    write_beir(tmp_path / "bad", **files)
     with pytest.raises(error, match=pattern):
         load_retrieval_source({"type": "beir", "path": "bad", "split": split}, base_dir=tmp_path, where="src")
 

@@ -3,7 +3,6 @@ and the same scores as the same images given through a manifest."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from format_fixtures import image_features, tiny_images, write_image_folder, write_manifest
