@@ -142,24 +142,32 @@ def test_a_stale_leaderboard_and_index_are_found(iris_report, tmp_path, monkeypa
     assert {"leaderboard.html", "index.html"} <= found, found
 
 
-def test_a_hand_edited_report_md_is_refused_by_the_page_jobs_check(iris_report, tmp_path, monkeypatch, capsys):
-    """The report_tables and report_page rules run ``vertebrae verify --repair report.md`` before rendering it: a
-    fake ranking in report.md is refused and moved aside with the pages built from it (exit status 2), so it never
-    reaches report.html, and the next run writes report.md again."""
+@pytest.mark.parametrize("job", ["report-page", "report-tables"])
+def test_a_hand_edited_report_md_is_refused_by_the_page_jobs(iris_report, tmp_path, monkeypatch, capsys, job):
+    """The report_page and report_tables jobs check report.md against its report.json before cutting pages out of
+    it: a fake ranking in report.md (newer than the pages, so a rerun renders them again) is refused naming it and
+    moved aside with the pages built from it (exit status 2), so it never reaches a page; the next run writes
+    report.md again from report.json."""
     monkeypatch.chdir(tmp_path)
     results = _tree(tmp_path, iris_report)
-    markdown = Path("results/reports/iris/report.md")
-    assert main(["verify", "--repair", str(markdown)]) == 0 and "verifies" in capsys.readouterr().out
+    folder = results / "reports" / "iris"
+    args = {"report-page": ["--output", str(folder / "report.html")],
+            "report-tables": [arg for item in ITEMS for arg in (f"--{item}-output", str(folder / f"{item}.html"))]}
+    markdown = folder / "report.md"
+    assert main([job, "--markdown", str(markdown), *args[job]]) == 0  # the report.md the report job wrote
     text = markdown.read_text(encoding="utf-8")
-    markdown.write_text(text.replace("| 1 | raw", "| 1 | FAKE"), encoding="utf-8")
-    assert "FAKE" in markdown.read_text(encoding="utf-8")
-    assert main(["verify", str(markdown)]) == 2 and markdown.exists()  # without --repair: named, left in place
-    assert "edited" in capsys.readouterr().err
-    assert main(["verify", "--repair", str(markdown)]) == 2
+    assert "| 1 | raw |" in text
+    markdown.write_text(text.replace("| 1 | raw |", "| 1 | FAKE |"), encoding="utf-8")
+    for page in ("report.html", "ranking.html"):
+        (folder / page).unlink()  # Snakemake removes a job's outputs before it runs
+
+    assert main([job, "--markdown", str(markdown), *args[job]]) == 2
     err = capsys.readouterr().err
-    assert str(markdown) in err and "moved it aside to" in err and "run the workflow again" in err
-    assert not markdown.exists() and not (results / "reports/iris/report.html").exists()
-    assert not (results / "index.html").exists() and (results / "reports/iris/report.json").exists()
+    assert str(markdown) in err and "edited" in err and "moved it aside to" in err and "run the workflow again" in err
+    assert not markdown.exists() and not (folder / "report.html").exists() and not (folder / "ranking.html").exists()
+    assert not (results / "index.html").exists() and (folder / "report.json").exists()
+    assert not [p for p in results.rglob("*") if p.is_file() and "FAKE" in p.read_text(encoding="utf-8")
+                and ".corrupt-" not in p.name]
 
 
 def test_page_consumers_follow_the_rules():

@@ -121,8 +121,8 @@ def test_figures_refuse_a_hand_edited_report(run, tmp_path):
 
 def test_a_hand_edited_report_md_never_reaches_the_pages_and_a_plain_rerun_restores_it(run):
     """Issue 48: report.md edited after a run is newer than the pages, so a rerun renders them again; the page jobs
-    check report.md against its report.json first (``vertebrae verify --repair report.md``), refuse the edit and move
-    it aside with the pages built from it; the next plain run writes them all again from report.json."""
+    check report.md against its report.json first, refuse the edit and move it aside with the pages built from it;
+    the next plain run writes them all again from report.json."""
     markdown = run / REPORT.with_name("report.md")
     original = markdown.read_text(encoding="utf-8")
     first = json.loads((run / REPORT).read_text(encoding="utf-8"))["ranking"][0]

@@ -173,15 +173,16 @@ COMMANDS: dict[str, Command] = {
                         arg("--comparison-output", dest="comparison_path", metavar="COMPARISON_OUTPUT",
                             default=argparse.SUPPRESS,
                             help="the pairwise comparison matrix (or why the report has none); optional"))),
-    "report-tables": Command("write a report's tables and warnings (from its report.md) as HTML pages for "
-                             "snakemake --report", "vertebrae.reports.html_items:run_report_tables",
+    "report-tables": Command("write a report's tables and warnings (from its report.md, checked against its "
+                             "report.json) as HTML pages for snakemake --report",
+                             "vertebrae.stages.verify_pages:run_report_tables",
                              (arg("--markdown", dest="markdown_path", metavar="REPORT_MD", required=True),
                               arg("--ranking-output", dest="ranking_path", required=True),
                               arg("--detail-output", dest="detail_path", required=True),
                               arg("--comparison-output", dest="comparison_path", required=True),
                               arg("--warnings-output", dest="warnings_path", required=True))),
-    "report-page": Command("write a benchmark's one-page report.html from its report.md (figures beside it)",
-                           "vertebrae.reports.report_page:write_report_page",
+    "report-page": Command("write a benchmark's one-page report.html from its report.md (checked against its "
+                           "report.json; figures beside it)", "vertebrae.stages.verify_pages:write_report_page",
                            (arg("--markdown", dest="markdown_path", metavar="REPORT_MD", required=True), OUTPUT)),
     "results-index": Command("write results/index.html: every benchmark's report.html under RESULTS_DIR and the "
                              "leaderboard", "vertebrae.reports.report_page:write_index",

@@ -26,9 +26,9 @@ run writes the artifact at the link's path as a plain file. A link whose target 
 folder that is a link (``results/`` itself on another disk) is the tree's own storage: its files are files of the
 tree. Paths are compared as written, never resolved through links.
 
-``vertebrae verify FILE`` checks that one file (the workflow's page jobs check report.md so, before rendering it:
-a hand-edited report.md never reaches the pages); with ``--repair`` a bad one is moved aside with what was built
-from it and the exit status is 2.
+The jobs that cut the HTML pages out of report.md check it first the same way (``verify_pages.write_report_page``,
+``verify_pages.run_report_tables``): a hand-edited report.md is refused, and moved aside with what was built from it,
+instead of reaching a page.
 """
 
 from __future__ import annotations
@@ -44,14 +44,7 @@ from typing import Any
 from vertebrae.core.artifacts import move_aside, read_embeddings, read_json_artifact
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
 from vertebrae.stages.report_check import check_report
-from vertebrae.stages.verify_pages import (
-    FIGURES,
-    TEXTS,
-    check_summary_json,
-    check_text,
-    expected_text,
-    page_consumers,
-)
+from vertebrae.stages.verify_pages import FIGURES, TEXTS, check_summary_json, check_text, page_consumers
 
 _FP = re.compile(r"[0-9a-f]{16}")
 _SHARD = re.compile(r"shard-(\d+)-of-(\d+)\.h5")
@@ -318,29 +311,9 @@ def verify(results_dir: str | Path = "results", *, repair: bool = False) -> list
     return bad
 
 
-def _verify_file(path: Path, repair: bool) -> None:
-    """``vertebrae verify FILE``: check one file of a results tree; ArtifactError (exit status 2) when it is bad,
-    after moving it and what was built from it aside with ``repair``."""
-    root = _results_root(path)
-    try:
-        _check(path, _specs(root) if root is not None and path.suffix == ".h5" else {})  # specs: a shard's count
-        if path.name in TEXTS:
-            expected_text(path)  # a page checked alone: its sources must verify too (a bad one is the one to move)
-    except (ArtifactError, VertebraeError) as exc:
-        if repair:
-            bad = exc.path if isinstance(exc, CorruptArtifactError) else path
-            raise ArtifactError(f"{exc}{describe_quarantine(quarantine(bad))}") from None
-        raise ArtifactError(f"{exc}; `vertebrae verify --repair {path}` moves it aside, with what was built from "
-                            "it, for the workflow to rebuild") from None
-    print(f"{path}: verifies")
-
-
 def run_verify(results_dir: str | Path = "results", repair: bool = False) -> None:
     """``vertebrae verify``: list corrupt or stale artifacts; ArtifactError (exit status 2) when there are any and
-    ``repair`` is off. With ``repair`` they and everything built from them are moved aside. Given one file instead of
-    a folder, check that file (:func:`_verify_file`)."""
-    if os.path.isfile(results_dir) or os.path.islink(results_dir):
-        return _verify_file(Path(results_dir), repair)
+    ``repair`` is off. With ``repair`` they and everything built from them are moved aside."""
     bad = verify(results_dir, repair=repair)
     for path, problem in bad:
         print(f"{'moved aside' if repair else 'bad'}: {path}: {problem}")

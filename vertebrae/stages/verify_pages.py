@@ -17,6 +17,11 @@ Every text file the workflow writes from the reports, by where it lies (``result
   record, not something the reports give);
 - ``results/index.html``: the results index of ``results/`` as it is now (``reports.report_page.index_page``).
 
+The jobs that write the report's HTML pages (``vertebrae report-page``, ``report-tables``) run here: they check
+report.md against its report.json first (:func:`check_markdown`), so a hand-edited report.md, newer than the pages
+and so rendered again by the next run, is refused (and moved aside for that run to write again) instead of being
+copied into them.
+
 A page whose source is missing or does not verify is not compared: the source is reported itself, and moving it
 aside moves the pages built from it (:func:`page_consumers`) with it. A leaderboard or a results index whose reports
 changed since it was written (a report deleted, added or rebuilt without it) differs too: it is stale, and moved
@@ -164,6 +169,40 @@ def check_text(path: Path) -> None:
                                    str(path))
 
 
+def check_markdown(markdown_path: str | Path) -> None:
+    """The page jobs' check of their input: a report's report.md must be the Markdown of the verified report.json
+    beside it. CorruptArtifactError naming report.md if it is not (the CLI then moves it aside with the pages built
+    from it, and the next run writes it again); the report.json's own error if that does not verify."""
+    path = Path(markdown_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ArtifactError(f"report {path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptArtifactError(f"report {path}: unreadable ({exc})", str(path)) from None
+    if text != report_markdown(path.parent):
+        raise CorruptArtifactError(f"report {path}: edited: it is not the Markdown of {path.parent / 'report.json'}",
+                                   str(path))
+
+
+def write_report_page(markdown_path: str | Path, output: str | Path) -> None:
+    """``vertebrae report-page``: :func:`check_markdown`, then the page (``reports.report_page.write_report_page``)."""
+    from vertebrae.reports.report_page import write_report_page as write
+
+    check_markdown(markdown_path)
+    write(markdown_path, output)
+
+
+def run_report_tables(markdown_path: str | Path, ranking_path: str | Path, detail_path: str | Path,
+                      comparison_path: str | Path, warnings_path: str | Path) -> None:
+    """``vertebrae report-tables``: :func:`check_markdown`, then the four HTML tables
+    (``reports.html_items.run_report_tables``)."""
+    from vertebrae.reports.html_items import run_report_tables as run
+
+    check_markdown(markdown_path)
+    run(markdown_path, ranking_path, detail_path, comparison_path, warnings_path)
+
+
 def page_consumers(path: Path) -> list[Path]:
     """The pages the workflow builds from ``path`` (directly; missing ones too): a report's Markdown, items, figures
     and page from its report.json, the items and the page from report.md, the page from a figure, and the leaderboard
@@ -187,5 +226,6 @@ def page_consumers(path: Path) -> list[Path]:
     return []
 
 
-__all__ = ["FIGURES", "ITEMS", "REPORT_TEXTS", "RESULTS_PAGES", "TEXTS", "check_summary_json", "check_text",
-           "expected_text", "page_consumers", "report_markdown"]
+__all__ = ["FIGURES", "ITEMS", "REPORT_TEXTS", "RESULTS_PAGES", "TEXTS", "check_markdown", "check_summary_json",
+           "check_text", "expected_text", "page_consumers", "report_markdown", "run_report_tables",
+           "write_report_page"]

@@ -65,9 +65,9 @@ rule report_tables:
     benchmark:
         "benchmarks/report_tables/{report_name}.tsv"
     shell:
-        "(vertebrae verify --repair {input.markdown} && vertebrae report-tables --markdown {input.markdown}"
-        " --ranking-output {output.ranking} --detail-output {output.detail} --comparison-output {output.comparison}"
-        " --warnings-output {output.warnings}) > {log} 2>&1"
+        "vertebrae report-tables --markdown {input.markdown} --ranking-output {output.ranking}"
+        " --detail-output {output.detail} --comparison-output {output.comparison}"
+        " --warnings-output {output.warnings} > {log} 2>&1"
 
 
 rule compare:
@@ -88,10 +88,10 @@ rule compare:
 
 # A benchmark's one-page report.html (ranking, figures inline, comparison, cost, warnings, details), the results
 # index linking every page under results/ (whichever config wrote it) and the leaderboard page over all of them.
-# The pages are cut from report.md, which `vertebrae verify FILE` checks first against its report.json (a hand-edited
-# report.md is moved aside, with what was built from it, and the next run writes it again): an edit never reaches
-# a page. The leaderboard links every page of a report, so it comes after them (and `vertebrae verify` can tell
-# what it must hold).
+# The pages (and report_tables' tables) are cut from report.md, which the job checks first against its report.json
+# (vertebrae.stages.verify_pages.check_markdown): a hand-edited report.md, newer than the pages, is refused and moved
+# aside with what was built from it, and the next run writes it again; an edit never reaches a page. The
+# leaderboard links every page of a report, so it comes after them (and `vertebrae verify` can tell what it holds).
 rule report_page:
     input:
         markdown=report_paths("{report_name}")["markdown"],
@@ -108,8 +108,7 @@ rule report_page:
     benchmark:
         "benchmarks/report_page/{report_name}.tsv"
     shell:
-        "(vertebrae verify --repair {input.markdown}"
-        " && vertebrae report-page --markdown {input.markdown} --output {output.page}) > {log} 2>&1"
+        "vertebrae report-page --markdown {input.markdown} --output {output.page} > {log} 2>&1"
 
 
 rule leaderboard_page:
