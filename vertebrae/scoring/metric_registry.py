@@ -35,7 +35,8 @@ BUILTIN_TYPES = {
                                                  "group_folds", "small_classes")),
     "few_shot": _builder(FewShotMetric, ("name", "shots", "episodes", "split", "primary_shots", "group_episodes",
                                          "small_classes")),
-    "clustering": _builder(ClusteringMetric, ("name", "n_init", "repeats", "split", "primary")),
+    "clustering": _builder(ClusteringMetric, ("name", "n_init", "repeats", "split", "primary", "algorithm", "batch_size",
+                                              "normalize")),
 }
 
 
