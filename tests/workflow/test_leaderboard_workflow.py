@@ -171,3 +171,38 @@ def test_a_terminal_gets_no_control_character_from_a_report(workdir, tmp_path):
     shown = _on_a_terminal(tmp_path, "leaderboard", "--format", "csv")
     assert not any(c in shown for c in "\x1b\x9b\u202e")
     assert "wine\\x1b[2J\\x9b31m\\u202egnp.exe" in shown
+
+
+def test_status_show_and_leaderboard_print_json_that_matches_their_text(workdir):
+    # issue 45: machine-readable output where asked
+    status = json.loads(vertebrae(workdir, "status", "c.yaml", "--json").stdout)
+    text = vertebrae(workdir, "status", "c.yaml").stdout.splitlines()[0]
+    assert text.startswith(f"c.yaml: 1 benchmark; {status['jobs']} jobs: {status['done']} done, {status['to_run']} to run")
+    wine = next(b for b in status["benchmarks"] if b["name"] == "wine")
+    assert (wine["section"], wine["kind"]) == ("benchmarks", "labelled") and wine["to_run"] == 0
+    assert sum(rule["done"] for rule in wine["rules"].values()) == wine["done"] == wine["jobs"]
+    shown = json.loads(vertebrae(workdir, "show", "a.yaml", "--json").stdout)["benchmarks"]
+    assert [b["name"] for b in shown] == ["flowers"] and shown[0]["report"]["state"] == "written"
+    assert {c["name"] for c in shown[0]["candidates"]} == {"raw", "pca2"} == set(shown[0]["ranking"])
+    assert all(c["state"] == "written" and len(c["fingerprint"]) == 16 for c in shown[0]["candidates"])
+    board = json.loads(vertebrae(workdir, "leaderboard", "--format", "json").stdout)
+    long = pd.read_csv(io.StringIO(vertebrae(workdir, "leaderboard", "--format", "csv").stdout))
+    assert len(board["rows"]) == len(long) and sorted({r["benchmark"] for r in board["rows"]}) == BENCHMARKS
+    assert {s["candidate"] for s in board["across"]["standings"]} >= {"raw"}
+
+
+@pytest.mark.parametrize("args", [("status", "c.yaml"), ("show", "a.yaml"), ("leaderboard",)],
+                         ids=["status", "show", "leaderboard"])
+def test_a_closed_pipe_ends_a_command_quietly(workdir, args):
+    # issue 45: `vertebrae status | head -1` ended in a BrokenPipeError traceback; the reader here is gone before
+    # the first write, so every write fails as it does once head has its line
+    import os
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([str(BIN / "vertebrae"), *args], cwd=workdir, stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=600)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr

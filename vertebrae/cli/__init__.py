@@ -11,7 +11,9 @@ is first offered to the run's job server (``vertebrae.core.job_client``), which 
 Besides the job subcommands the workflow calls, four take a user's config file directly:
 ``vertebrae run CONFIG [snakemake args...]`` (exit status: Snakemake's), ``vertebrae validate CONFIG``,
 ``vertebrae status CONFIG`` and ``vertebrae show CONFIG [BENCHMARK]``; ``vertebrae eval`` builds such a config from
-``--data`` / ``--model`` specs and runs it.
+``--data`` / ``--model`` specs and runs it. ``status``, ``show`` and ``leaderboard`` print one JSON document on
+request (``--json``, ``--format json``). Exit status: 0 done, 2 a refusal (its one line on stderr), 141 when the
+reader of stdout closed the pipe early (``| head``): no traceback.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ class Command:
     args: tuple[Arg, ...]
 
 
+#: exit status when stdout's reader closed the pipe early (128 + SIGPIPE, as a shell reports it)
+CLOSED_PIPE = 141
+
+
 def positive_int(text: str) -> int:
     """An argument that counts something (``--cores``, ``--shards``): a whole number of at least 1; argparse names
     the option in its usage error."""
@@ -70,6 +76,7 @@ SHARD_INDEX = arg("--shard-index", required=True, type=int)
 SHARDS = arg("shards", nargs="+")
 PROTOCOL = arg("--protocol", required=True)
 JSON_OUTPUT, MARKDOWN_OUTPUT = arg("--json-output", required=True), arg("--markdown-output", required=True)
+JSON_FLAG = arg("--json", dest="json_output", action="store_true", help="print one JSON document instead of text")
 REPORT = (PLAN, PROTOCOL, JSON_OUTPUT, MARKDOWN_OUTPUT, arg("scores", nargs="+"))
 
 JOBS, LABELLED, RETRIEVAL, ZERO_SHOT = (f"vertebrae.stages.{m}" for m in ("jobs", "labelled_jobs", "retrieval_jobs",
@@ -222,10 +229,11 @@ COMMANDS: dict[str, Command] = {
                         "start now; runs no job", f"{USER}:validate", (CONFIGS,)),
     "status": Command("per benchmark of CONFIG, its jobs by rule: how many are done (up to date) and how many a run "
                       "would start, with Snakemake's reasons (missing output, changed input, params or code)",
-                      f"{USER}:status", (CONFIG,)),
+                      f"{USER}:status", (CONFIG, JSON_FLAG)),
     "show": Command("the plan of CONFIG as a user reads it: each benchmark's protocol, dataset identity, candidates "
                     "(fingerprints, score and report paths) and, once written, its ranking", f"{USER}:show",
-                    (CONFIG, arg("benchmark", nargs="?", metavar="BENCHMARK", help="show this benchmark only"))),
+                    (CONFIG, arg("benchmark", nargs="?", metavar="BENCHMARK", help="show this benchmark only"),
+                     JSON_FLAG)),
     "eval": Command("evaluate models by name on one data set through the workflow (the config a user would write, "
                     "in results/eval/), then print the ranking and the verdicts",
                     "vertebrae.cli.eval_command:run_eval",
@@ -251,8 +259,9 @@ COMMANDS: dict[str, Command] = {
         (arg("results_dir", nargs="?", default="results", metavar="RESULTS_DIR"),
          arg("--metric", help="rank by this metric where a report holds it (default: each benchmark's primary metric; "
                               "verdicts are for the primary metric only)"),
-         arg("--format", default="md", choices=["md", "csv", "html", "parquet"],
-             help="md or html: the page; csv or parquet: the long tidy table (default md)"),
+         arg("--format", default="md", choices=["md", "csv", "html", "json", "parquet"],
+             help="md or html: the page; csv or parquet: the long tidy table; json: the table and the standings "
+                  "(default md)"),
          arg("--output", help="write to this file (required for parquet; default: stdout)"),
          arg("--cost", default="embed_seconds", choices=["embed_seconds", "bytes_per_vector", "dim"],
              help="the cost of the Pareto front and the cheapest candidate tied with the leader"),
@@ -314,7 +323,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return served
     args = _parser().parse_args(argv)
     try:
-        return _run(args)
+        code = _run(args)
+        sys.stdout.flush()  # a reader that closed the pipe early (`vertebrae status | head`) is noticed here
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except (CorruptArtifactError, StaleArtifactError) as exc:
         from vertebrae.stages.verify import describe_quarantine, quarantine, quarantine_refused
 
@@ -325,6 +338,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VertebraeError as exc:
         _error(str(exc))
         return 2
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away: stop quietly, as Unix tools do, with the status a shell gives a command
+    that SIGPIPE ended (128 + 13); what is still buffered goes nowhere instead of into a traceback at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return CLOSED_PIPE
 
 
 def _error(message: str) -> None:

@@ -29,6 +29,7 @@ the report is written, the ranking section of its report.md.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -244,27 +245,39 @@ def _owners(path: str, fingerprints: dict[str, set[str]]) -> list[str]:
     return [name for name, fps in fingerprints.items() if fp is not None and fp in fps] or [WORKFLOW_WIDE]
 
 
+def _rule_counts(jobs: dict[tuple[str, str], list[str] | None]) -> dict[str, dict[str, Any]]:
+    """Per rule of one benchmark: jobs done, to run, and why (reason -> jobs), in first-seen order."""
+    rules: dict[str, dict[str, Any]] = {}
+    for (rule, _), reasons in jobs.items():
+        entry = rules.setdefault(rule, {"done": 0, "to_run": 0, "why": Counter()})
+        if reasons is None:
+            entry["done"] += 1
+        else:
+            entry["to_run"] += 1
+            entry["why"].update(reasons)
+    return rules
+
+
 def _rule_table(jobs: dict[tuple[str, str], list[str] | None]) -> list[str]:
     """The per-rule lines of one benchmark: done, to run, and why (reason counts)."""
-    rules: dict[str, list[Any]] = {}
-    for (rule, _), reasons in jobs.items():
-        entry = rules.setdefault(rule, [0, 0, Counter()])
-        if reasons is None:
-            entry[0] += 1
-        else:
-            entry[1] += 1
-            entry[2].update(reasons)
+    rules = _rule_counts(jobs)
     width = max(len("rule"), *(len(rule) for rule in rules))
     lines = [f"    {'rule':<{width}}  done  to run  why"]
-    for rule, (done, todo, why) in rules.items():
-        text = ", ".join(f"{reason} ({n})" for reason, n in why.items())
-        lines.append(f"    {rule:<{width}}  {done:>4}  {todo:>6}  {text}".rstrip())
+    for rule, entry in rules.items():
+        text = ", ".join(f"{reason} ({n})" for reason, n in entry["why"].items())
+        lines.append(f"    {rule:<{width}}  {entry['done']:>4}  {entry['to_run']:>6}  {text}".rstrip())
     return lines
 
 
-def status(config: str | Path) -> int:
+def _print_json(document: Any) -> None:
+    print(json.dumps(document, indent=2))
+
+
+def status(config: str | Path, json_output: bool = False) -> int:
     """``vertebrae status``: per benchmark, its jobs by rule, done and to run with Snakemake's reasons; 0, or 2 when
-    Snakemake fails (its message printed)."""
+    Snakemake fails (its message printed). ``json_output``: the same as one JSON document ``{"config", "jobs",
+    "done", "to_run", "benchmarks": [{"name", "section", "kind", "jobs", "done", "to_run", "rules": {rule: {"done",
+    "to_run", "why": {reason: jobs}}}}]}``, the cross-benchmark jobs under the name null."""
     path = _config_file(config)
     planned = plan(load_config_file(path))
     benchmarks = _benchmarks(planned)
@@ -289,6 +302,13 @@ def status(config: str | Path) -> int:
         for name in names:
             by_owner.setdefault(name, {})[key] = jobs[key]
     todo = sum(why is not None for why in jobs.values())
+    if json_output:
+        listed = [(name, section, kind) for section, kind, name, _ in benchmarks] + [(WORKFLOW_WIDE, None, None)]
+        _print_json({"config": str(config), "jobs": len(jobs), "done": len(jobs) - todo, "to_run": todo,
+                     "benchmarks": [_status_entry(None if name == WORKFLOW_WIDE else name, section, kind,
+                                                  by_owner.get(name, {}))
+                                    for name, section, kind in listed if by_owner.get(name)]})
+        return 0
     print(f"{config}: {_count(len(benchmarks), 'benchmark')}; {_count(len(jobs), 'job')}: {len(jobs) - todo} done, "
           f"{todo} to run" + (" (everything is up to date)" if not todo else f" (`vertebrae run {config}` runs them)"))
     sections = [(f"{kind} benchmark {name} ({section}.{name})", name) for section, kind, name, _ in benchmarks]
@@ -300,6 +320,14 @@ def status(config: str | Path) -> int:
         print(f"  {title}: {_count(len(mine), 'job')}: {len(mine) - pending} done, {pending} to run")
         print("\n".join(_rule_table(mine)))
     return 0
+
+
+def _status_entry(name: str | None, section: str | None, kind: str | None,
+                  jobs: dict[tuple[str, str], list[str] | None]) -> dict[str, Any]:
+    pending = sum(why is not None for why in jobs.values())
+    rules = {rule: {**entry, "why": dict(entry["why"])} for rule, entry in _rule_counts(jobs).items()}
+    return {"name": name, "section": section, "kind": kind, "jobs": len(jobs), "done": len(jobs) - pending,
+            "to_run": pending, "rules": rules}
 
 
 def _ranking_section(markdown: str) -> list[str]:
@@ -323,9 +351,13 @@ def _written(path: str) -> str:
     return "written" if Path(path).is_file() else "not yet written"
 
 
-def show(config: str | Path, benchmark: str | None = None) -> int:
+def show(config: str | Path, benchmark: str | None = None, json_output: bool = False) -> int:
     """``vertebrae show``: the plan of CONFIG (or of its benchmark BENCHMARK) as a user reads it; text from data (the
-    dataset identity, the ranking read from report.md) is printed with ``terminal_text``."""
+    dataset identity, the ranking read from report.md) is printed with ``terminal_text``. ``json_output``: one JSON
+    document ``{"benchmarks": [{"name", "section", "kind", "dataset", "protocol": {"path", "state"}, "report":
+    {"json", "markdown", "state"}, "candidates": [{"name", "fingerprint", "path", "state"}], "ranking"}]}``,
+    ``ranking`` the candidate names in report.json's order once it is written (not verified: ``vertebrae
+    verify`` does that), else null."""
     path = _config_file(config)
     planned = plan(load_config_file(path))
     benchmarks = _benchmarks(planned)
@@ -334,6 +366,9 @@ def show(config: str | Path, benchmark: str | None = None) -> int:
         raise ConfigError(f"config file {config}: no benchmark {benchmark!r}; its benchmarks: "
                           f"{', '.join(names) or 'none'}")
     shown = [item for item in benchmarks if benchmark is None or item[2] == benchmark]
+    if json_output:
+        _print_json({"benchmarks": [_show_entry(planned, *item) for item in shown]})
+        return 0
     for index, (section, kind, name, fp) in enumerate(shown):
         spec = planned.spec(fp)
         protocol = spec["protocol"]
@@ -358,6 +393,22 @@ def show(config: str | Path, benchmark: str | None = None) -> int:
             ranking = _ranking_section(markdown.read_text(encoding="utf-8", errors="replace"))
             print("\n".join(f"    {terminal_text(line)}" for line in ranking))
     return 0
+
+
+def _show_entry(planned, section: str, kind: str, name: str, fp: str) -> dict[str, Any]:
+    spec = planned.spec(fp)
+    protocol, reports = spec["protocol"], report_paths(name)
+    try:
+        ranking = json.loads(Path(reports["json"]).read_text(encoding="utf-8")).get("ranking")
+    except (OSError, ValueError, AttributeError):
+        ranking = None
+    return {"name": name, "section": section, "kind": kind,
+            "dataset": planned.spec(protocol["fingerprint"]).get("identity"),
+            "protocol": {"path": protocol["path"], "state": _written(protocol["path"])},
+            "report": {"json": reports["json"], "markdown": reports["markdown"], "state": _written(reports["json"])},
+            "candidates": [{"name": c["name"], "fingerprint": c["score"]["fingerprint"], "path": c["score"]["path"],
+                            "state": _written(c["score"]["path"])} for c in spec["candidates"]],
+            "ranking": ranking if isinstance(ranking, list) else None}
 
 
 __all__ = ["benchmark_fingerprints", "describe", "job_table", "run_workflow", "show",

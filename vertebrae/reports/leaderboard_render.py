@@ -62,6 +62,16 @@ def leaderboard_frame(rows: Sequence[Row]):
     return frame
 
 
+def leaderboard_json(rows: Sequence[Row], standings: Across) -> str:
+    """The long table (one object a row, None for unknown) and the standings across benchmarks, as JSON text."""
+    import json
+
+    from vertebrae.core.fingerprint import to_json_value
+
+    document = {"rows": [row.to_dict() for row in rows], "across": standings.to_dict()}
+    return json.dumps(to_json_value(document), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
 def _cost_cells(row: Row) -> list[str]:
     return [_unknown(v) for v in (row.embed_seconds_per_1k_rows, row.peak_memory_mb, row.dim, row.bytes_per_vector,
                                   row.score_seconds)]
@@ -180,4 +190,4 @@ def leaderboard_html(rows: Sequence[Row], standings: Across, *, cost: str = "emb
             f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
-__all__ = ["leaderboard_csv", "leaderboard_frame", "leaderboard_html", "leaderboard_markdown", "pareto_svg"]
+__all__ = ["leaderboard_csv", "leaderboard_frame", "leaderboard_html", "leaderboard_json", "leaderboard_markdown", "pareto_svg"]

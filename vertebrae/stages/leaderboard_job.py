@@ -4,7 +4,7 @@ as one leaderboard (``vertebrae.reports.leaderboard``), with costs from the Snak
 Each report.json found (recursively, sorted by path) is verified (``vertebrae.stages.report_check.check_report``);
 one that is corrupt, edited or unreadable is skipped with a line on stderr naming it and why (never half-read, and
 never moved: ``vertebrae verify --repair`` does that). ``--format csv`` and ``parquet`` give the long tidy table,
-``md`` and ``html`` the page; ``--output`` writes a file (required for Parquet), else the text goes to stdout.
+``md`` and ``html`` the page, ``json`` both the table and the standings; ``--output`` writes a file (required for Parquet), else the text goes to stdout.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from vertebrae.reports.leaderboard_render import (
     leaderboard_csv,
     leaderboard_frame,
     leaderboard_html,
+    leaderboard_json,
     leaderboard_markdown,
 )
 from vertebrae.reports.summary import PROTOCOLS
 from vertebrae.reports.text import terminal_text
 from vertebrae.stages.report_check import check_report
 
-FORMATS = ("md", "csv", "html", "parquet")
+FORMATS = ("md", "csv", "html", "json", "parquet")
 
 
 def verified_reports(results_dir: str | Path) -> tuple[list[tuple[str, dict]], list[str]]:
@@ -108,6 +109,7 @@ def run_leaderboard(results_dir: str | Path = "results", metric: str | None = No
     stamp = software_line(software())  # Markdown and HTML say which vertebrae wrote them, as reports do
     text = {"md": lambda: leaderboard_markdown(rows, standings, cost=cost, written_by=stamp),
             "csv": lambda: leaderboard_csv(rows),
+            "json": lambda: leaderboard_json(rows, standings),
             "html": lambda: leaderboard_html(rows, standings, cost=cost, links=report_links(rows, output),
                                              written_by=stamp)}[format]()
     if output is None:  # a terminal gets no control character from data (a csv field is written as it was)
