@@ -6,8 +6,9 @@ One partial covers the queries ``query_rows`` of one direction against its galle
 exact counts of the scorer's kernel (``score_query_block`` over the configured blocks, merged), the direct scores of
 its queries' positives and the ids of their nearest negatives. Its size is O(queries x positives), never
 O(queries x gallery). Merging adds the counts (``merge_partials``) and finalizes each direction, so the result is
-the one ``RetrievalScorer`` gives on the whole endpoints, bit for bit, whatever the split: ranks, ties (gallery
-row order across shard edges), nearest negatives and margins are decided by direct float64 scores (``kernel``).
+the one ``RetrievalScorer`` gives on the whole endpoints, bit for bit, whatever the split: ranks, ties (the
+conventions' order across shard edges: gallery row, or gallery id looked up through the job's ``gallery_id``),
+nearest negatives and margins are decided by direct float64 scores (``kernel``).
 
 In the reverse direction (bidirectional scoring) the gallery endpoint plays the queries: a reverse partial's
 ``query_rows`` index the gallery endpoint and its ``gallery_rows`` the query endpoint.
@@ -32,6 +33,7 @@ from vertebrae.core.fingerprint import SCHEMAS, canonical_json, fingerprint, sha
 from vertebrae.scoring.retrieval import (PositivePairs, RetrievalConfig, RetrievalPartial, RetrievalScore, admit,
                                          eligible_relevance, exclusion_matrix, finalize, merge_partials,
                                          positive_scores, prepare_endpoint, relevance_matrix)
+from vertebrae.scoring.retrieval.conventions import tie_order
 from vertebrae.scoring.retrieval.device import block_product, resolve_device
 from vertebrae.scoring.retrieval.inputs import _IndexKeys, _row_id_keys, check_representable
 from vertebrae.scoring.retrieval.kernel import _Workspace, score_query_block
@@ -334,6 +336,7 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
     shards = [(gs, Gp[gs:min(gs + config.gallery_block_size, s)]) for gs in range(0, s, config.gallery_block_size)]
     product = block_product(resolve_device(device), (Qp.scan, Gp.scan))
     local = threading.local()  # one workspace per worker thread, reused by all its blocks
+    ties = tie_order(config.conventions, gallery_id)  # equal scores: ids looked up for tied pairs only
 
     def query_block(qs: int) -> RetrievalPartial:
         qe = min(qs + config.query_block_size, b)
@@ -342,7 +345,7 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
         return score_query_block(Qp[qs:qe], Gp, shards, query_offset=qa + qs, gallery_offset=ga,
                                  positives=positives.rows(qs, qe),
                                  exclusions=None if excluded_block is None else excluded_block[qs:qe],
-                                 config=config, workspace=workspace)
+                                 config=config, workspace=workspace, ties=ties)
 
     merged = merge_partials(map_blocks(query_block, range(0, b, config.query_block_size), threads))
     has = merged.negative_index >= 0

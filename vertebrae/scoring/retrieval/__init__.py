@@ -3,7 +3,8 @@
 Every metric is a function of the ranks of each query's positives, and a rank is a count, so the work splits
 into units of one (query block, gallery shard) pair that add up. The modules, in the order data flows:
 
-- ``config``: ``RetrievalConfig``.
+- ``config``: ``RetrievalConfig``; ``conventions``: the named conventions (``CONVENTIONS``: vertebrae, trec_eval,
+  beir, mteb, sentence_transformers) whose tie order, NDCG gain, MRR / MAP cutoffs and default ks the metrics follow.
 - ``inputs``: relevance, exclusions and prepared endpoints (``prepare_endpoint``).
 - ``arithmetic``: the defining float64 pair arithmetic and the block products that only filter.
 - ``positives``: the eligible positives and their direct scores.
@@ -16,6 +17,7 @@ into units of one (query block, gallery shard) pair that add up. The modules, in
 
 from vertebrae.scoring.retrieval.arithmetic import row_sq_norms
 from vertebrae.scoring.retrieval.config import RetrievalConfig
+from vertebrae.scoring.retrieval.conventions import CONVENTIONS, Conventions
 from vertebrae.scoring.retrieval.finalize import finalize
 from vertebrae.scoring.retrieval.inputs import (
     Endpoint,
@@ -32,6 +34,8 @@ from vertebrae.scoring.retrieval.results import RetrievalResult, RetrievalScore
 from vertebrae.scoring.retrieval.scorer import RetrievalScorer, admit
 
 __all__ = [
+    "CONVENTIONS",
+    "Conventions",
     "Endpoint",
     "PositivePairs",
     "RetrievalConfig",

@@ -1,8 +1,8 @@
 """Metrics and diagnostics of one direction from merged partial counts (``finalize``).
 
 Rank of a positive = 1 + the number of eligible gallery items that score strictly higher, or score the same and
-come earlier in gallery row order (tie rule: gallery row order); other positives are competitors. The metric
-formulas are ``retrieval.metrics``'s. Margin per query = best positive similarity - highest eligible
+come first under the config's conventions (``conventions``: gallery row order by default, or gallery id order);
+other positives are competitors. The metric formulas are ``retrieval.metrics``'s, under the same conventions. Margin per query = best positive similarity - highest eligible
 non-positive similarity (no margin, and a warning, for a query without eligible negatives).
 """
 
@@ -16,14 +16,15 @@ import numpy as np
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.labels import semantic_key
 from vertebrae.scoring.retrieval.config import RetrievalConfig
+from vertebrae.scoring.retrieval.conventions import CONVENTIONS, DEFAULT
 from vertebrae.scoring.retrieval.inputs import _describe, _listing, _row_id_keys
 from vertebrae.scoring.retrieval.metrics import SparseRanking, per_query_metrics
 from vertebrae.scoring.retrieval.partial import RetrievalPartial
 from vertebrae.scoring.retrieval.positives import PositivePairs
 from vertebrae.scoring.retrieval.results import RetrievalResult
 
-TIE_RULE = "gallery row order (equal scores: the earlier gallery row ranks first)"
-RANK_RULE = "1 + eligible gallery items scoring strictly higher, or equal and earlier in gallery row order"
+TIE_RULE = CONVENTIONS[DEFAULT].tie_rule  # the default conventions' (vertebrae)
+RANK_RULE = CONVENTIONS[DEFAULT].rank_rule
 
 
 def _summary(values: np.ndarray) -> dict[str, float] | None:
@@ -57,13 +58,14 @@ def finalize(partial: RetrievalPartial, positives: PositivePairs, config: Retrie
     indptr = positives.indptr
     P = positives.n_pairs
     row = np.repeat(np.arange(nq), R)
-    ranking = SparseRanking.of(indptr, partial.outranked + 1, positives.grades)
+    rules = config.rules
+    ranking = SparseRanking.of(indptr, partial.outranked + 1, positives.grades, rules.gain)
     rank_sorted = ranking.rank
     same_query = row[1:] == row[:-1]
     if np.any(rank_sorted > n_gallery) or np.any(same_query & (rank_sorted[1:] <= rank_sorted[:-1])):
         raise ValidationError("finalize: the partial counts are inconsistent (ranks beyond the gallery or shared "
                               "by two positives of a query); were all partials computed with the same inputs?")
-    values = per_query_metrics(ranking, config.ks)
+    values = per_query_metrics(ranking, config.ks, rules)
     names = config.metric_names()
     metrics = {name: float(values[name].mean()) for name in names}
 
@@ -77,7 +79,7 @@ def finalize(partial: RetrievalPartial, positives: PositivePairs, config: Retrie
     where = "retrieval" if direction == "forward" else "reverse retrieval"
     if tie_queries.any():
         warnings.append(f"{where}: {int(tie_queries.sum())} query(ies) had a positive whose rank was decided by an "
-                        f"exactly equal score; ties are broken by {TIE_RULE}")
+                        f"exactly equal score; ties are broken by {rules.tie_rule}")
     no_negative = np.flatnonzero(~has_negative)
     if no_negative.size:
         warnings.append(f"{where}: {no_negative.size} query(ies) have no eligible negative and no margin: "
@@ -111,15 +113,7 @@ def finalize(partial: RetrievalPartial, positives: PositivePairs, config: Retrie
             "nearest_negative_id": (gkeys[neg] if gkeys is not None else semantic_key(neg)) if neg >= 0 else None,
             "margin": float(margin[i]) if neg >= 0 else None,
         })
-    meta = {
-        "similarity": config.similarity,
-        "rank": RANK_RULE,
-        "tie_rule": TIE_RULE,
-        "ndcg_gain": "2^grade - 1 (stable log-domain ratios)",
-        "map_denominator": "all eligible positives R",
-        "mrr_cutoff": None,
-        **dict(metadata or {}),
-    }
+    meta = {"similarity": config.similarity, **rules.metadata(), **dict(metadata or {})}
     return RetrievalResult(
         direction=direction, config=config, score=metrics[config.primary_metric], metrics=metrics,
         per_query=per_query, query_ids=list(qkeys), n_queries=nq, n_gallery=int(n_gallery), n_positive_pairs=P,

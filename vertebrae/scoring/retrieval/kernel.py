@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from vertebrae.core.errors import ValidationError
 from vertebrae.scoring.retrieval.arithmetic import _U, _product, _tolerance
 from vertebrae.scoring.retrieval.config import RetrievalConfig
+from vertebrae.scoring.retrieval.conventions import IdTies, tie_order
 from vertebrae.scoring.retrieval.device import block_product, resolve_device
 from vertebrae.scoring.retrieval.fused import use_fused
 from vertebrae.scoring.retrieval.inputs import Endpoint
@@ -89,7 +90,7 @@ def _round_down(x: np.ndarray, dtype: Any) -> np.ndarray:
 
 def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gallery_offset: int,
                 positives: PositivePairs, exclusions: Any = None, config: RetrievalConfig,
-                device: str = "cpu", kernel: str = "auto") -> RetrievalPartial:
+                device: str = "cpu", kernel: str = "auto", gallery_ids: Any = None) -> RetrievalPartial:
     """Partial counts of one (query block, gallery shard) unit.
 
     ``Q_block`` = rows [query_offset, query_offset + b) of the prepared queries, ``G_shard`` = rows
@@ -101,7 +102,9 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     call; excluded pairs and the shard's positives are set to -inf. Every score is within ``tol``
     (``_tolerance``) of its direct value, so against a positive of direct score t an item scoring above
     ``hi = t + tol`` outranks it, one below ``lo = t - tol`` does not, and one in the band [lo, hi] is
-    recomputed directly and compared exactly (tie rule: gallery row order). Each row's positives are split
+    recomputed directly and compared exactly (tie rule: the config's conventions, ``conventions.tie_order``:
+    gallery row order by default, or gallery id order, the ids of global gallery rows read from ``gallery_ids``,
+    a sequence or a callable, only for the rows that meet in a tie). Each row's positives are split
     by the share of items expected to reach them (``_split_positives``: from a sample of the block, or from
     the block's earlier shards): the top ones, which few items reach, are *sparse*: one pass finds the items
     at or above the lowest sparse ``lo`` (and the nearest-negative candidates, see ``_BlockState``) and each
@@ -131,21 +134,22 @@ def score_shard(Q_block: Endpoint, G_shard: Endpoint, *, query_offset: int, gall
     workspace = _Workspace(product, use_fused(kernel, b * len(G_shard)))
     return score_query_block(Q_block, G_shard, ((0, G_shard),), query_offset=query_offset,
                              gallery_offset=gallery_offset, positives=positives, exclusions=exclusions, config=config,
-                             workspace=workspace)
+                             workspace=workspace, ties=tie_order(config.conventions, gallery_ids))
 
 
 def score_query_block(Q_block: Endpoint, G: Endpoint, shards: Any, *, query_offset: int, gallery_offset: int,
                       positives: PositivePairs, exclusions: Any, config: RetrievalConfig,
-                      workspace: _Workspace) -> RetrievalPartial:
+                      workspace: _Workspace, ties: IdTies | None = None) -> RetrievalPartial:
     """Partial counts of one query block (``Q_block``: rows [query_offset, query_offset + b) of the prepared
     queries; ``positives``: exactly its queries') against rows [gallery_offset, gallery_offset + len(G)) of the
     prepared gallery, ``G``, shard after shard: ``shards`` = (start, ``G[start:stop]``) pairs, in order, tiling
     ``G``. One state is carried across the shards, so each shard splits its positives by what the earlier ones
     showed (``_split_positives``), and the deferred direct scores are computed once, at the end. ``exclusions``:
     as for ``score_shard``, its rows the block's (block-local or global), its columns the gallery's;
-    ``workspace``: the calling thread's buffers and block product. The partial equals the merge of one
-    ``score_shard`` per shard (the kernel's counts do not depend on shard boundaries)."""
-    state = _BlockState(_BlockPositives.of(positives), Q_block, G, gallery_offset)
+    ``workspace``: the calling thread's buffers and block product; ``ties``: the order of equal scores
+    (``conventions.tie_order``; None: gallery row order). The partial equals the merge of one ``score_shard`` per
+    shard (the kernel's counts do not depend on shard boundaries)."""
+    state = _BlockState(_BlockPositives.of(positives), Q_block, G, gallery_offset, ties)
     state.count_positives(gallery_offset, gallery_offset + len(G))
     for start, shard in shards:
         state.add_shard(shard, gallery_offset + start, exclusions, query_offset, config, workspace)
@@ -204,12 +208,15 @@ class _BlockState:
     band items (row, gallery row, positive) and nearest-negative candidates (row, gallery row, upper bound
     ``block score + tol``). ``lower`` is per row the best lower bound ``block max - tol`` seen: a candidate
     whose upper bound is below it cannot be the best negative and is dropped. ``G`` / ``g_offset``: the
-    gallery rows the deferred pairs index (global row = g_offset + local row).
+    gallery rows the deferred pairs index (global row = g_offset + local row). ``ties``: the order of equal
+    scores (None: gallery row order, the fast path; an ``IdTies``: gallery id order, looked up for tied pairs only).
     """
 
-    def __init__(self, block: _BlockPositives, Q_block: Endpoint, G: Endpoint, g_offset: int) -> None:
+    def __init__(self, block: _BlockPositives, Q_block: Endpoint, G: Endpoint, g_offset: int,
+                 ties: IdTies | None = None) -> None:
         P, b = block.t.size, len(Q_block)
         self.block, self.Q, self.G, self.g_offset = block, Q_block, G, int(g_offset)
+        self.tie_order = ties
         self.counts = np.zeros(P + 1, dtype=np.int64)  # index P: "no positive" (padding)
         self.ties = np.zeros(P, dtype=np.int64)
         self.outranked = np.zeros(P, dtype=np.int64)
@@ -238,7 +245,8 @@ class _BlockState:
         """Count the positives in gallery rows [start, stop) as competitors of their query's positives."""
         block = self.block
         _count_positive_competitors(block.indptr, block.rows, block.cols, block.t,
-                                    (block.cols >= start) & (block.cols < stop), self.outranked, self.tied)
+                                    (block.cols >= start) & (block.cols < stop), self.outranked, self.tied,
+                                    self.tie_order)
 
     def add_shard(self, G_shard: Endpoint, gallery_offset: int, exclusions: Any, query_offset: int,
                   config: RetrievalConfig, workspace: _Workspace) -> None:
@@ -279,11 +287,17 @@ class _BlockState:
         t, cols = block.sorted_t, block.sorted_cols
         P = t.size
         counts, ties = self.counts[:P].copy(), self.ties.copy()
-        if self.band:  # band items compared exactly with their positives (equal: the earlier gallery row wins)
+        if self.band:  # band items compared exactly with their positives (equal: the tie order decides)
             r, c, positions = (np.concatenate(parts) for parts in zip(*self.band))
             x = self._direct(r, c)
             equal = x == t[positions]
-            wins = (x > t[positions]) | (equal & (c < cols[positions]))
+            if self.tie_order is None:  # gallery row order: the earlier gallery row wins
+                wins = (x > t[positions]) | (equal & (c < cols[positions]))
+            else:
+                wins = x > t[positions]
+                tied_pairs = np.flatnonzero(equal)
+                if tied_pairs.size:
+                    wins[tied_pairs] = self.tie_order.before(c[tied_pairs], cols[positions[tied_pairs]])
             counts += np.bincount(positions, weights=wins, minlength=P).astype(np.int64)
             ties += np.bincount(positions, weights=equal, minlength=P).astype(np.int64)
         score, index, similarity = np.full(b, -np.inf), np.full(b, -1, dtype=np.int64), np.full(b, np.nan)
@@ -545,16 +559,16 @@ def _score_unit_fused(state: _BlockState, G_shard: Endpoint, gallery_offset: int
         state.add_near(nr, gallery_offset + nc, score + tol[nr], score - tol[nr])
 
 
-def _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied) -> None:
+def _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied, ties=None) -> None:
     """Add, per positive, the shard's positives of its query that outrank / tie it (direct scores).
 
-    In ranking order (score descending, then gallery row ascending) the in-shard positives ahead of a positive
-    outrank it; those with exactly its score tie with it.
+    In ranking order (score descending, then the tie order: gallery row ascending, or ``ties``' id order) the
+    in-shard positives ahead of a positive outrank it; those with exactly its score tie with it.
     """
     P = prow.size
     if P == 0 or not inshard.any():
         return
-    order = np.lexsort((pcol, -t, prow))
+    order = np.lexsort((pcol if ties is None else ties.rank(pcol), -t, prow))
     rs, ts = prow[order], t[order]
     flag = inshard[order].astype(np.int64)
     before = np.cumsum(flag) - flag

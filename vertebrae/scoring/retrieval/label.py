@@ -32,12 +32,16 @@ def label_options(config: Any, *, owner: str = "LabelRetrievalMetric") -> dict[s
     """``LabelRetrievalMetric``'s settings from a ``RetrievalConfig`` (the established library's
     ``LabelRetrievalMetric(RetrievalConfig(...))``): similarity, ks, primary = ``primary_metric`` and query_block =
     ``query_block_size``. Every row ranks all n rows, so the gallery block and the comparison cap do not apply;
-    ``bidirectional=True`` is refused (leave-one-out retrieval has one direction)."""
+    ``bidirectional=True`` is refused (leave-one-out retrieval has one direction), as are conventions other than
+    ``vertebrae`` (``conventions``: they name query-gallery tools)."""
     if not isinstance(config, RetrievalConfig):
         raise ConfigError(f"{owner}: expected a RetrievalConfig, got {type(config).__name__}")
     if config.bidirectional:
         raise ConfigError(f"{owner}: RetrievalConfig.bidirectional=True does not apply to leave-one-out same-label "
                           "retrieval (every row is both a query and a candidate)")
+    if config.conventions != "vertebrae":
+        raise ConfigError(f"{owner}: RetrievalConfig.conventions={config.conventions!r} applies to query-gallery "
+                          "retrieval; leave-one-out same-label retrieval follows vertebrae's conventions only")
     return {option: getattr(config, name) for option, name in CONFIG_FIELDS}
 
 

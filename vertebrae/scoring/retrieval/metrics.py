@@ -3,6 +3,9 @@
 Per query with R positives at ranks r_1 < r_2 < ... < r_R and hits h_k = #{i : r_i <= k}: ``map``, ``mrr`` and,
 for each cutoff k, ``ndcg@k``, ``precision@k``, ``recall@k``, ``hit_rate@k`` (``RANK_METRICS``,
 ``CUTOFF_METRICS``: the family list, in report order). Aggregates are plain means over queries (the callers').
+A convention (``conventions.Conventions``) may cut MRR and MAP at each k (``mrr@k``, ``map@k`` in place of ``mrr``,
+``map``), divide AP by min(k, R), and take NDCG's gain linear or binary (``SparseRanking.of``); the default,
+``vertebrae``, is the list above.
 
 A kernel reads a *ranking*: ``count`` (R per query), ``rank`` and ``position`` (r_i and i of each positive,
 float64 / int), ``gain`` (each positive's gain relative to its query's largest, in rank order),
@@ -23,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from vertebrae.core.errors import ConfigError
+from vertebrae.scoring.retrieval.conventions import DEFAULT, conventions as _conventions
 
 __all__ = ["CUTOFF_METRICS", "DenseRanking", "RANK_METRICS", "SparseRanking", "log_gain", "metric_names",
            "parse_retrieval_metric", "per_query_metrics"]
@@ -34,14 +38,21 @@ _LN2 = math.log(2.0)
 # Kernels
 
 
-def average_precision(ranking: Any) -> np.ndarray:
-    """``map``: (1 / R) sum_i i / r_i (the denominator is all R positives)."""
-    return ranking.total(ranking.position / ranking.rank) / ranking.count
+def average_precision(ranking: Any, k: int | None = None, denominator: str = "R") -> np.ndarray:
+    """``map``: (1 / R) sum_i i / r_i (the denominator is all R positives). ``map@k`` (a convention's): the sum
+    over r_i <= k only, divided by R or, with ``denominator="min(k, R)"``, by min(k, R)."""
+    total = ranking.total(ranking.position / ranking.rank, within=k)
+    if denominator == "R" or k is None:
+        return total / ranking.count
+    return total / np.minimum(ranking.count, k)
 
 
-def reciprocal_rank(ranking: Any) -> np.ndarray:
-    """``mrr``: 1 / r_1 (no cutoff)."""
-    return 1.0 / ranking.first_rank()
+def reciprocal_rank(ranking: Any, k: int | None = None) -> np.ndarray:
+    """``mrr``: 1 / r_1 (no cutoff). ``mrr@k`` (a convention's): 1 / r_1 if r_1 <= k, else 0."""
+    first = ranking.first_rank()
+    if k is None:
+        return 1.0 / first
+    return np.where(first <= k, 1.0 / first, 0.0)
 
 
 def ndcg(ranking: Any, k: int) -> np.ndarray:
@@ -74,30 +85,57 @@ CUTOFF_METRICS: dict[str, Callable[[Any, int], np.ndarray]] = {
     "ndcg": ndcg, "precision": precision, "recall": recall, "hit_rate": hit_rate}
 
 
-def metric_names(ks: Sequence[int]) -> tuple[str, ...]:
-    """``map``, ``mrr``, then ``ndcg@k``, ``precision@k``, ``recall@k``, ``hit_rate@k`` for each k."""
-    return tuple(RANK_METRICS) + tuple(f"{family}@{k}" for family in CUTOFF_METRICS for k in ks)
+def _cut(name: str, conventions: Any) -> bool:
+    """Whether the rank metric ``name`` (map, mrr) is reported at each k under ``conventions``."""
+    c = _conventions(conventions)
+    return c.map_at_k if name == "map" else c.mrr_at_k
 
 
-def per_query_metrics(ranking: Any, ks: Sequence[int]) -> dict[str, np.ndarray]:
-    """Every metric of ``metric_names(ks)``, per query of ``ranking``."""
-    values = {name: kernel(ranking) for name, kernel in RANK_METRICS.items()}
+def metric_names(ks: Sequence[int], conventions: Any = DEFAULT) -> tuple[str, ...]:
+    """``map``, ``mrr`` (or ``map@k``, ``mrr@k`` for each k where the conventions cut them), then ``ndcg@k``,
+    ``precision@k``, ``recall@k``, ``hit_rate@k`` for each k."""
+    rank = tuple(name2 for name in RANK_METRICS
+                 for name2 in ([f"{name}@{k}" for k in ks] if _cut(name, conventions) else [name]))
+    return rank + tuple(f"{family}@{k}" for family in CUTOFF_METRICS for k in ks)
+
+
+def per_query_metrics(ranking: Any, ks: Sequence[int], conventions: Any = DEFAULT) -> dict[str, np.ndarray]:
+    """Every metric of ``metric_names(ks, conventions)``, per query of ``ranking``."""
+    c = _conventions(conventions)
+    values: dict[str, np.ndarray] = {}
+    if c.map_at_k:
+        values.update({f"map@{k}": average_precision(ranking, k, c.map_denominator) for k in ks})
+    else:
+        values["map"] = average_precision(ranking)
+    if c.mrr_at_k:
+        values.update({f"mrr@{k}": reciprocal_rank(ranking, k) for k in ks})
+    else:
+        values["mrr"] = reciprocal_rank(ranking)
     for family, kernel in CUTOFF_METRICS.items():
         values.update({f"{family}@{k}": kernel(ranking, k) for k in ks})
     return values
 
 
-_METRIC_NAME = re.compile(rf"^({'|'.join(RANK_METRICS)}|({'|'.join(CUTOFF_METRICS)})@([1-9][0-9]*))$")
+_METRIC_NAME = re.compile(rf"^(({'|'.join(RANK_METRICS)})(@([1-9][0-9]*))?|({'|'.join(CUTOFF_METRICS)})@([1-9][0-9]*))$")
 
 
-def parse_retrieval_metric(name: Any, ks: Sequence[int], owner: str = "LabelRetrievalMetric.primary") -> str:
-    """Validate a metric name of the small ``map | mrr | family@K`` language (K must be one of ``ks``)."""
+def parse_retrieval_metric(name: Any, ks: Sequence[int], owner: str = "LabelRetrievalMetric.primary",
+                           conventions: Any = DEFAULT) -> str:
+    """Validate a metric name of the small ``map | mrr | family@K`` language (K must be one of ``ks``); under
+    conventions that cut MRR / MAP at each k, ``mrr@K`` / ``map@K`` in place of ``mrr`` / ``map``."""
     match = _METRIC_NAME.match(name) if isinstance(name, str) else None
+    rank = match.group(2) if match else None
+    if match is not None and rank is not None and (match.group(3) is not None) != _cut(rank, conventions):
+        match = None
     if match is None:
-        raise ConfigError(f"{owner} must be {', '.join(map(repr, RANK_METRICS))} or one of "
-                          f"{', '.join(f'{family}@K' for family in CUTOFF_METRICS)}; got {name!r}")
-    if match.group(3) is not None and int(match.group(3)) not in ks:
-        raise ConfigError(f"{owner} {name!r} uses K={match.group(3)}, which is not in ks={list(ks)}")
+        c = _conventions(conventions)
+        ranks = [f"{n}@K" if _cut(n, c) else n for n in RANK_METRICS]
+        under = "" if c.name == DEFAULT else f" under conventions {c.name}"
+        raise ConfigError(f"{owner} must be {', '.join(map(repr, ranks))} or one of "
+                          f"{', '.join(f'{family}@K' for family in CUTOFF_METRICS)}{under}; got {name!r}")
+    k = match.group(4) or match.group(6)
+    if k is not None and int(k) not in ks:
+        raise ConfigError(f"{owner} {name!r} uses K={k}, which is not in ks={list(ks)}")
     return name
 
 
@@ -138,13 +176,21 @@ class SparseRanking:
         self._hits: dict[int, np.ndarray] = {}
 
     @classmethod
-    def of(cls, indptr: np.ndarray, rank: np.ndarray, grades: np.ndarray) -> SparseRanking:
-        """From each positive's rank and grade (grouped by query, any order within one). NDCG gains are
-        ``2^g - 1`` relative to the query's largest, never formed: ``exp(log_gain(g) - max log_gain)``."""
+    def of(cls, indptr: np.ndarray, rank: np.ndarray, grades: np.ndarray, gain: str = "exponential"
+           ) -> SparseRanking:
+        """From each positive's rank and grade (grouped by query, any order within one). NDCG gains relative to
+        the query's largest: ``exponential`` ``2^g - 1``, never formed (``exp(log_gain(g) - max log_gain)``);
+        ``linear`` g / max g; ``binary`` 1."""
         row = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
         order = np.lexsort((rank, row))
-        lg = log_gain(grades)
-        ratio = np.exp(lg - np.maximum.reduceat(lg, indptr[:-1])[row])
+        if gain == "exponential":
+            lg = log_gain(grades)
+            ratio = np.exp(lg - np.maximum.reduceat(lg, indptr[:-1])[row])
+        elif gain == "linear":
+            g = np.asarray(grades, dtype=np.float64)
+            ratio = g / np.maximum.reduceat(g, indptr[:-1])[row] if g.size else g
+        else:
+            ratio = np.ones(row.size)
         return cls(indptr, rank[order].astype(np.float64), ratio[order], ratio[np.lexsort((-ratio, row))])
 
     def first_rank(self) -> np.ndarray:

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from vertebrae.core.arrays import paired_matrices
 from vertebrae.core.errors import BudgetError, ConfigError, ValidationError
 from vertebrae.scoring.retrieval.config import RetrievalConfig
+from vertebrae.scoring.retrieval.conventions import tie_order
 from vertebrae.scoring.retrieval.device import block_product, resolve_device
 from vertebrae.scoring.retrieval.finalize import finalize
 from vertebrae.scoring.retrieval.fused import use_fused
@@ -157,8 +158,10 @@ def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, directio
     """One direction: positives, every query block over every gallery shard (the same kernel and state as
     ``score_shard``; a block's partial covers the whole gallery), merge, finalize. Query blocks are spread
     over ``workers`` threads (``map_blocks``); the partials do not depend on it, nor on the block ``product``
-    (``device.block_product``: torch on a device, shared by the threads; None: NumPy), nor on ``fused``."""
+    (``device.block_product``: torch on a device, shared by the threads; None: NumPy), nor on ``fused``. Equal
+    scores are ordered by the config's conventions (``conventions.tie_order`` over ``gkeys``)."""
     positives = positive_scores(Q, G, relevance, config=config, workers=workers)
+    ties = tie_order(config.conventions, gkeys)
     nq, ng = len(Q), len(G)
     starts = range(0, ng, config.gallery_block_size)
     shards = [(gs, G[gs:min(gs + config.gallery_block_size, ng)]) for gs in starts]  # views (CSR: sliced once)
@@ -171,7 +174,7 @@ def _score_direction(Q, G, relevance, exclusions, config, qkeys, gkeys, directio
         return score_query_block(Q[qs:qe], G, shards, query_offset=qs, gallery_offset=0,
                                  positives=positives.rows(qs, qe),
                                  exclusions=None if exclusions is None else exclusions[qs:qe], config=config,
-                                 workspace=workspace)
+                                 workspace=workspace, ties=ties)
 
     merged = merge_partials(map_blocks(query_block, range(0, nq, config.query_block_size), workers))
     return finalize(merged, positives, config, n_gallery=ng, query_ids=qkeys, gallery_ids=gkeys,
