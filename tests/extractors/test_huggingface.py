@@ -117,6 +117,7 @@ def test_hf_vision_layers_and_pooling(tiny):
     cases = {
         (None, "cls"): out.last_hidden_state[:, 0], (1, "mean"): out.hidden_states[1].mean(dim=1),
         (-2, "cls"): out.hidden_states[-2][:, 0], (None, "pooler"): out.pooler_output,
+        (-1, "mean"): out.last_hidden_state.mean(dim=1),  # -1: the final features, after the final layernorm
     }
     images = RawInputs.images([str(p) for p in tiny.images])
     fps = set()
@@ -126,7 +127,7 @@ def test_hf_vision_layers_and_pooling(tiny):
             np.testing.assert_allclose(got, expected.numpy(), atol=1e-5)
         fps.add(fingerprint("embedding", embedding_recipe("declared:i@1", "samples", extractor)))
     assert len(fps) == len(cases)
-    with pytest.raises(ConfigError, match="hidden_layer: layer 9 is beyond the model's depth"):  # when built
+    with pytest.raises(ConfigError, match=r"hidden_layer: 9 is beyond the depth of ViTModel .*\(3 blocks"):  # when built
         HFVisionExtractor("vit", str(tiny.hf_vit), hidden_layer=9)
 
 

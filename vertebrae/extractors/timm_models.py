@@ -11,8 +11,11 @@ Preprocessing is the model's own: ``timm.data.resolve_model_data_config`` + ``cr
 ``preprocess`` overrides its keys (input_size, interpolation, mean, std, crop_pct, crop_mode).
 ``pooling``: ``pre_logits`` (default: ``forward_head(forward_features(x), pre_logits=True)``, the features the
 classifier sees), ``tokens_mean`` (mean of the patch tokens / spatial positions, prefix tokens left out) or
-``cls`` (the first prefix token of a ViT). ``hidden_layer`` takes the output of one block / stage through
-``forward_intermediates`` (0-based, negative from the end; pooling tokens_mean by default, or cls).
+``cls`` (the first prefix token of a ViT). ``hidden_layer`` takes one layer in vertebrae's numbering
+(``vertebrae.extractors.layers``: 0 = the input of the first block, i = the output of block i, -1 =
+``forward_features``, after the final norm; a block is an entry of the model's ``feature_info``: a ViT's blocks, a
+CNN's stem and stages as timm lists them), pooled with tokens_mean (the default) or cls. The layers are read by
+hooks on one ``forward_features`` pass, stopped after the deepest block asked for unless -1 is asked.
 
 Everything is checked when the extractor is built (at plan time), on the model built on torch's meta device (no
 memory, no weights): an unknown name (the closest names are suggested), a checkpoint whose tensors do not fit the
@@ -36,9 +39,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from vertebrae.core import check_records
-from vertebrae.core.errors import ConfigError
+from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.extractors.base import Extractor
+from vertebrae.extractors.layers import NUMBERING, check_layer_range, hidden_state_index
 from vertebrae.extractors.torch_runtime import ModelExtractor, file_sha256, folder_digest, model_options
 
 POOLING = ("pre_logits", "tokens_mean", "cls")
@@ -232,18 +236,16 @@ class TimmExtractor(ModelExtractor, Extractor):
                 "intermediates": hasattr(meta, "forward_intermediates") and bool(depth)}
 
     def check_layers(self, layers: Sequence[int], *, key: str = "hidden_layers") -> None:
-        """Layers through timm's intermediate-feature API, within the depth of the model (checked on the meta
-        device when the extractor is built, so at plan time)."""
+        """Layers in vertebrae's numbering (``vertebrae.extractors.layers``), within the model's depth: -depth..depth,
+        a block being an entry of its ``feature_info`` (checked on the meta device when the extractor is built, so
+        at plan time)."""
         where = f"{self._where}.{key}"
         if not self._intermediates:
             raise ConfigError(f"{where}: {self.architecture} has no timm intermediate-feature API")
         if self.pooling == "pre_logits":
             raise ConfigError(f"{where}: pooling pre_logits is the final head's input; a hidden layer is pooled with "
                               "tokens_mean or cls")
-        for layer in layers:
-            if not -self.depth <= layer < self.depth:
-                raise ConfigError(f"{where}: {layer} is beyond the depth of {self.architecture} ({self.depth} layers: "
-                                  f"0..{self.depth - 1}, or -{self.depth}..-1)")
+        check_layer_range(layers, self.depth, where=where, model=self.architecture)
 
     # -- the contract
     def weight_files(self) -> list[Path] | None:
@@ -256,7 +258,7 @@ class TimmExtractor(ModelExtractor, Extractor):
                 "model_args": to_json_value(self.model_args, "model_args"), "weights": self._weights,
                 "data_config": to_json_value(self.data_config, "data_config"), "pooling": self.pooling,
                 "hidden_layer": self.hidden_layer, "normalize": self.normalize, "timm_version": version("timm"),
-                **self.runtime_recipe()}
+                **({"layer_numbering": NUMBERING} if self.hidden_layer is not None else {}), **self.runtime_recipe()}
 
     def _load(self) -> Any:
         import timm
@@ -282,28 +284,68 @@ class TimmExtractor(ModelExtractor, Extractor):
         if self.hidden_layer is not None:
             return self._forward_layers(branch, batch, [self.hidden_layer])[0]
         module = self.loaded().module
-        x = batch.to(self.torch_device())
-        features = module.forward_features(x)
+        features = module.forward_features(batch.to(self.torch_device()))
         if self.pooling == "pre_logits":
-            features = module.forward_head(features, pre_logits=True)
-        elif features.dim() == 4:  # a CNN's (B, C, H, W) map
-            features = features.mean(dim=(2, 3))
-        elif self.pooling == "cls":
-            features = features[:, 0]
-        else:
-            features = features[:, self.prefix_tokens:].mean(dim=1)
-        return self._finish(features)
+            return self._finish(module.forward_head(features, pre_logits=True))
+        return self._finish(self._pool_final(features))
+
+    def _pool_final(self, features: Any) -> Any:
+        """``forward_features``' output pooled: a CNN's (B, C, H, W) map by its mean, tokens by cls or their mean."""
+        if features.dim() == 4:
+            return features.mean(dim=(2, 3))
+        if self.pooling == "cls":
+            return features[:, 0]
+        return features[:, self.prefix_tokens:].mean(dim=1)
+
+    def _pool_block(self, hidden: Any) -> Any:
+        """A block's input or output pooled: tokens (B, N, D) by cls or the mean of the non-prefix tokens; a map by
+        its spatial mean, in the layout the model's stages use (``output_fmt``: NHWC for Swin and kin)."""
+        if isinstance(hidden, (tuple, list)):
+            hidden = hidden[0]
+        if hidden.dim() == 4:
+            nhwc = str(getattr(self.loaded().module, "output_fmt", "NCHW")).endswith("NHWC")
+            return hidden.mean(dim=(1, 2) if nhwc else (2, 3))
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        return hidden[:, self.prefix_tokens:].mean(dim=1)
 
     def _forward_layers(self, branch: str | None, batch: Any, layers: list[int]) -> list[Any]:
-        """The pooled output of every block / stage of ``layers``, from one ``forward_intermediates`` pass."""
-        cls = self.pooling == "cls"
-        kwargs = {"return_prefix_tokens": True} if cls else {}
-        blocks = [layer + self.depth if layer < 0 else layer for layer in layers]
-        taken = sorted(set(blocks))  # timm returns the intermediates in block order
-        outs = self.loaded().module.forward_intermediates(batch.to(self.torch_device()), indices=taken,
-                                                          intermediates_only=True, **kwargs)
-        pooled = [self._finish(out[1][:, 0] if cls else out.mean(dim=(2, 3))) for out in outs]
-        return [pooled[taken.index(block)] for block in blocks]
+        """The pooled layers of ``layers`` (vertebrae's numbering) from ONE ``forward_features`` pass: hooks read the
+        input of the first block (layer 0) and the output of each block asked for; -1 is ``forward_features``
+        itself. Without -1 the pass stops after the deepest block asked for."""
+        module = self.loaded().module
+        blocks = [hidden_state_index(layer, self.depth) for layer in layers]
+        wanted = sorted({b for b in blocks if b is not None})
+        final = None in blocks
+        deepest = wanted[-1] if wanted and not final else None
+        names = [info["module"] for info in module.feature_info]
+        modules = [module.get_submodule(name) for name in names]
+        pooled: dict[int | None, Any] = {}
+
+        def keep(index: int) -> Any:
+            def hook(_module: Any, args: Any, output: Any = None) -> None:
+                pooled[index] = self._pool_block(args[0] if index == 0 else output)  # pooled now: a later
+                if index == deepest:                                                 # in-place op cannot change it
+                    raise _Stop
+            return hook
+
+        handles = [modules[0].register_forward_pre_hook(keep(0))] if 0 in wanted else []
+        handles += [modules[b - 1].register_forward_hook(keep(b)) for b in wanted if b > 0]
+        try:
+            features = module.forward_features(batch.to(self.torch_device()))
+            if final:
+                pooled[None] = self._pool_final(features)
+        except _Stop:
+            pass
+        finally:
+            for handle in handles:
+                handle.remove()
+        missed = [b for b in blocks if b not in pooled]
+        if missed:  # a feature_info module forward_features never ran
+            raise ValidationError(f"extractor {self.name!r}: {self.architecture}'s forward_features did not run "
+                                  f"{names[max(missed[0], 1) - 1]!r} (feature_info), so layer "
+                                  f"{layers[blocks.index(missed[0])]} cannot be read")
+        return [self._finish(pooled[b]) for b in blocks]
 
     def _finish(self, features: Any) -> Any:
         if self.normalize:
@@ -319,6 +361,10 @@ def _well_formed(found: Any) -> bool:
             and isinstance(found["hf_hub_id"], (str, type(None))) and isinstance(found["data_config"], dict)
             and all(isinstance(found[k], int) and not isinstance(found[k], bool) for k in ("depth", "prefix_tokens"))
             and isinstance(found["intermediates"], bool))
+
+
+class _Stop(Exception):
+    """Raised by the hook on the deepest block a layer read asks for: the rest of the pass is not needed."""
 
 
 class _meta:
