@@ -115,9 +115,9 @@ def test_the_default_config_is_valid(default_config):
         {"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 16}},
     ]
     assert search["compression"] == {"method": "pca", "n_components": 8}
-    # similarity and primary_metric as declared, the rest schema defaults
+    # similarity and primary_metric as declared, the rest schema defaults (ks: none, the conventions' apply)
     assert search["retrieval"] == {
-        "similarity": "cosine", "primary_metric": "ndcg@10", "ks": [1, 5, 10], "bidirectional": False,
+        "similarity": "cosine", "primary_metric": "ndcg@10", "conventions": "vertebrae", "bidirectional": False,
         "query_block_size": 512, "gallery_block_size": 10000, "max_dense_bytes": 2000000000, "worst_queries": 10,
     }
 

@@ -43,7 +43,8 @@ def retrieval_config_from_decl(bench: Mapping[str, Any], *, where: str):
     from vertebrae.scoring.retrieval import RetrievalConfig
 
     decl = dict(bench["retrieval"])
-    decl["ks"] = tuple(decl["ks"])
+    if "ks" in decl:  # absent: the conventions' default ks
+        decl["ks"] = tuple(decl["ks"])
     return config_from_decl(RetrievalConfig, decl, where=f"{where}.retrieval")
 
 

@@ -12,9 +12,11 @@ because its embedding collapsed gets a ``Not ranked`` line under the table sayin
   so; a stability interval that excludes its candidate's overlap score is marked with a dagger and explained
   under the table; the ``## Separatix`` section and its warnings come from ``reports.separatix``; the closing
   note explains per-class (per-label) scores, or the regression score when there is no per-class table.
-- Retrieval: the ranking shows NDCG, precision, recall and hit rate at each k, MRR and mAP; the similarity
-  diagnostics show the per-query parts of the margin (best positive, nearest negative) beside the mean over all
-  positive pairs.
+- Retrieval: the ranking shows NDCG, precision, recall and hit rate at each k, MRR and mAP (at each k under
+  conventions that cut them); the introduction names the conventions the numbers follow
+  (``scoring.retrieval.conventions.describe``; a report without ``conventions`` metadata: vertebrae's); the
+  similarity diagnostics show the per-query parts of the margin (best positive, nearest negative) beside the mean
+  over all positive pairs.
 - Zero-shot: ``## Compression`` names every variant whose transform was fitted on the evaluation samples; the
   Warnings list each distinct message once with the candidates that raised it, and the side OverlapIndex's
   "k reduced" warnings that differ only in the class as one line with their count.
@@ -33,6 +35,7 @@ from vertebrae.reports.comparison import table as _table
 from vertebrae.reports.cost_report import cost_lines, figure_lines
 from vertebrae.reports.separatix import separatix_lines, separatix_warnings
 from vertebrae.scoring.degenerate import CODE as COLLAPSE_CODE
+from vertebrae.scoring.retrieval.conventions import describe as describe_conventions
 
 
 def _opening(title: str, introduction: str) -> list[str]:
@@ -258,8 +261,8 @@ def render_retrieval_markdown(result) -> str:
         f"# vertebrae retrieval report: {_cell(meta.get('benchmark', 'benchmark'))}",
         f"Exact {meta.get('similarity')} ranking of {summary.get('n_queries')} queries against {summary.get('n_gallery')} "
         f"gallery items (dataset {_cell(summary.get('identity'))}). Primary metric: {meta.get('primary_metric')}"
-        f"{' (mean of both directions)' if meta.get('bidirectional') else ''}. NDCG uses gain 2^grade - 1; MRR has no "
-        "cutoff; mAP averages over all relevant items; ties are broken by gallery row order.",
+        f"{' (mean of both directions)' if meta.get('bidirectional') else ''}. "
+        + describe_conventions(meta.get("conventions")),
     )
     lines += _similarity_lines(result.ranked_results())
     lines += result_comparison_lines(result)

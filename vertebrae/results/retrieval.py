@@ -12,13 +12,19 @@ from vertebrae.results.base import CohortReport, compression_method, provenance_
 from vertebrae.results.comparison import retrieval_units
 from vertebrae.scoring.degenerate import invalid_reasons, is_invalid
 from vertebrae.scoring.retrieval import RetrievalScore
+from vertebrae.scoring.retrieval.conventions import conventions as rules_of
 
 
-def table_metrics(ks) -> list[str]:
-    """The ranking table's metric columns: NDCG, precision, recall and hit rate at each k, then MRR and mAP.
+def table_metrics(ks, conventions: str = "vertebrae") -> list[str]:
+    """The ranking table's metric columns: NDCG, precision, recall and hit rate at each k, then MRR and mAP (at
+    each k under conventions that cut them: ``scoring.retrieval.conventions``).
 
-    Derived from the scoring config's ks, so a report written by an earlier version renders the same columns."""
-    return [f"{name}@{k}" for name in ("ndcg", "precision", "recall", "hit_rate") for k in ks] + ["mrr", "map"]
+    Derived from the scoring config's ks and conventions, so a report written by an earlier version renders the
+    same columns."""
+    rules = rules_of(conventions)
+    tail = [f"{name}@{k}" if cut else name for name, cut in (("mrr", rules.mrr_at_k), ("map", rules.map_at_k))
+            for k in (ks if cut else ks[:1])]
+    return [f"{name}@{k}" for name in ("ndcg", "precision", "recall", "hit_rate") for k in ks] + tail
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ class RetrievalBenchmarkResult(CohortReport):
         return {
             "primary_metric": self.metadata.get("primary_metric"),
             "primary_score": result.primary_score,
-            **{name: forward.metrics[name] for name in table_metrics(forward.config.ks) if name in forward.metrics},
+            **{name: forward.metrics[name] for name in table_metrics(forward.config.ks, forward.config.conventions) if name in forward.metrics},
             "margin_mean": margin,
             "reverse_primary": None if result.score.reverse is None else result.score.reverse.score,
             "embedding_dim": result.embedding_metadata.get("dim"),

@@ -101,7 +101,8 @@ def retrieval_report(
     return RetrievalBenchmarkResult(
         list(candidates), dict(dataset_summary),
         {"benchmark": benchmark, "protocol": "retrieval", "primary_metric": config.primary_metric,
-         "similarity": config.similarity, "bidirectional": config.bidirectional, "retrieval": config.to_dict(),
+         "similarity": config.similarity, "bidirectional": config.bidirectional, "conventions": config.conventions,
+         "retrieval": config.to_dict(),
          "vertebrae_version": __version__, "numpy": version("numpy")},
     )
 
