@@ -244,6 +244,9 @@ COMMANDS: dict[str, Command] = {
                          metavar="PREFIX:VALUE[,key=value...]",
                          help="timm:, st:, open_clip:NAME/PRETRAINED, hf_text:, hf_vision:, hf_multimodal:, "
                               "precomputed:FILE; name=... names the candidate; repeatable"),
+                     arg("--conventions", metavar="NAME",
+                         help="retrieval: whose metric definitions to follow, vertebrae (default), trec_eval, beir, "
+                              "mteb or sentence_transformers (docs/conventions.md)"),
                      arg("--shards", type=positive_int, help="embedding.shards (default: the schema's)"),
                      arg("--cores", type=positive_int, help="Snakemake's --cores (default 1 without --profile)"),
                      arg("--profile", help="a Snakemake profile, e.g. slurm"),

@@ -1,10 +1,12 @@
 """``vertebrae eval``: evaluate models by name on one data set, in one line, through the workflow.
 
 ``vertebrae eval --protocol retrieval --data manifest:texts.csv,text_column=text --model st:FOLDER-OR-ID
---model timm:NAME [--shards N] [--cores N] [--profile P] [--print-config]`` builds the config a user would have written (one
-benchmark, one candidate per ``--model``), writes it to ``results/eval/NAME.yaml`` and runs it with ``vertebrae
-run`` (the same Snakemake workflow, so the same fingerprints and cache as that YAML run by hand); then prints the
-report's ranking and its paired comparison (the verdicts). ``--print-config`` prints the YAML and runs nothing.
+--model timm:NAME [--conventions NAME] [--shards N] [--cores N] [--profile P] [--print-config]`` builds the config a
+user would have written (one benchmark, one candidate per ``--model``; ``--conventions``: the retrieval benchmark's
+``retrieval.conventions``, docs/conventions.md), writes it to ``results/eval/NAME.yaml`` and runs it with
+``vertebrae run`` (the same Snakemake workflow, so the same fingerprints and cache as that YAML run by hand); then
+prints the report's ranking and its paired comparison (the verdicts). ``--print-config`` prints the YAML and runs
+nothing.
 
 A spec is ``PREFIX:VALUE[,key=value...]``: the options are keys of the source or extractor declaration (values
 read as YAML scalars: ``query_every=4`` is a number); ``name=`` names a candidate. The prefixes are the two
@@ -177,17 +179,28 @@ def candidates(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def build_config(protocol: str, data: str, models: Sequence[str], shards: int | None = None) -> tuple[str, dict[str, Any]]:
-    """(benchmark name, the config a user would have written), validated by the schema."""
+def build_config(protocol: str, data: str, models: Sequence[str], shards: int | None = None,
+                 conventions: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(benchmark name, the config a user would have written), validated by the schema. ``conventions``: the
+    retrieval benchmark's ``retrieval.conventions`` (an unknown name is refused naming the known ones)."""
     from vertebrae.planning.config import validate_config
 
     if protocol not in PROTOCOLS:
         raise ConfigError(f"--protocol {protocol!r}: one of {', '.join(PROTOCOLS)}")
     if not models:
         raise ConfigError("--model: give at least one model (e.g. st:FOLDER, timm:NAME)")
+    if conventions is not None:
+        from vertebrae.scoring.retrieval.conventions import conventions as known_conventions
+
+        if protocol != "retrieval":
+            raise ConfigError(f"--conventions {conventions!r}: applies to --protocol retrieval only")
+        known_conventions(conventions, owner="--conventions")
     name, dataset = data_source(data, protocol)
     config: dict[str, Any] = {"embedding": {"shards": shards}} if shards is not None else {}
-    config[PROTOCOLS[protocol]] = {name: {"dataset": dataset, "extractors": candidates(models)}}
+    bench: dict[str, Any] = {"dataset": dataset, "extractors": candidates(models)}
+    if conventions is not None:
+        bench["retrieval"] = {"conventions": conventions}
+    config[PROTOCOLS[protocol]] = {name: bench}
     validate_config(config)
     return name, config
 
@@ -205,7 +218,7 @@ def _section(markdown: str, title: str) -> list[str]:
 
 
 def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None = None, cores: int | None = None,
-             profile: str | None = None, print_config: bool = False) -> int:
+             profile: str | None = None, print_config: bool = False, conventions: str | None = None) -> int:
     """``vertebrae eval``: Snakemake's exit status (0 after printing the ranking and the verdicts)."""
     import yaml
 
@@ -215,7 +228,7 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
     from vertebrae.cli.commands import run_workflow
     from vertebrae.planning.paths import report_paths
 
-    name, config = build_config(protocol, data, models, shards)
+    name, config = build_config(protocol, data, models, shards, conventions)
     text = yaml.safe_dump(config, sort_keys=False)
     if print_config:
         print(text, end="")
