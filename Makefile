@@ -89,7 +89,7 @@ report: setup
 # Install profiles/slurm as the global `slurm` profile: make slurm-profile SLURM_ACCOUNT=a SLURM_PARTITION=p [SLURM_GPU_PARTITION=g]
 # (install.sh refuses a missing account or partition, naming it, and installs nothing)
 slurm-profile:
-	profiles/slurm/install.sh "$(SLURM_ACCOUNT)" "$(SLURM_PARTITION)" $(SLURM_GPU_PARTITION)
+	PATH="$(VENV)/bin:$$PATH" profiles/slurm/install.sh "$(SLURM_ACCOUNT)" "$(SLURM_PARTITION)" $(SLURM_GPU_PARTITION)
 
 # A real single-node SLURM cluster on this machine (root, Debian/Ubuntu), for trying the cluster path locally
 slurm-start:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install profiles/slurm as the global `slurm` Snakemake profile, with the site's account and partitions:
 #     profiles/slurm/install.sh ACCOUNT PARTITION [GPU_PARTITION [MAX_GPUS]]
-# Writes ${XDG_CONFIG_HOME:-~/.config}/snakemake/slurm/{config.yaml,partitions.yaml}; afterwards
-# `snakemake --profile slurm` works from the repository root.
+# Writes ${XDG_CONFIG_HOME:-~/.config}/snakemake/slurm/{config.yaml,partitions.yaml} through `vertebrae profile
+# slurm` (which a pip install has without this script); afterwards `snakemake --profile slurm` works.
 set -euo pipefail
 if [[ $# -gt 4 ]]; then
     echo "usage: $0 ACCOUNT PARTITION [GPU_PARTITION [MAX_GPUS]]" >&2
@@ -27,19 +27,7 @@ for value in "$account" "$partition" "$gpu_partition"; do
 done
 here=$(cd "$(dirname "$0")" && pwd)
 target="${XDG_CONFIG_HOME:-$HOME/.config}/snakemake/slurm"
-mkdir -p "$target"
-sed "s/^  slurm_account: .*/  slurm_account: $account/" "$here/config.yaml" >"$target/config.yaml.tmp"
-grep -q "^  slurm_account: $account\$" "$target/config.yaml.tmp" || { echo "$0: could not set the account" >&2; exit 1; }
-{
-    echo "# Written by profiles/slurm/install.sh"
-    echo "partitions:"
-    echo "  $partition:"
-    echo "    max_gpu: 0"
-    if [[ -n "$gpu_partition" ]]; then
-        echo "  $gpu_partition:"
-        echo "    max_gpu: $max_gpus"
-    fi
-} >"$target/partitions.yaml.tmp"
-mv "$target/partitions.yaml.tmp" "$target/partitions.yaml"
-mv "$target/config.yaml.tmp" "$target/config.yaml"
-echo "installed the slurm profile in $target (account $account, partition $partition${gpu_partition:+, GPU partition $gpu_partition})"
+# the profile itself is written by `vertebrae profile slurm` (the route for a pip install), from this folder's files
+vertebrae=$(command -v vertebrae || echo "$here/../../.venv/bin/vertebrae")
+"$vertebrae" profile slurm --account "$account" --partition "$partition" \
+    ${gpu_partition:+--gpu-partition "$gpu_partition" --max-gpus "$max_gpus"} --out "$target"

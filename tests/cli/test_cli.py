@@ -294,7 +294,8 @@ def test_run_hands_its_arguments_to_snakemake_and_returns_its_exit_status(tmp_pa
 
 
 def test_status_show_and_summary_take_their_arguments(tmp_path, capsys):
-    usages = {"status": "usage: vertebrae status [-h] CONFIG", "show": "usage: vertebrae show [-h] CONFIG [BENCHMARK]",
+    usages = {"status": "usage: vertebrae status [-h] [--json] CONFIG",
+              "show": "usage: vertebrae show [-h] [--json] CONFIG [BENCHMARK]",
               "summary": "usage: vertebrae summary [-h] --output-csv OUTPUT_CSV"}
     for name, usage in usages.items():
         with pytest.raises(SystemExit) as info:

@@ -128,3 +128,50 @@ def test_slurm_test_is_skipped_without_asking_and_touches_nothing(tmp_path):
     assert "make test-slurm" in proc.stdout, proc.stdout[-3000:]
     assert not calls.exists(), calls.read_text()
     assert not slurm_dir.exists()
+
+
+# --- `vertebrae profile slurm`: the same profile without a checkout (issue 45) -------------------------------------
+
+def _vertebrae(cwd, *args, xdg):
+    from workflow_support import BIN
+
+    env = dict(os.environ, XDG_CONFIG_HOME=str(xdg))
+    return subprocess.run([str(BIN / "vertebrae"), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_vertebrae_profile_slurm_is_found_by_name_and_sets_the_account(tmp_path, default_config):
+    write_config(tmp_path, default_config)
+    xdg = tmp_path / "xdg"
+    proc = _vertebrae(tmp_path, "profile", "slurm", "--account", "lab", "--partition", "cpu", "--gpu-partition", "gpu",
+                      xdg=xdg)
+    assert proc.returncode == 0, proc.stderr
+    target = xdg / "snakemake" / "slurm"
+    assert f"wrote the slurm profile in {target}" in proc.stdout
+    assert yaml.safe_load((target / "partitions.yaml").read_text())["partitions"] == {
+        "cpu": {"max_gpu": 0}, "gpu": {"max_gpu": 8}}
+    shipped = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    assert yaml.safe_load((target / "config.yaml").read_text()) == {**shipped, "default-resources": {"slurm_account": "lab"}}
+    dry = _vertebrae(tmp_path, "run", "config/config.yaml", "--profile", "slurm", "-n", xdg=xdg)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert _resources(dry.stdout)["score"]["slurm_account"] == "lab"  # the user's profile, by name
+    assert "warning" not in dry.stderr
+
+
+def test_a_run_on_the_packaged_slurm_profile_warns_naming_account_and_partition(tmp_path, default_config):
+    write_config(tmp_path, default_config)
+    dry = _vertebrae(tmp_path, "run", "config/config.yaml", "--profile", "slurm", "-n", xdg=tmp_path / "empty")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "vertebrae: warning: --profile slurm: no slurm profile of yours was found" in dry.stderr
+    assert "slurm_account ('root') and partition ('debug')" in dry.stderr
+    assert "vertebrae profile slurm --account ACCOUNT --partition PARTITION" in dry.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--account", "a b", "--partition", "cpu"], "--account: 'a b' is not a SLURM name"),
+    (["--account", "lab", "--partition", "c;rm"], "--partition: 'c;rm' is not a SLURM name"),
+])
+def test_vertebrae_profile_slurm_refuses_a_bad_name_and_writes_nothing(tmp_path, args, message):
+    proc = _vertebrae(tmp_path, "profile", "slurm", *args, xdg=tmp_path / "xdg")
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "xdg").exists()

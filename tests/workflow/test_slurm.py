@@ -1,8 +1,9 @@
 """The default workflow through the SLURM profile on a real single-node cluster; its reports equal a local run's.
 
 The cluster (munge, slurmctld, slurmd; profiles/slurm/localhost/cluster.sh) is started once per test session and
-stopped afterwards unless it was already running (``.ci/run`` starts it itself). The profile is installed the way
-the README tells users (``profiles/slurm/install.sh`` into a private XDG config home), and the run uses it by name:
+stopped afterwards unless it was already running (``.ci/run`` starts it itself). The profile is written the way
+the docs tell users (``vertebrae profile slurm --account --partition`` into a private XDG config home: no checkout
+needed), and the run uses it by name:
 ``snakemake --profile slurm --profile profiles/slurm/localhost``.
 
 Starting the cluster installs packages (apt, as root) and starts daemons on this machine, so the test runs only
@@ -111,8 +112,8 @@ def test_default_workflow_on_slurm_equals_local_run(slurm_cluster, default_run, 
     config_home = tmp_path / "xdg"
     env = dict(os.environ, XDG_CONFIG_HOME=str(config_home),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    install = subprocess.run([str(REPO / "profiles/slurm/install.sh"), "root", "debug"], env=env, capture_output=True,
-                             text=True, timeout=30)
+    install = subprocess.run([str(BIN / "vertebrae"), "profile", "slurm", "--account", "root", "--partition", "debug"],
+                             env=env, capture_output=True, text=True, timeout=30)
     assert install.returncode == 0, install.stderr
     assert (config_home / "snakemake/slurm/config.yaml").is_file()
 
@@ -155,8 +156,8 @@ def test_my_config_alone_on_slurm_without_an_activated_environment(slurm_cluster
     4 shards, not the demo's 2) and finds `vertebrae`."""
     root = clone_workflow(tmp_path / "vertebrae", USER_CONFIG)
     env = unactivated_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
-    install = subprocess.run([str(REPO / "profiles/slurm/install.sh"), "root", "debug"], env=env, capture_output=True,
-                             text=True, timeout=30)
+    install = subprocess.run([str(BIN / "vertebrae"), "profile", "slurm", "--account", "root", "--partition", "debug"],
+                             env=env, capture_output=True, text=True, timeout=30)
     assert install.returncode == 0, install.stderr
     snakemake = [str(BIN / "snakemake"), "--profile", "slurm", "--profile", "profiles/slurm/localhost",
                  "--configfile", "my-config.yaml"]
@@ -190,8 +191,8 @@ def test_three_precomputed_files_on_slurm(slurm_cluster, tmp_path):
     assert three_files_config(root) == config
     (root / "my.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     env = unactivated_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
-    install = subprocess.run([str(REPO / "profiles/slurm/install.sh"), "root", "debug"], env=env, capture_output=True,
-                             text=True, timeout=30)
+    install = subprocess.run([str(BIN / "vertebrae"), "profile", "slurm", "--account", "root", "--partition", "debug"],
+                             env=env, capture_output=True, text=True, timeout=30)
     assert install.returncode == 0, install.stderr
     run = [str(BIN / "vertebrae"), "run", "my.yaml", "--profile", "slurm", "--profile", "profiles/slurm/localhost"]
     planned = job_counts(_run([*run, "-n", "--quiet", "rules"], cwd=root, env=env, timeout=300).stdout)

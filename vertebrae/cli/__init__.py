@@ -251,6 +251,16 @@ COMMANDS: dict[str, Command] = {
                      arg("--cores", type=positive_int, help="Snakemake's --cores (default 1 without --profile)"),
                      arg("--profile", help="a Snakemake profile, e.g. slurm"),
                      arg("--print-config", action="store_true", help="print the config and run nothing"))),
+    "profile": Command("write a Snakemake profile for a SLURM cluster with your account and partitions, where "
+                       "`--profile slurm` finds it (or --out DIR); no checkout needed",
+                       "vertebrae.workflow.slurm_profile:run_profile",
+                       (arg("kind", choices=["slurm"]), arg("--account", required=True, help="sbatch -A: the account "
+                                                                "jobs are charged to"),
+                        arg("--partition", required=True, help="the partition of jobs without GPUs (sinfo -s)"),
+                        arg("--gpu-partition", help="a partition with GPUs, for embedding jobs that ask for one"),
+                        arg("--max-gpus", type=positive_int, default=8, help="GPUs a job may take there (default 8)"),
+                        arg("--out", help="write the profile folder here (default: Snakemake's user profile folder, "
+                                          "slurm)"))),
     "summary": Command("a candidates x benchmarks table of primary scores from verified report.json files (CSV, "
                        "Markdown, JSON)", "vertebrae.stages.summary_job:run_summary",
                        (arg("--output-csv", required=True), arg("--output-markdown", required=True),
@@ -272,7 +282,8 @@ COMMANDS: dict[str, Command] = {
              help="Snakemake benchmark records (default: benchmarks/ beside RESULTS_DIR)"))),
 }
 # the commands a user types, listed first by --help; the others are the jobs the workflow's rules run
-USER_COMMANDS = ("run", "eval", "validate", "status", "show", "verify", "leaderboard", "summary", "figures")
+USER_COMMANDS = ("run", "eval", "validate", "status", "show", "verify", "leaderboard", "summary", "figures",
+                 "profile")
 
 
 class _Version(argparse.Action):

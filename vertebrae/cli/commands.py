@@ -43,7 +43,7 @@ from vertebrae.core.config import require_benchmarks
 from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.reports.text import terminal_text
 from vertebrae.planning import plan
-from vertebrae.workflow.bundled import profile_args, snakefile
+from vertebrae.workflow.bundled import packaged_profile, profile_args, snakefile
 from vertebrae.planning.config import load_config_file
 from vertebrae.planning.paths import report_paths
 from vertebrae.planning.plan_once import plan_once
@@ -94,6 +94,10 @@ def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequ
     (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses."""
     require_benchmarks(merged_config(_configs(config)), _configs(config))  # an empty config: say what it lacks
     command = snakemake_command(config, *profile_args(snakemake_args))
+    if str(packaged_profile("slurm")) in command:  # the test cluster's account and partition, not the user's site's
+        from vertebrae.workflow.slurm_profile import UNSET
+
+        print(UNSET, file=sys.stderr)
     if _dry_run(snakemake_args):  # runs no job: a job server would only take CPU from Snakemake's start
         return subprocess.call(command)
     with serving(dict(os.environ)) as environ:  # warm processes for the scoring and bookkeeping jobs
