@@ -91,7 +91,7 @@ def test_plan_groups_the_layers_and_refuses_bad_ones(tmp_path, monkeypatch):
     result.write_spec_files(tmp_path)
     run_plan(None, tmp_path / f"{sweep_fp}.json", spec_file=tmp_path / result.spec_file(sweep_fp))  # re-derived
     assert load_plan(tmp_path / f"{sweep_fp}.json", "embed-sweep")["fingerprint"] == sweep_fp
-    with pytest.raises(ConfigError, match=r"extractors\.vit@3\.hidden_layer: 3 is beyond the depth of vit_tiny"):
-        plan(_config({"vit": {**base, "hidden_layers": [0, 3]}}))
+    with pytest.raises(ConfigError, match=r"extractors\.vit@4\.hidden_layer: 4 is beyond the depth of vit_tiny"):
+        plan(_config({"vit": {**base, "hidden_layers": [0, 4]}}))  # 3 blocks: 3 is the last block's output
     with pytest.raises(ConfigError, match=r"extractors\.vit\.hidden_layers: a layer sweep needs an extractor of type"):
         plan(_config({"vit": {"type": "precomputed", "hidden_layers": [1]}}))
