@@ -568,7 +568,15 @@ def _count_positive_competitors(indptr, prow, pcol, t, inshard, outranked, tied,
     P = prow.size
     if P == 0 or not inshard.any():
         return
-    order = np.lexsort((pcol if ties is None else ties.rank(pcol), -t, prow))
+    key = pcol
+    if ties is not None:  # the id order matters only among a query's positives with equal scores: look those up
+        o = np.lexsort((t, prow))
+        same = (prow[o][1:] == prow[o][:-1]) & (t[o][1:] == t[o][:-1])
+        key = np.zeros(P, dtype=np.int64)
+        if same.any():
+            tied_positives = np.unique(np.concatenate([o[1:][same], o[:-1][same]]))
+            key[tied_positives] = ties.rank(pcol[tied_positives])
+    order = np.lexsort((key, -t, prow))
     rs, ts = prow[order], t[order]
     flag = inshard[order].astype(np.int64)
     before = np.cumsum(flag) - flag
