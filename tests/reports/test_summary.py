@@ -66,16 +66,16 @@ def test_markdown_marks_ranks_unranked_and_blank_cells():
     text = summary_markdown(build_summary(REPORTS))
     table = text[text.index("## Primary scores"):].splitlines()[2:]
     assert table == [
-        "| candidate | cls (`overlap`) | search (`ndcg@10`) | prompts (`accuracy`) |",
+        "| candidate | cls (overlap) | search (ndcg@10) | prompts (accuracy) |",
         "|---|---|---|---|",
         "| a | 0.5000 (#2) |  | 0.0625 (unranked) |",
         "| b | 0.7500 (#1) | 0.2500 (#2) |  |",
         "| c | 0.1250 (unranked) |  |  |",
         "| d |  | 0.8750 (#1) |  |",
     ]
-    assert ("| search | retrieval | `ndcg@10` | 2 | 2 | d | results/reports/search/report.json |"
+    assert ("| search | retrieval | ndcg@10 | 2 | 2 | d | results/reports/search/report.json |"
             in text.splitlines())
-    assert "| prompts | zero-shot | `accuracy` | 1 | 0 | – |" in text  # nobody ranked: no leader
+    assert "| prompts | zero-shot | accuracy | 1 | 0 | – |" in text  # nobody ranked: no leader
 
 
 def test_json_form_is_exact_and_reads_back():
@@ -124,3 +124,18 @@ def test_targets_follow_the_workflow_reports():
     assert summary_inputs(outputs) == ["results/reports/a/report.json", "results/reports/b/report.json"]
     assert summary_targets(outputs) == list(SUMMARY_PATHS.values())
     assert summary_targets([]) == []
+
+
+def test_a_metric_name_from_data_is_text_in_the_markdown():
+    # a custom metric's name is the user's: a backtick or pipe in it broke the table (it sat inside a code span)
+    from markdown_it import MarkdownIt
+
+    hostile = "m`| <img src=x onerror=alert(1)>"
+    report = labelled()
+    for candidate in report["extractor_results"]:
+        candidate["primary_metric_name"] = hostile
+    text = summary_markdown(build_summary([("results/reports/cls/report.json", report)]))
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    assert "<img" not in html and "<code>" not in html
+    tables = html.count("<table>")
+    assert tables == 2 and all(row.count("<td>") == 7 for row in html.split("<tr>")[2:3])  # one cell per column

@@ -221,10 +221,10 @@ def summary_markdown(summary: Summary) -> str:
              "|---|---|---|---|---|---|---|"]
     for column in summary.benchmarks:
         best = [name for name in summary.candidates if (summary.cell(name, column.name) or Cell(None, None)).rank == 1]
-        lines.append(f"| {_md(column.name)} | {column.protocol} | `{column.primary_metric}` | {column.candidates} | "
+        lines.append(f"| {_md(column.name)} | {column.protocol} | {_md(column.primary_metric)} | {column.candidates} | "
                      f"{column.ranked} | {_md(best[0]) if best else '–'} | {_md(column.report)} |")
     lines += ["", "## Primary scores", "",
-              "| candidate | " + " | ".join(f"{_md(c.name)} (`{c.primary_metric}`)" for c in summary.benchmarks) + " |",
+              "| candidate | " + " | ".join(f"{_md(c.name)} ({_md(c.primary_metric)})" for c in summary.benchmarks) + " |",
               "|---|" + "---|" * len(summary.benchmarks)]
     for name in summary.candidates:
         texts = []
