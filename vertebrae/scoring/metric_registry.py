@@ -32,7 +32,7 @@ BUILTIN_TYPES = {
     "knn": _builder(KNNMetric, ("name", "k", "weighting", "temperature", "folds", "split", "primary", "group_folds",
                                 "small_classes")),
     "linear_probe": _builder(LinearProbeMetric, ("name", "Cs", "folds", "inner_folds", "split", "primary", "max_iter",
-                                                 "group_folds", "small_classes")),
+                                                 "group_folds", "small_classes", "solver")),
     "few_shot": _builder(FewShotMetric, ("name", "shots", "episodes", "split", "primary_shots", "group_episodes",
                                          "small_classes")),
     "clustering": _builder(ClusteringMetric, ("name", "n_init", "repeats", "split", "primary", "algorithm", "batch_size",

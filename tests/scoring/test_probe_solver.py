@@ -1,0 +1,105 @@
+"""The probe's own solver (``solver: vertebrae``, ``scoring.probe_solver``) against its oracle, scikit-learn's
+``LogisticRegressionCV`` / ``RidgeCV`` (``solver: sklearn``), on the same folds, grid and seed.
+
+Oracle bounds (issue 49): on digits, wine and a synthetic 5,000 x 64, 20-class set the chosen C equals
+scikit-learn's in at least 90% of the outer folds and each fold's accuracy differs by at most 0.005; the ridge
+probe's R² equals RidgeCV's to 1e-6."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+
+from vertebrae import LinearProbeMetric
+from vertebrae.core.errors import ConfigError
+from vertebrae.data.targets import classification_targets, regression_targets
+from vertebrae.scoring.metric_registry import metric_from_config
+from vertebrae.scoring.probe_solver import logistic_probe
+
+SEED = 0
+
+
+def _synthetic(rows=5000, dims=64, classes=20, spread=0.35):
+    rng = np.random.default_rng(SEED)
+    y = np.arange(rows) % classes
+    return rng.normal(size=(classes, dims))[y] * spread + rng.normal(size=(rows, dims)), y
+
+
+def _per_fold(metric, x, y):
+    """(chosen C per outer fold, accuracy per outer fold) of ``metric`` on ``x``, ``y``."""
+    targets = classification_targets(y)
+    result = metric.compute(x, targets, row_ids=None, seed=SEED)
+    _, splits, _, _ = metric.check(targets, seed=SEED)
+    correct = np.array(result.diagnostics["per_sample"]["correct"])  # rows in ascending order: every row once
+    return result.diagnostics["chosen_C"], [float(correct[test].mean()) for _, test in splits]
+
+
+@pytest.fixture(scope="module")
+def oracle_runs():
+    sets = {"digits": load_digits(return_X_y=True), "wine": load_wine(return_X_y=True), "synthetic": _synthetic()}
+    return {name: (_per_fold(LinearProbeMetric(), x, y), _per_fold(LinearProbeMetric(solver="sklearn"), x, y))
+            for name, (x, y) in sets.items()}
+
+
+def test_the_solver_chooses_scikit_learns_C_and_matches_its_accuracy_per_fold(oracle_runs):
+    agree = total = 0
+    for name, ((ours_c, ours_acc), (their_c, their_acc)) in oracle_runs.items():
+        agree += sum(a == b for a, b in zip(ours_c, their_c))
+        total += len(their_c)
+        assert np.max(np.abs(np.subtract(ours_acc, their_acc))) <= 0.005, (name, ours_acc, their_acc)
+    assert agree >= 0.9 * total, oracle_runs
+
+
+def test_two_classes_match_scikit_learns_binary_model():
+    """scikit-learn fits one binary model for two classes; the multinomial model at C / 2 has its optimum."""
+    x, y = load_breast_cancer(return_X_y=True)
+    grid = (1e-2, 1e-1, 1.0, 10.0)
+    ours = _per_fold(LinearProbeMetric(Cs=grid), x, y)
+    theirs = _per_fold(LinearProbeMetric(Cs=grid, solver="sklearn"), x, y)
+    assert ours[0] == theirs[0]
+    assert np.max(np.abs(np.subtract(ours[1], theirs[1]))) <= 0.005
+
+
+@pytest.mark.parametrize("shape", [(400, 12, 2), (60, 90, 1)], ids=["rows>cols,2 targets", "rows<cols"])
+def test_ridge_r2_equals_ridgecv(shape):
+    rows, dims, outputs = shape
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(rows, dims)) @ rng.normal(size=(dims, dims))  # correlated columns
+    target = x[:, :3] @ rng.normal(size=(3, outputs)) + rng.normal(size=(rows, outputs))
+    values = regression_targets(target if outputs > 1 else target[:, 0])
+    ours = LinearProbeMetric().compute(x, values, row_ids=None, seed=SEED)
+    theirs = LinearProbeMetric(solver="sklearn").compute(x, values, row_ids=None, seed=SEED)
+    assert ours.score == pytest.approx(theirs.score, abs=1e-6)
+    assert ours.diagnostics["chosen_C"] == theirs.diagnostics["chosen_C"]
+
+
+def test_a_fit_that_reaches_no_stopping_rule_is_named_in_the_warnings():
+    x, y = load_wine(return_X_y=True)
+    result = LinearProbeMetric(Cs=(1.0, 100.0), folds=2, inner_folds=2, max_iter=2).compute(
+        x, classification_targets(y), row_ids=None, seed=SEED)
+    assert any("outer fold 1 of 2, inner fold 1, C = 1: the fit did not reach its stopping rule" in w
+               for w in result.warnings), result.warnings
+    assert any("the refit" in w and "max_iter = 2" in w for w in result.warnings)
+    done = LinearProbeMetric(Cs=(1.0, 100.0), folds=2, inner_folds=2).compute(x, classification_targets(y),
+                                                                              row_ids=None, seed=SEED)
+    assert not done.warnings
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    x, y = _synthetic(600, 16, 6, 0.5)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(y))
+    splits = [(np.sort(order[:450]), np.sort(order[450:]))]
+    inner = [[(np.arange(0, 450, 2)[:-1], np.arange(1, 450, 2)), (np.arange(1, 450, 2), np.arange(0, 450, 2))]]
+    one, two = (logistic_probe(x, y, splits, inner, (0.01, 1.0), threads=t)[0] for t in (1, 2))
+    assert np.array_equal(one.predicted, two.predicted) and one.chosen == two.chosen
+    assert np.array_equal(one.scores, two.scores) and one.iterations == two.iterations
+
+
+def test_solver_is_a_config_key_in_the_recipe():
+    assert LinearProbeMetric().recipe()["solver"] == "vertebrae"
+    metric = metric_from_config({"type": "linear_probe", "solver": "sklearn"})
+    assert metric.solver == "sklearn" and metric_from_config(metric.recipe()).recipe() == metric.recipe()
+    with pytest.raises(ConfigError, match=r"'solver' must be one of \['vertebrae', 'sklearn'\]"):
+        LinearProbeMetric(solver="lbfgs")

@@ -1,0 +1,337 @@
+"""The linear probe's own solvers (``solver: vertebrae``): a multinomial logistic regression along a C path, and a
+ridge path over alphas. ``LinearProbeMetric`` calls them once for all its outer splits.
+
+**Logistic** (``logistic_probe``). The objective is scikit-learn's (``LogisticRegression(C)``, multinomial):
+``mean_i(logsumexp(z_i) - z_i[y_i]) + ||W||^2 / (2 C n)``, ``z_i = W x_i + b``, the intercept ``b`` not
+penalised. With two classes scikit-learn fits one binary model, whose optimum is this multinomial model's at
+``C / 2``: the multinomial model runs at ``C / 2`` there. The choice of C is scikit-learn's too (the mean held-out
+accuracy over the inner folds; the first of the largest, in the order ``Cs`` is given), and so is the refit's start
+(the inner folds' mean weights at the chosen C). What differs is how each fit gets there:
+
+* **float32, one model.** The standardised rows (``StandardScaler`` on the outer split's train rows, a column of
+  ones appended) are held in float32; each evaluation is two BLAS products (``W X^T``, then the softmax residual
+  times ``X``) with the logits laid out class by row, the loss summed in float64. scipy's L-BFGS-B moves the
+  float64 weights, as in scikit-learn's lbfgs, so the path follows scikit-learn's.
+* **The path, strong to weak C, warm-started.** Each inner fold fits C after C from the previous C's weights; the
+  first from Newton's step at zero weights under standardised features (``_newton_start``: class sums only). The
+  evaluation where one C ended is where the next starts, so it is not repeated, and a C whose start already meets
+  the gradient tolerance costs nothing (its held-out predictions are the previous C's).
+* **The stopping rule is tied to what is measured.** Every ``check_every`` iterations a fit predicts the rows it is
+  judged on (an inner fold's held-out rows; at the refit, the outer split's test rows, from their features alone:
+  no label is read) and stops once those predictions have not changed over ``patience`` checks in a row: from there
+  the accuracy, and so the choice of C, no longer moves. scikit-learn's own gradient tolerance (``gtol``, its
+  ``tol`` 1e-4 on the largest gradient entry of the mean loss) also ends a fit, as it ends scikit-learn's: neither
+  rule asks for precision far below what changes a prediction. A fit that reaches neither within ``max_iter``
+  iterations is reported (``LogisticPath.unfinished``: inner fold or ``"refit"``, and C), and the metric warns.
+* **Threads set explicitly.** The inner folds of every outer split, then the refits, are independent fits: they
+  run on ``threads`` worker threads, each with single-threaded BLAS and OpenMP held to one thread
+  (``thread_limits``), so no pool of threads spins beside another and a busy core slows one fit, not every product.
+  Every fit runs single-threaded whatever ``threads`` is, so the result does not depend on it.
+
+**Ridge** (``ridge_probe``): ``RidgeCV(alphas, cv=inner, scoring="neg_mean_squared_error")`` with an intercept,
+from one eigendecomposition of the centred ``X^T X`` (an SVD of the centred rows where there are fewer rows than
+columns) per inner fold, reused for every alpha; the refit decomposes the whole train split once more. Float64.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: predictions unchanged over this many checks in a row end a fit
+PATIENCE = 3
+#: iterations between two checks of the predictions
+CHECK_EVERY = 5
+#: scikit-learn's LogisticRegressionCV ``tol``: a largest gradient entry at or below it ends a fit too
+GTOL = 1e-4
+_BLOCK_ROWS = 8192  # rows standardised at a time (bounds the float64 temporary)
+
+
+@contextlib.contextmanager
+def thread_limits(blas: int | None, openmp: int = 1) -> Iterator[None]:
+    """BLAS on ``blas`` threads (None: as the process has it) and OpenMP on ``openmp``, for the block's duration."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency of scikit-learn
+        yield
+        return
+    limits: dict[str, int] = {"openmp": int(openmp)}
+    if blas is not None:
+        limits["blas"] = int(blas)
+    with threadpool_limits(limits=limits):
+        yield
+
+
+def blas_threads() -> int:
+    """The thread count the loaded BLAS would use (the job's ``OMP_NUM_THREADS``; 1 if unknown)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - a dependency of scikit-learn
+        return 1
+    counts = [int(pool.get("num_threads") or 1) for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    return max(counts, default=1)
+
+
+def run_tasks(tasks: Sequence[Callable[[], Any]], threads: int) -> list[Any]:
+    """``[task() for task in tasks]`` on ``threads`` worker threads, each with single-threaded BLAS."""
+    with thread_limits(1):
+        if threads <= 1 or len(tasks) <= 1:
+            return [task() for task in tasks]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(threads, len(tasks))) as pool:
+            return list(pool.map(lambda task: task(), tasks))
+
+
+@dataclass(frozen=True)
+class Standardised:
+    """One outer split's ``StandardScaler``: rows of ``x`` are taken as ``(x - mean) / scale`` in float32, with a
+    column of ones appended (the intercept)."""
+
+    x: np.ndarray
+    mean: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def fit(cls, x: np.ndarray, train: np.ndarray) -> Standardised:
+        from sklearn.preprocessing import StandardScaler
+
+        scaler = StandardScaler().fit(x[train])
+        return cls(x, scaler.mean_, scaler.scale_)
+
+    def rows(self, index: np.ndarray) -> np.ndarray:
+        out = np.empty((len(index), self.x.shape[1] + 1), dtype=np.float32)
+        for lo in range(0, len(index), _BLOCK_ROWS):
+            out[lo:lo + _BLOCK_ROWS, :-1] = (self.x[index[lo:lo + _BLOCK_ROWS]] - self.mean) / self.scale
+        out[:, -1] = 1.0
+        return out
+
+
+def _predict(xa: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
+    """Class codes of the rows of ``xa`` under the flat weights ``w`` (``k x (d + 1)``); ties: the lowest code."""
+    return np.argmax(w.reshape(k, xa.shape[1]).astype(np.float32) @ xa.T, axis=0)
+
+
+class _Objective:
+    """The mean multinomial loss of one fit's rows and its gradient, the weights flat as ``k x (d + 1)`` (each
+    class's intercept last). Logits are held class by row (``k x n``), so the softmax's reductions run along whole
+    rows of memory. The last evaluation is kept (module docstring: where one C ends the next starts)."""
+
+    def __init__(self, xa: np.ndarray, y: np.ndarray, k: int) -> None:
+        self.xa, self.k, self.n = xa, k, len(y)
+        self.own = y * self.n + np.arange(self.n)  # each row's own logit in the flat k x n block
+        self.last: tuple[np.ndarray, float, np.ndarray] | None = None
+
+    def data_term(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+        """(mean loss, its gradient), the penalty left out."""
+        if self.last is not None and np.array_equal(self.last[0], w):
+            return self.last[1], self.last[2]
+        z = w.reshape(self.k, -1).astype(np.float32) @ self.xa.T
+        z -= z.max(axis=0)
+        flat = z.reshape(-1)
+        own = flat[self.own].sum(dtype=np.float64)
+        np.exp(z, out=z)
+        total = z.sum(axis=0)
+        loss = (float(np.log(total).sum(dtype=np.float64)) - float(own)) / self.n
+        z *= 1.0 / total
+        flat[self.own] -= 1.0
+        grad = (z @ self.xa).astype(np.float64).reshape(-1) / self.n
+        self.last = (w.copy(), loss, grad)
+        return loss, grad
+
+    def penalised(self, w: np.ndarray, loss: float, grad: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
+        coef = w.reshape(self.k, -1)[:, :-1]
+        grad = grad.copy()
+        grad.reshape(self.k, -1)[:, :-1] += l2 * coef
+        return loss + 0.5 * l2 * float(np.sum(coef * coef)), grad
+
+    def __call__(self, w: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
+        return self.penalised(w, *self.data_term(w), l2)
+
+
+def _newton_start(xa: np.ndarray, y: np.ndarray, k: int, l2: float) -> np.ndarray:
+    """Newton's step from zero weights, the Hessian there taken for standardised, uncorrelated features
+    (``1 / k + l2`` on each penalised entry, ``1 / k`` on the intercepts). At zero every class has probability
+    ``1 / k``, so the gradient is ``mean(x) / k`` minus each class's sum over n: class sums, no product."""
+    import scipy.sparse as sp
+
+    n, d1 = xa.shape
+    onehot = sp.csr_matrix((np.ones(n, dtype=np.float32), (y, np.arange(n))), shape=(k, n))
+    g = xa.mean(axis=0, dtype=np.float64)[None, :] / k - np.asarray(onehot @ xa, dtype=np.float64) / n
+    h = np.full(d1, 1.0 / k + l2)
+    h[-1] = 1.0 / k
+    return (-g / h).reshape(-1)
+
+
+def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, max_iter: int, check_every: int,
+         patience: int, gtol: float) -> tuple[np.ndarray, int, bool]:
+    """(weights, iterations, reached a stopping rule) of one C's fit from ``w0`` (module docstring)."""
+    from scipy.optimize import minimize
+
+    l2 = 1.0 / (C * objective.n)
+    if objective.last is not None and np.array_equal(objective.last[0], w0):
+        _, grad = objective.penalised(w0, *objective.last[1:], l2)
+        if np.max(np.abs(grad)) <= gtol:
+            return w0, 0, True
+    state: dict[str, Any] = {"it": 0, "last": None, "same": 0, "done": False}
+
+    def callback(intermediate_result: Any) -> None:
+        state["it"] += 1
+        if state["it"] % check_every:
+            return
+        predicted = _predict(judged, intermediate_result.x, objective.k)
+        state["same"] = state["same"] + 1 if state["last"] is not None and np.array_equal(predicted, state["last"]) else 0
+        state["last"] = predicted
+        if state["same"] >= patience:
+            state["done"] = True
+            raise StopIteration
+
+    result = minimize(objective, w0, args=(l2,), jac=True, method="L-BFGS-B", callback=callback,
+                      options={"maxiter": max_iter, "gtol": gtol, "ftol": 64 * np.finfo(float).eps, "maxls": 50})
+    # status 0: the gradient tolerance (or the stopping rule); 2: no further descent at the evaluation's precision
+    reached = state["done"] or result.status == 2 or (result.status == 0 and result.nit < max_iter)
+    return result.x, int(result.nit), bool(reached)
+
+
+@dataclass
+class LogisticPath:
+    """One outer split's probe: ``predicted`` class codes of its test rows, the ``chosen`` C, the inner ``scores``
+    (inner folds x Cs, held-out accuracy), ``iterations`` (one list per inner fold, in ``Cs`` order, then
+    ``[refit]``), and ``unfinished``: (inner fold index or ``"refit"``, C) of each fit that reached no stopping
+    rule within ``max_iter`` iterations."""
+
+    predicted: np.ndarray
+    chosen: float
+    scores: np.ndarray
+    iterations: list[list[int]]
+    unfinished: list[tuple[Any, float]]
+
+
+@dataclass(frozen=True)
+class _Settings:
+    Cs: tuple[float, ...]
+    max_iter: int
+    check_every: int
+    patience: int
+    gtol: float
+
+
+def _inner_path(scaler: Standardised, train: np.ndarray, codes: np.ndarray, k: int, fit_rows: np.ndarray,
+                held: np.ndarray, s: _Settings) -> tuple[np.ndarray, np.ndarray, list[int], list[float]]:
+    """(weights per C, held-out accuracy per C, iterations per C, Cs left unfinished) of one inner fold."""
+    factor = 0.5 if k == 2 else 1.0
+    order = sorted(range(len(s.Cs)), key=lambda i: s.Cs[i])  # the path: strong to weak
+    xa, judged = scaler.rows(train[fit_rows]), scaler.rows(train[held])
+    y, truth = codes[fit_rows], codes[held]
+    objective = _Objective(xa, y, k)
+    w = _newton_start(xa, y, k, 1.0 / (s.Cs[order[0]] * factor * len(y)))
+    weights = np.zeros((len(s.Cs), xa.shape[1] * k))
+    scores, its, unfinished, predicted = np.zeros(len(s.Cs)), [0] * len(s.Cs), [], None
+    for i in order:
+        w, its[i], reached = _fit(objective, w, s.Cs[i] * factor, judged, s.max_iter, s.check_every, s.patience,
+                                  s.gtol)
+        if its[i] or predicted is None:
+            predicted = _predict(judged, w, k)
+        weights[i], scores[i] = w, float(np.mean(predicted == truth))
+        if not reached:
+            unfinished.append(float(s.Cs[i]))
+    return weights, scores, its, unfinished
+
+
+def _refit(scaler: Standardised, train: np.ndarray, test: np.ndarray, codes: np.ndarray, k: int, w0: np.ndarray,
+           C: float, s: _Settings) -> tuple[np.ndarray, int, bool]:
+    factor = 0.5 if k == 2 else 1.0
+    xa, xt = scaler.rows(train), scaler.rows(test)
+    w, its, reached = _fit(_Objective(xa, codes, k), w0, C * factor, xt, s.max_iter, s.check_every, s.patience,
+                           s.gtol)
+    return _predict(xt, w, k), its, reached
+
+
+def logistic_probe(x: np.ndarray, codes: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                   inner: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]], Cs: Sequence[float], *,
+                   max_iter: int = 1000, threads: int | None = None, check_every: int = CHECK_EVERY,
+                   patience: int = PATIENCE, gtol: float = GTOL) -> list[LogisticPath]:
+    """The multinomial probe of every outer split (module docstring). ``x``: all rows (float64); ``codes``: their
+    class codes; ``splits``: (train, test) row indices; ``inner[j]``: the (fit, held-out) pairs, as positions in
+    ``splits[j]``'s train rows, that choose C; ``threads``: worker threads (None: the BLAS's thread count)."""
+    settings = _Settings(tuple(float(c) for c in Cs), int(max_iter), int(check_every), int(patience), float(gtol))
+    threads = blas_threads() if threads is None else max(1, int(threads))
+    scalers = [Standardised.fit(x, train) for train, _ in splits]
+    labels = []
+    for train, _ in splits:
+        classes, y = np.unique(codes[train], return_inverse=True)
+        labels.append((classes, y))
+    tasks = [(j, f) for j in range(len(splits)) for f in range(len(inner[j]))]
+    paths = run_tasks([lambda j=j, f=f: _inner_path(scalers[j], splits[j][0], labels[j][1], len(labels[j][0]),
+                                                     *inner[j][f], settings) for j, f in tasks], threads)
+    by_split: list[list[Any]] = [[] for _ in splits]
+    for (j, _), path in zip(tasks, paths):
+        by_split[j].append(path)
+    best = [int(np.argmax(np.sum([p[1] for p in parts], axis=0))) for parts in by_split]
+    refits = run_tasks([lambda j=j: _refit(scalers[j], splits[j][0], splits[j][1], labels[j][1], len(labels[j][0]),
+                                           np.mean([p[0][best[j]] for p in by_split[j]], axis=0),
+                                           settings.Cs[best[j]], settings) for j in range(len(splits))], threads)
+    out = []
+    for j, (predicted, its, reached) in enumerate(refits):
+        parts = by_split[j]
+        unfinished = [(f, c) for f, part in enumerate(parts) for c in part[3]]
+        unfinished += [] if reached else [("refit", settings.Cs[best[j]])]
+        out.append(LogisticPath(labels[j][0][predicted], settings.Cs[best[j]], np.array([p[1] for p in parts]),
+                                [p[2] for p in parts] + [[its]], unfinished))
+    return out
+
+
+def _ridge_solver(x: np.ndarray, y: np.ndarray) -> Callable[[float], tuple[np.ndarray, np.ndarray]]:
+    """alpha -> (coef (d x targets), intercept) of the ridge fit with an intercept on ``x``, ``y``, every alpha
+    from one decomposition of the centred rows."""
+    mx, my = x.mean(axis=0), y.mean(axis=0)
+    xc, yc = x - mx, y - my
+    if xc.shape[0] >= xc.shape[1]:
+        lam, V = np.linalg.eigh(xc.T @ xc)
+        lam = np.maximum(lam, 0.0)
+        proj = V.T @ (xc.T @ yc)
+
+        def solve(alpha: float) -> tuple[np.ndarray, np.ndarray]:
+            coef = V @ (proj / (lam + alpha)[:, None])
+            return coef, my - mx @ coef
+    else:
+        U, sv, Vt = np.linalg.svd(xc, full_matrices=False)
+        proj = U.T @ yc
+
+        def solve(alpha: float) -> tuple[np.ndarray, np.ndarray]:
+            coef = Vt.T @ (proj * (sv / (sv * sv + alpha))[:, None])
+            return coef, my - mx @ coef
+    return solve
+
+
+def ridge_probe(x: np.ndarray, values: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                inner: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]], alphas: Sequence[float], *,
+                threads: int | None = None) -> list[tuple[np.ndarray, float]]:
+    """(predictions of the test rows (n_test x targets), chosen alpha) of each outer split: ``RidgeCV(alphas,
+    cv=inner[j], scoring="neg_mean_squared_error")`` on the split's standardised train rows (module docstring);
+    ``values``: n x targets."""
+    from sklearn.preprocessing import StandardScaler
+
+    out = []
+    with thread_limits(blas_threads() if threads is None else threads):
+        for (train, test), folds in zip(splits, inner):
+            scaler = StandardScaler().fit(x[train])
+            xtr, ytr = scaler.transform(x[train]), values[train]
+            errors = np.zeros((len(folds), len(alphas)))
+            for f, (fit_rows, held) in enumerate(folds):
+                solve = _ridge_solver(xtr[fit_rows], ytr[fit_rows])
+                for i, alpha in enumerate(alphas):
+                    coef, intercept = solve(alpha)
+                    errors[f, i] = np.mean((xtr[held] @ coef + intercept - ytr[held]) ** 2)
+            best = int(np.argmin(errors.mean(axis=0)))  # the first of the smallest, as GridSearchCV ranks
+            coef, intercept = _ridge_solver(xtr, ytr)(alphas[best])
+            out.append((scaler.transform(x[test]) @ coef + intercept, float(alphas[best])))
+    return out
+
+
+__all__ = ["CHECK_EVERY", "GTOL", "LogisticPath", "PATIENCE", "Standardised", "blas_threads", "logistic_probe",
+           "ridge_probe", "run_tasks", "thread_limits"]
