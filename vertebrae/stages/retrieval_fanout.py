@@ -336,7 +336,8 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
     shards = [(gs, Gp[gs:min(gs + config.gallery_block_size, s)]) for gs in range(0, s, config.gallery_block_size)]
     product = block_product(resolve_device(device), (Qp.scan, Gp.scan))
     local = threading.local()  # one workspace per worker thread, reused by all its blocks
-    ties = tie_order(config.conventions, gallery_id)  # equal scores: ids looked up for tied pairs only
+    # equal scores: ids looked up for tied pairs only, among the rows gallery_id knows
+    ties = tie_order(config.conventions, gallery_id, rows=np.union1d(np.arange(ga, gb), positive_rows))
 
     def query_block(qs: int) -> RetrievalPartial:
         qe = min(qs + config.query_block_size, b)

@@ -150,6 +150,9 @@ def test_ids_compare_as_text_and_equal_texts_keep_row_order():
     assert descending.before(np.array([0, 4, 2]), np.array([4, 0, 3])).tolist() == [True, False, True]
     assert tie_order("vertebrae", keys) is None  # row order: the kernel's own fast path
     assert tie_order("trec_eval").rank(np.array([9, 10, 100])).tolist() == [0, 2, 1]  # no ids: "9" > "100" > "10"
+    known = IdTies(lambda rows: [keys[r] for r in rows], descending=True, universe=np.array([5, 2, 3, 0]))
+    known._FEW = 0  # the order of the rows it knows, built once: the same comparisons
+    assert known.before(np.array([2, 3, 0]), np.array([5, 0, 5])).tolist() == [True, True, False]
     assert describe("trec_eval").startswith("Conventions: trec_eval (as trec_eval 9 / pytrec_eval computes them)")
     assert "ties are broken by gallery row order" in describe(None)
 
@@ -158,9 +161,18 @@ def test_ids_compare_as_text_and_equal_texts_keep_row_order():
 # Oracles
 
 
+@pytest.fixture(params=["per-call", "universe"])
+def id_order(request, monkeypatch):
+    """Both ways IdTies orders rows: each call sorting its own rows, or (many rows: data full of ties) one order
+    of every gallery row the job knows, built once."""
+    if request.param == "universe":
+        monkeypatch.setattr(IdTies, "_FEW", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("kernel", ["numpy", "fused"])
 @pytest.mark.parametrize("with_exclusions", [False, True])
-def test_trec_eval_conventions_equal_pytrec_eval_on_exact_ties(kernel, with_exclusions):
+def test_trec_eval_conventions_equal_pytrec_eval_on_exact_ties(kernel, with_exclusions, id_order):
     pytrec_eval = pytest.importorskip("pytrec_eval")
     Q, G, grades, judged, qids, gids = _tied_problem()
     excluded = None
@@ -198,7 +210,7 @@ def test_trec_eval_ties_without_ids_order_by_the_row_number_text():
                          for k in (1, 5, 10, 100)}})
 
 
-def test_trec_eval_ties_hold_in_the_reverse_direction_and_across_partials():
+def test_trec_eval_ties_hold_in_the_reverse_direction_and_across_partials(id_order):
     pytrec_eval = pytest.importorskip("pytrec_eval")
     rng = np.random.default_rng(8)
     nq, ng = 30, 70
@@ -271,7 +283,7 @@ def test_beir_and_mteb_conventions_equal_their_pytrec_eval_measures(name):
     _compare(result, expected)
 
 
-def test_sentence_transformers_conventions_equal_information_retrieval_evaluator():
+def test_sentence_transformers_conventions_equal_information_retrieval_evaluator(id_order):
     torch = pytest.importorskip("torch")
     ir = pytest.importorskip("sentence_transformers.sentence_transformer.evaluation.information_retrieval")
     Q, G, grades, _, qids, gids = _tied_problem(seed=17)

@@ -24,6 +24,7 @@ Two rows whose texts are equal (``5`` and ``"5"``) fall back to gallery row orde
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -175,27 +176,52 @@ class IdTies:
     """Equal scores ordered by gallery id text (``descending`` or ascending), then by gallery row.
 
     ``ids(rows)``: the semantic keys of global gallery rows (None: every row's id is its row number). Only rows
-    that meet in a tie are looked up: ``rank`` orders a set of rows, ``before`` compares pairs."""
+    that meet in a tie are looked up: ``rank`` orders a set of rows, ``before`` compares pairs. ``universe``: the
+    ascending gallery rows it may be asked about (an int n: rows 0..n-1), if known: a call with many rows (data
+    full of ties) then reads one order of the whole universe, built once, instead of sorting its own rows."""
 
-    def __init__(self, ids: Callable[[np.ndarray], Sequence[str]] | None, descending: bool) -> None:
+    _FEW = 1 << 16  # rows a call sorts on its own; more: the universe's order
+
+    def __init__(self, ids: Callable[[np.ndarray], Sequence[str]] | None, descending: bool,
+                 universe: int | np.ndarray | None = None) -> None:
         self._ids = ids
         self.descending = bool(descending)
+        self._universe = universe if universe is None or isinstance(universe, int) else \
+            np.unique(np.asarray(universe, dtype=np.int64))
+        self._order: np.ndarray | None = None
+        self._lock = threading.Lock()
 
     def _texts(self, rows: np.ndarray) -> list[str]:
         if self._ids is None:
             return [str(int(r)) for r in rows]
         return [id_text(str(key)) for key in self._ids(rows)]
 
-    def rank(self, rows: np.ndarray) -> np.ndarray:
-        """Per entry of ``rows`` (global gallery rows, repeats allowed) its position in the tie order among them."""
-        rows = np.asarray(rows, dtype=np.int64)
-        unique, inverse = np.unique(rows, return_inverse=True)
+    def _positions(self, unique: np.ndarray) -> np.ndarray:
+        """Position of each of the ascending distinct ``unique`` rows in the tie order among them."""
         texts = self._texts(unique)
         # a stable sort of the ascending rows: equal texts keep gallery row order (reverse=True keeps it too)
         order = sorted(range(unique.size), key=texts.__getitem__, reverse=self.descending)
         position = np.empty(unique.size, dtype=np.int64)
         position[np.asarray(order, dtype=np.int64)] = np.arange(unique.size)
-        return position[inverse.reshape(-1)]
+        return position
+
+    def _universe_positions(self, rows: np.ndarray) -> np.ndarray:
+        with self._lock:
+            if self._order is None:
+                universe = self._universe
+                self._order = self._positions(np.arange(universe) if isinstance(universe, int) else universe)
+        if isinstance(self._universe, int):
+            return self._order[rows]
+        return self._order[np.searchsorted(self._universe, rows)]
+
+    def rank(self, rows: np.ndarray) -> np.ndarray:
+        """Per entry of ``rows`` (global gallery rows, repeats allowed) a key that orders them in the tie order
+        (equal for equal rows)."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if self._universe is not None and rows.size > self._FEW:
+            return self._universe_positions(rows)
+        unique, inverse = np.unique(rows, return_inverse=True)
+        return self._positions(unique)[inverse.reshape(-1)]
 
     def before(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Whether gallery row a[i] ranks before b[i] when their scores are equal."""
@@ -204,15 +230,16 @@ class IdTies:
         return rank[:a.size] < rank[a.size:]
 
 
-def tie_order(name: Any, gallery_ids: Any = None) -> IdTies | None:
+def tie_order(name: Any, gallery_ids: Any = None, rows: np.ndarray | None = None) -> IdTies | None:
     """The tie order of a convention over a gallery: None for gallery row order (the kernel's own, fast path),
-    else an ``IdTies``. ``gallery_ids``: a sequence of the gallery's semantic keys, a callable returning the keys
-    of given global rows, or None (row numbers)."""
+    else an ``IdTies``. ``gallery_ids``: a sequence of the gallery's semantic keys (every row), a callable
+    returning the keys of given global rows (``rows``: the rows it knows, if given), or None (row numbers)."""
     c = conventions(name)
     if c.ties == "gallery_row":
         return None
-    ids = gallery_ids
+    ids, universe = gallery_ids, rows
     if ids is not None and not callable(ids):
         keys = ids
         ids = lambda rows: [keys[int(r)] for r in rows]  # noqa: E731
-    return IdTies(ids, descending=c.ties == "id_descending")
+        universe = len(keys)
+    return IdTies(ids, descending=c.ties == "id_descending", universe=universe)
