@@ -131,6 +131,14 @@ def test_the_schema_and_the_table_name_the_same_conventions():
     retrieval = config_schema()["$defs"]["retrieval_benchmark"]["properties"]["retrieval"]["properties"]
     assert retrieval["conventions"]["enum"] == list(CONVENTIONS)
     assert "default" not in retrieval["ks"]  # the conventions bring their own
+    from vertebrae.planning.config import validate_config
+
+    bench = {"dataset": {"source": {"type": "label_split", "source": {"type": "sklearn", "name": "iris"}},
+                         "identity": {"kind": "content"}},
+             "extractors": {"p": {"type": "precomputed"}}, "retrieval": {"conventions": "trec"}}
+    with pytest.raises(ConfigError, match=r"retrieval.x.retrieval.conventions: 'trec' is not one of \['vertebrae', "
+                                          r"'trec_eval', 'beir', 'mteb', 'sentence_transformers'\]"):
+        validate_config({"retrieval": {"x": bench}})
 
 
 def test_label_retrieval_keeps_vertebrae_conventions():
