@@ -63,7 +63,7 @@ def test_validate_config_fills_defaults_without_mutating_the_input():
     assert bench["scoring"] == {
         "k": "auto", "min_k": 10, "max_k": 50, "min_samples_per_cluster": 5, "kmeans_kwargs": {},
         "offline_chunk_size": 10000, "normalize_embeddings": True, "exclude_classes": None,
-        "max_dense_bytes": 2000000000,
+        "max_dense_bytes": 2000000000, "small_classes": "refuse",
     }
     sk = bench["extractors"]["s"]
     assert sk["random_state"] == 0 and sk["allow_sparse"] is True
