@@ -12,10 +12,10 @@ accuracy over the inner folds; the first of the largest, in the order ``Cs`` is 
   ones appended) are held in float32; each evaluation is two BLAS products (``W X^T``, then the softmax residual
   times ``X``) with the logits laid out class by row, the loss summed in float64. scipy's L-BFGS-B moves the
   float64 weights, as in scikit-learn's lbfgs, so the path follows scikit-learn's.
-* **The path, strong to weak C, warm-started.** Each inner fold fits C after C from the previous C's weights; the
-  first from Newton's step at zero weights under standardised features (``_newton_start``: class sums only). The
-  evaluation where one C ended is where the next starts, so it is not repeated, and a C whose start already meets
-  the gradient tolerance costs nothing (its held-out predictions are the previous C's).
+* **The path, strong to weak C, warm-started.** Each inner fold fits C after C from the previous C's weights, the
+  first from zero (as scikit-learn's path does). The evaluation where one C ended is where the next starts, so it
+  is not repeated, and a C whose start already meets the gradient tolerance costs no pass over the rows (its
+  held-out predictions are the previous C's).
 * **The stopping rule is tied to what is measured.** Every ``check_every`` iterations a fit predicts the rows it is
   judged on (an inner fold's held-out rows; at the refit, the outer split's test rows, from their features alone:
   no label is read) and stops once those predictions have not changed over ``patience`` checks in a row: from there
@@ -48,7 +48,7 @@ PATIENCE = 3
 CHECK_EVERY = 5
 #: scikit-learn's LogisticRegressionCV ``tol``: a largest gradient entry at or below it ends a fit too
 GTOL = 1e-4
-_BLOCK_ROWS = 8192  # rows standardised at a time (bounds the float64 temporary)
+_BLOCK_ROWS = 1024  # rows standardised at a time (a float64 temporary that stays in cache)
 
 
 @contextlib.contextmanager
@@ -67,13 +67,15 @@ def thread_limits(blas: int | None, openmp: int = 1) -> Iterator[None]:
 
 
 def blas_threads() -> int:
-    """The thread count the loaded BLAS would use (the job's ``OMP_NUM_THREADS``; 1 if unknown)."""
+    """The threads the loaded BLAS may use (the job's ``OMP_NUM_THREADS``; 1 if unknown): the fewest any loaded
+    BLAS library is set to, since numpy and scipy may each load their own and a limit set before one of them was
+    loaded does not reach it."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:  # pragma: no cover - a dependency of scikit-learn
         return 1
     counts = [int(pool.get("num_threads") or 1) for pool in threadpool_info() if pool.get("user_api") == "blas"]
-    return max(counts, default=1)
+    return max(1, min(counts, default=1))
 
 
 def run_tasks(tasks: Sequence[Callable[[], Any]], threads: int) -> list[Any]:
@@ -106,14 +108,17 @@ class Standardised:
     def rows(self, index: np.ndarray) -> np.ndarray:
         out = np.empty((len(index), self.x.shape[1] + 1), dtype=np.float32)
         for lo in range(0, len(index), _BLOCK_ROWS):
-            out[lo:lo + _BLOCK_ROWS, :-1] = (self.x[index[lo:lo + _BLOCK_ROWS]] - self.mean) / self.scale
+            block = self.x[index[lo:lo + _BLOCK_ROWS]]  # a fresh float64 block, standardised in place as
+            block -= self.mean  # StandardScaler.transform does, then rounded to float32
+            block /= self.scale
+            out[lo:lo + _BLOCK_ROWS, :-1] = block
         out[:, -1] = 1.0
         return out
 
 
 def _predict(xa: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
     """Class codes of the rows of ``xa`` under the flat weights ``w`` (``k x (d + 1)``); ties: the lowest code."""
-    return np.argmax(w.reshape(k, xa.shape[1]).astype(np.float32) @ xa.T, axis=0)
+    return np.argmax(xa @ w.reshape(k, xa.shape[1]).astype(np.float32).T, axis=1)
 
 
 class _Objective:
@@ -151,20 +156,6 @@ class _Objective:
 
     def __call__(self, w: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
         return self.penalised(w, *self.data_term(w), l2)
-
-
-def _newton_start(xa: np.ndarray, y: np.ndarray, k: int, l2: float) -> np.ndarray:
-    """Newton's step from zero weights, the Hessian there taken for standardised, uncorrelated features
-    (``1 / k + l2`` on each penalised entry, ``1 / k`` on the intercepts). At zero every class has probability
-    ``1 / k``, so the gradient is ``mean(x) / k`` minus each class's sum over n: class sums, no product."""
-    import scipy.sparse as sp
-
-    n, d1 = xa.shape
-    onehot = sp.csr_matrix((np.ones(n, dtype=np.float32), (y, np.arange(n))), shape=(k, n))
-    g = xa.mean(axis=0, dtype=np.float64)[None, :] / k - np.asarray(onehot @ xa, dtype=np.float64) / n
-    h = np.full(d1, 1.0 / k + l2)
-    h[-1] = 1.0 / k
-    return (-g / h).reshape(-1)
 
 
 def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, max_iter: int, check_every: int,
@@ -228,7 +219,7 @@ def _inner_path(scaler: Standardised, train: np.ndarray, codes: np.ndarray, k: i
     xa, judged = scaler.rows(train[fit_rows]), scaler.rows(train[held])
     y, truth = codes[fit_rows], codes[held]
     objective = _Objective(xa, y, k)
-    w = _newton_start(xa, y, k, 1.0 / (s.Cs[order[0]] * factor * len(y)))
+    w = np.zeros(xa.shape[1] * k)
     weights = np.zeros((len(s.Cs), xa.shape[1] * k))
     scores, its, unfinished, predicted = np.zeros(len(s.Cs)), [0] * len(s.Cs), [], None
     for i in order:
