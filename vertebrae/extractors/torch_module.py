@@ -191,6 +191,9 @@ def _state_dict(path: Path, where: str) -> Any:
 def from_decl(name: str, decl: Mapping[str, Any], where: str) -> TorchExtractor:
     """``{type: torch, factory: "pkg.mod:build", params: {...}, weights: path, collate:, output:, image_transform:,
     modality:, device:, dtype:, batch_size:, num_workers:}``."""
+    from vertebrae.extractors.model_names import require
+
+    require("torch", where)
     opts = model_options(decl, where=where)
     if not isinstance(opts.get("factory"), str):
         raise ConfigError(f"{where}.factory: an import path 'module:function' building the module is required")
