@@ -131,7 +131,7 @@ def test_hf_vision_layers_and_pooling(tiny):
         HFVisionExtractor("vit", str(tiny.hf_vit), hidden_layer=9)
 
 
-def test_recipe_follows_folder_content(tiny, tmp_path):
+def test_recipe_follows_folder_content(tiny, tmp_path, monkeypatch):
     def fp(folder, cls=HFMultimodalExtractor):
         return fingerprint("embedding", embedding_recipe("declared:i@1", "samples", cls("m", str(folder))))
 
@@ -150,6 +150,10 @@ def test_recipe_follows_folder_content(tiny, tmp_path):
     weights[key] = weights[key] * 1.01
     save_file(weights, str(copy / "model.safetensors"), metadata={"format": "pt"})
     assert fp(copy) not in (base, preprocessed)
+    from hub_fixtures import tiny_entry, use_cache
+
+    # a hub id (resolved in the local cache, offline) is pinned by id and revision
+    tiny_entry(use_cache(monkeypatch, tmp_path / "hub"), "sentence-transformers/all-MiniLM-L6-v2", revision="c9745ed1")
     hub = HFTextExtractor("m", "sentence-transformers/all-MiniLM-L6-v2", revision="c9745ed1").recipe()["model"]
     assert hub == {"hub_id": "sentence-transformers/all-MiniLM-L6-v2", "revision": "c9745ed1"}
 

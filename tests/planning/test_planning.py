@@ -827,10 +827,12 @@ def test_auto_shards_plan_a_tiny_dataset_as_one_shard_with_the_same_merged_finge
     assert plan(config, base_dir=tmp_path).shard_counts[fp] == 1
 
 
-def test_auto_shards_follow_rows_and_model_cost():
+def test_auto_shards_follow_rows_and_model_cost(tmp_path, monkeypatch):
+    from hub_fixtures import tiny_entry, use_cache
     from vertebrae.extractors.registry import build_extractor
     from vertebrae.planning.resources import AUTO_MAX_ROWS, auto_shards
 
+    tiny_entry(use_cache(monkeypatch, tmp_path / "hub"), "org/some-model")  # a hub id resolves in the local cache
     precomputed = build_extractor("p", {"type": "precomputed"}, where="x")
     model = build_extractor("m", {"type": "hf_text", "model": "org/some-model"}, where="x")
     assert auto_shards(precomputed, 2_000) == auto_shards(model, 2_000) == 1  # a small endpoint: one job

@@ -33,7 +33,9 @@ def test_rows_alone_size_a_job_without_a_model():
     assert embed_mem_mb(precomputed, rows=100_000, batch_size=256) == 650 + math.ceil(1.25 * 24 * 1024 * 100_000 / MIB)
 
 
-def test_a_local_model_adds_torch_its_weights_twice_and_its_batch():
+def test_a_local_model_adds_torch_its_weights_twice_and_its_batch(tmp_path, monkeypatch):
+    from hub_fixtures import tiny_entry, use_cache
+
     folder = Path(get_model_path())
     size = _folder_bytes(folder)
     assert weights_bytes([folder]) == size > 80 * MIB  # all-MiniLM-L6-v2: ~90 MB of weights and tokenizer files
@@ -41,6 +43,7 @@ def test_a_local_model_adds_torch_its_weights_twice_and_its_batch():
     # + 1,000 MB torch + 2 x the folder + 4 MiB per batch item (the extractor's own batch of 16)
     assert embed_mem_mb(minilm, rows=1024, batch_size=256) == 650 + 1000 + 2 * math.ceil(size / MIB) + math.ceil(
         1.25 * (24 * 1024 * 1024 + 4 * 16 * MIB) / MIB)
+    tiny_entry(use_cache(monkeypatch, tmp_path / "hub"), "org/some-model")  # a hub id resolves in the local cache
     hub = build_extractor("h", {"type": "hf_text", "model": "org/some-model"}, where="x")
     assert hub.weight_files() is None  # a hub id: weights unknown until loaded -> the 2,048 MB allowance
     assert embed_mem_mb(hub, rows=1024, batch_size=256) == 650 + 1000 + 2048 + math.ceil(
