@@ -2,7 +2,11 @@
 
 Rows are L2-normalised, each first scaled by its own exact power of two (``labelled_common.l2_normalised``: any
 positive multiple of an embedding scores the same, subnormal rows included); an all-zero row is refused by id. A
-test row's neighbours are the ``k`` train rows of highest cosine similarity ``s``.
+test row's neighbours are the ``k`` train rows of highest cosine similarity ``s`` (ties: the train row first in row
+order), found by a blocked exact search (``top_k``): a block of test rows against a block of train rows at a time,
+about ``BLOCK_BYTES`` (64 MiB) of working memory per worker thread, never a test x train matrix, the same neighbours
+as a brute-force search over the whole matrix. Test blocks run on as many worker threads (single-threaded BLAS
+each) as the BLAS may use; neither the blocks nor the thread count changes a neighbour.
 Each neighbour votes for its class with weight 1 (``weighting="uniform"``) or ``exp(s / T)`` (``"temperature"``,
 DINO's weighting, ``T`` = ``temperature``, default 0.07); the prediction is the class with the largest vote
 total (ties: the class first in catalog order). Train/test rows come from stratified folds (``folds``, default 5,
@@ -30,23 +34,115 @@ from vertebrae.scoring.labelled_common import (
 )
 from vertebrae.scoring.metrics import MetricResult
 
-_BLOCK_BYTES = 64 * 2**20
+#: working memory of one search worker: its score block, the selection's copy and mask, and the gathered rows
+BLOCK_BYTES = 64 * 2**20
+_GALLERY_BLOCK = 2048  # train rows a score block spans (fewer when the budget cannot hold one test row against them)
 
 
-def neighbour_votes(train: np.ndarray, test: np.ndarray, k: int, weighting: str, temperature: float
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """``(indices, weights)`` ``(n_test, k)``: each test row's k most similar train rows and their vote weights."""
-    rows = max(1, _BLOCK_BYTES // (8 * max(1, train.shape[0])))
-    indices = np.empty((test.shape[0], k), dtype=np.int64)
-    weights = np.empty((test.shape[0], k))
-    for lo in range(0, test.shape[0], rows):
-        sims = test[lo:lo + rows] @ train.T
-        top = np.argpartition(sims, -k, axis=1)[:, -k:] if k < train.shape[0] else np.argsort(sims, axis=1)
-        indices[lo:lo + rows] = top
-        if weighting == "uniform":
-            weights[lo:lo + rows] = 1.0
-        else:
-            weights[lo:lo + rows] = np.exp(np.take_along_axis(sims, top, axis=1) / temperature)
+def _rows(matrix: np.ndarray, index: np.ndarray | None, lo: int, hi: int) -> np.ndarray:
+    """Rows ``index[lo:hi]`` of ``matrix`` (``matrix[lo:hi]``, a view, without ``index``)."""
+    return matrix[lo:hi] if index is None else matrix[index[lo:hi]]
+
+
+def _block_top(scores: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` best columns of one score block (score descending, ties: the lower column), as
+    (``offset`` + column, score), both ``rows x k``, in column order; a block of at most ``k`` columns gives them
+    all."""
+    rows, cols = scores.shape
+    if cols <= k:
+        return np.broadcast_to(np.arange(offset, offset + cols), (rows, cols)).copy(), scores.copy()
+    kth = np.partition(scores, cols - k, axis=1)[:, cols - k]
+    flat = np.flatnonzero(scores >= kth[:, None])  # row-major: each row's candidates in ascending column order
+    r, c = np.divmod(flat, cols)
+    values = scores.reshape(-1)[flat]
+    above = values > kth[r]
+    tied = ~above
+    room = k - np.bincount(r[above], minlength=rows)  # tied places left in each row
+    before = np.cumsum(tied) - tied  # ties earlier in the candidate list
+    first = np.concatenate(([0], np.cumsum(np.bincount(r, minlength=rows))[:-1]))  # every row has >= k candidates
+    keep = above | (tied & (before - before[first][r] < room[r]))
+    return (c[keep] + offset).reshape(rows, k), values[keep].reshape(rows, k)
+
+
+def _merge(best: tuple[np.ndarray, np.ndarray], block: tuple[np.ndarray, np.ndarray], k: int
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best of two candidate lists per row, sorted: score descending, ties by the lower index."""
+    index, score = np.concatenate([best[0], block[0]], axis=1), np.concatenate([best[1], block[1]], axis=1)
+    order = np.lexsort((index, -score), axis=-1)[:, :k]
+    return np.take_along_axis(index, order, axis=1), np.take_along_axis(score, order, axis=1)
+
+
+def _admit(best: tuple[np.ndarray, np.ndarray], scores: np.ndarray, offset: int, k: int
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """``best`` (sorted, ``_merge``) with one more score block of later columns merged in. A later column enters a
+    row only by scoring strictly above the row's k-th (a tie loses to the lower index already held), so one
+    comparison finds the few that can; a block where many can is first cut to its own best ``k`` a row."""
+    rows, cols = scores.shape
+    flat = np.flatnonzero(scores > best[1][:, -1:])
+    if not flat.size:
+        return best
+    if flat.size > rows * k:
+        return _merge(best, _block_top(scores, k, offset), k)
+    r, c = np.divmod(flat, cols)
+    hit = np.unique(r)
+    every_r = np.concatenate([np.repeat(hit, k), r])
+    every_i = np.concatenate([best[0][hit].reshape(-1), c + offset])
+    every_s = np.concatenate([best[1][hit].reshape(-1), scores.reshape(-1)[flat]])
+    order = np.lexsort((every_i, -every_s, every_r))
+    take = order[(np.searchsorted(every_r[order], hit)[:, None] + np.arange(k)).reshape(-1)]
+    index, score = best[0].copy(), best[1].copy()
+    index[hit], score[hit] = every_i[take].reshape(-1, k), every_s[take].reshape(-1, k)
+    return index, score
+
+
+def top_k(gallery: np.ndarray, queries: np.ndarray, k: int, *, gallery_rows: np.ndarray | None = None,
+          query_rows: np.ndarray | None = None, block_bytes: int | None = None, threads: int | None = None
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, score)``, each ``n_queries x k``: every query row's ``k`` gallery rows of largest dot product,
+    score descending, ties broken by the lower gallery position, ``index`` the positions among the gallery rows.
+    ``gallery_rows`` / ``query_rows``: the rows of ``gallery`` / ``queries`` taken (default all), gathered a block
+    at a time, so no copy of either set is made.
+
+    Blocked: a block of query rows against one block of gallery rows at a time (one BLAS product), each row's best
+    ``k`` of the block kept and merged into its running best, so memory is bounded by ``block_bytes`` per worker
+    (default ``BLOCK_BYTES``: the score block, its partitioned copy and mask, the two row blocks; rows tied with a
+    row's k-th score add their positions), never queries x gallery. The result is the exact top k of the products:
+    the block boundaries change neither the products nor the order. Query blocks run on ``threads`` worker threads
+    of single-threaded BLAS (None: as many as the BLAS would use)."""
+    from vertebrae.scoring.probe_solver import blas_threads, run_tasks
+
+    n_gallery = gallery.shape[0] if gallery_rows is None else len(gallery_rows)
+    n_queries = queries.shape[0] if query_rows is None else len(query_rows)
+    width, block_bytes = gallery.shape[1], BLOCK_BYTES if block_bytes is None else int(block_bytes)
+    per_pair = 2 * gallery.itemsize + 1  # score, partitioned copy, mask
+    cols = max(1, min(n_gallery, _GALLERY_BLOCK, (block_bytes - width * 8) // (per_pair + width * 8)))
+    rows = int(max(1, min(n_queries, (block_bytes - cols * width * 8) // (cols * per_pair + width * 8))))
+    index = np.empty((n_queries, k), dtype=np.int64)
+    score = np.empty((n_queries, k), dtype=gallery.dtype)
+
+    def block(lo: int) -> None:
+        q = _rows(queries, query_rows, lo, lo + rows)
+        best = (np.full((len(q), k), n_gallery, dtype=np.int64), np.full((len(q), k), -np.inf, dtype=gallery.dtype))
+        for start in range(0, n_gallery, cols):
+            scores = q @ _rows(gallery, gallery_rows, start, start + cols).T
+            best = _merge(best, _block_top(scores, k, start), k) if start < k or not start else \
+                _admit(best, scores, start, k)
+        index[lo:lo + rows], score[lo:lo + rows] = best
+
+    run_tasks([lambda lo=lo: block(lo) for lo in range(0, n_queries, rows)], blas_threads() if threads is None
+              else threads)
+    return index, score
+
+
+def neighbour_votes(train: np.ndarray, test: np.ndarray, k: int, weighting: str, temperature: float, *,
+                    train_rows: np.ndarray | None = None, test_rows: np.ndarray | None = None,
+                    block_bytes: int | None = None, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, weights)`` ``(n_test, k)``: each test row's k most similar train rows (``top_k``: ties by the
+    lower train position) and their vote weights. ``train_rows`` / ``test_rows``: rows of ``train`` / ``test``
+    taken (the metric passes the unit rows once, with each fold's rows)."""
+    indices, sims = top_k(train, test, k, gallery_rows=train_rows, query_rows=test_rows, block_bytes=block_bytes,
+                          threads=threads)
+    weights = np.ones(sims.shape) if weighting == "uniform" else np.exp(sims / temperature)
     return indices, weights
 
 
@@ -113,7 +209,8 @@ class KNNMetric(BuiltinMetric):
         x = l2_normalised(matrix, keys, where)
         tests, outputs = [], []
         for train, test in splits:
-            indices, weights = neighbour_votes(x[train], x[test], self.k, self.weighting, self.temperature)
+            indices, weights = neighbour_votes(x, x, self.k, self.weighting, self.temperature, train_rows=train,
+                                               test_rows=test)
             if regression:
                 values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1)[train]
                 outputs.append(np.einsum("nk,nkd->nd", weights, values[indices]) / weights.sum(axis=1)[:, None])
@@ -135,4 +232,4 @@ class KNNMetric(BuiltinMetric):
         return MetricResult(self.name, scores[self.primary], True, diagnostics, warnings, metadata)
 
 
-__all__ = ["KNNMetric", "neighbour_votes", "r2", "vote"]
+__all__ = ["BLOCK_BYTES", "KNNMetric", "neighbour_votes", "r2", "top_k", "vote"]
