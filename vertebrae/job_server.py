@@ -93,6 +93,9 @@ def _run_child(cli, request: dict, fds: list[int]) -> int:
 
 def serve(path: str, parent: int) -> None:
     """Listen at ``path`` until ``parent`` is gone or SIGTERM; one fork per served request."""
+    # a terminal's Ctrl-C reaches Snakemake, which ends the run (and `vertebrae run`, which says how to resume): the
+    # server ignores it from its first moment, its imports included, so that it prints no traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -103,7 +106,6 @@ def serve(path: str, parent: int) -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches Snakemake, which ends the run
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     selector = selectors.DefaultSelector()

@@ -194,7 +194,9 @@ def test_three_precomputed_files_on_slurm(slurm_cluster, tmp_path):
     install = subprocess.run([str(BIN / "vertebrae"), "profile", "slurm", "--account", "root", "--partition", "debug"],
                              env=env, capture_output=True, text=True, timeout=30)
     assert install.returncode == 0, install.stderr
-    run = [str(BIN / "vertebrae"), "run", "my.yaml", "--profile", "slurm", "--profile", "profiles/slurm/localhost"]
+    # --verbose: Snakemake's own output (the SLURM submissions it names) rather than the progress display
+    run = [str(BIN / "vertebrae"), "run", "--verbose", "my.yaml", "--profile", "slurm", "--profile",
+           "profiles/slurm/localhost"]
     planned = job_counts(_run([*run, "-n", "--quiet", "rules"], cwd=root, env=env, timeout=300).stdout)
     assert planned["embed_shard"] == 3 and planned["embed_retrieval_shard"] == 6 and planned["report"] == 2, planned
     proc = _run(run, cwd=root, env=env, timeout=WORKFLOW_TIMEOUT_S)

@@ -223,8 +223,11 @@ COMMANDS: dict[str, Command] = {
          JSON_OUTPUT, MARKDOWN_OUTPUT)),
     "run": Command("run the workflow on CONFIG (several: merged in order) alone, in the current directory; further arguments go "
                    "to Snakemake (e.g. -n, --cores 8, --profile slurm: a profile of yours, or the one vertebrae carries)", f"{USER}:run_workflow",
-                   (CONFIGS, arg("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
-                                help="passed to Snakemake as they are"))),
+                   (arg("--verbose", action="store_true",
+                        help="print Snakemake's output as it comes instead of the progress display (which writes it "
+                             "to logs/snakemake/); before CONFIG (after it, --verbose is Snakemake's own option)"),
+                    CONFIGS, arg("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
+                                 help="passed to Snakemake as they are"))),
     "validate": Command("check CONFIG (schema and plan) and list its benchmarks, candidates and the jobs a run would "
                         "start now; runs no job", f"{USER}:validate", (CONFIGS,)),
     "status": Command("per benchmark of CONFIG, its jobs by rule: how many are done (up to date) and how many a run "
@@ -250,7 +253,10 @@ COMMANDS: dict[str, Command] = {
                      arg("--shards", type=positive_int, help="embedding.shards (default: the schema's)"),
                      arg("--cores", type=positive_int, help="Snakemake's --cores (default 1 without --profile)"),
                      arg("--profile", help="a Snakemake profile, e.g. slurm"),
-                     arg("--print-config", action="store_true", help="print the config and run nothing"))),
+                     arg("--print-config", action="store_true", help="print the config and run nothing"),
+                     arg("--verbose", action="store_true",
+                         help="print Snakemake's output as it comes instead of the progress display (which writes it "
+                              "to logs/snakemake/)"))),
     "profile": Command("write a Snakemake profile for a SLURM cluster with your account and partitions, where "
                        "`--profile slurm` finds it (or --out DIR); no checkout needed",
                        "vertebrae.workflow.slurm_profile:run_profile",

@@ -7,7 +7,9 @@
 ``--profile NAME`` the user has no profile of goes to the packaged one, ``bundled.profile_args``), whose exit status
 it returns. A config file given on the command line
 replaces the workflow's default config (the Snakefile reads ``config/config.yaml`` only when none is given), so
-CONFIG is the whole config. Snakemake is never imported here: it runs in its own process.
+CONFIG is the whole config. Snakemake is never imported here: it runs in its own process. A run of jobs is shown by
+the progress display (``vertebrae.cli.progress``: Snakemake's output goes to ``logs/snakemake/``); ``--verbose``
+(before CONFIG) prints Snakemake's output instead.
 
 ``validate`` checks CONFIG without running a job: the schema and every plan-time check (the same ``plan`` the
 Snakefile makes; an error names the file or config key), then prints each benchmark with its candidates, and the
@@ -32,6 +34,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -89,9 +92,15 @@ def _config_file(config: str | Path) -> Path:
     return path
 
 
-def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequence[str] = ()) -> int:
+def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequence[str] = (), verbose: bool = False,
+                 resume: str | None = None) -> int:
     """``vertebrae run CONFIG... [snakemake args]``: Snakemake's exit status; each config is read as data first
-    (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses."""
+    (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses.
+
+    A run of jobs is shown by the progress display (``vertebrae.cli.progress``; Snakemake's own output goes to a file
+    under ``logs/snakemake/`` that it names); ``verbose``, Snakemake's own ``--verbose`` or ``--quiet``, and every
+    invocation that runs no job (a dry run, ``--version``, ``--summary``, ``--unlock``, ... ``PASS_THROUGH``) print
+    Snakemake's output as it is. ``resume``: the command that resumes an interrupted run (default: this one)."""
     require_benchmarks(merged_config(_configs(config)), _configs(config))  # an empty config: say what it lacks
     command = snakemake_command(config, *profile_args(snakemake_args))
     if str(packaged_profile("slurm")) in command:  # the test cluster's account and partition, not the user's site's
@@ -100,8 +109,31 @@ def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequ
         print(UNSET, file=sys.stderr)
     if _dry_run(snakemake_args):  # runs no job: a job server would only take CPU from Snakemake's start
         return subprocess.call(command)
+    shown = verbose or _passes_through(snakemake_args)
     with serving(dict(os.environ)) as environ:  # warm processes for the scoring and bookkeeping jobs
-        return subprocess.call(command, env=environ)
+        if shown:
+            return subprocess.call(command, env=environ)
+        from vertebrae.cli.progress import watch
+
+        resume = resume or shlex.join(["vertebrae", "run", *map(str, _configs(config)), *snakemake_args])
+        return watch(command, environ, resume=resume, root=_workdir(snakemake_args))
+
+
+#: Snakemake arguments after which ``vertebrae run`` shows Snakemake's output as it is: they run no job (a listing, a
+#: summary, a report, an unlock, ...) or ask Snakemake for its own way of printing (--verbose, --quiet)
+PASS_THROUGH = frozenset({
+    "-h", "--help", "--version", "-v", "--verbose", "--quiet", "-q", "--debug", "--debug-dag", "--summary", "-S",
+    "--detailed-summary", "-D", "--list-rules", "--list", "-l", "--list-target-rules", "--lt", "--lint", "--dag",
+    "--rulegraph", "--filegraph", "--d3dag", "--report", "--report-stylesheet", "--unlock", "--cleanup-metadata",
+    "--cm", "--cleanup-shadow", "--list-changes", "--lc", "--list-input-changes", "--li", "--list-params-changes",
+    "--lp", "--list-code-changes", "--list-untracked", "--lu", "--delete-all-output", "--delete-temp-output",
+    "--archive", "--containerize", "--export-cwl", "--print-compilation", "--conda-create-envs-only",
+    "--conda-cleanup-envs", "--list-conda-envs", "--generate-unit-tests", "--touch", "-t", "--mode",
+})
+
+
+def _passes_through(snakemake_args: Sequence[str]) -> bool:
+    return any(a.partition("=")[0] in PASS_THROUGH for a in snakemake_args)
 
 
 def _dry_run(snakemake_args: Sequence[str]) -> bool:
@@ -109,6 +141,17 @@ def _dry_run(snakemake_args: Sequence[str]) -> bool:
     clustered short flags (``-np``)."""
     return any(a in ("--dry-run", "--dryrun") or (a.startswith("-") and not a.startswith("--") and a[1:].isalpha()
                                                   and "n" in a[1:]) for a in snakemake_args)
+
+
+def _workdir(snakemake_args: Sequence[str]) -> Path:
+    """Snakemake's working folder: ``--directory DIR`` / ``-d DIR`` among its arguments, else the current one."""
+    found, it = Path("."), iter(snakemake_args)
+    for arg in it:
+        if arg in ("--directory", "-d"):
+            found = Path(next(it, "."))
+        elif arg.startswith("--directory="):
+            found = Path(arg.partition("=")[2])
+    return found
 
 
 def job_table(dry_run_stdout: str) -> dict[str, int]:

@@ -1,12 +1,13 @@
 """``vertebrae eval``: evaluate models by name on one data set, in one line, through the workflow.
 
 ``vertebrae eval --protocol retrieval --data manifest:texts.csv,text_column=text --model st:FOLDER-OR-ID
---model timm:NAME [--conventions NAME] [--shards N] [--cores N] [--profile P] [--print-config]`` builds the config a
+--model timm:NAME [--conventions NAME] [--shards N] [--cores N] [--profile P] [--print-config] [--verbose]`` builds the config a
 user would have written (one benchmark, one candidate per ``--model``; ``--conventions``: the retrieval benchmark's
 ``retrieval.conventions``, docs/conventions.md), writes it to ``results/eval/NAME.yaml`` and runs it with
 ``vertebrae run`` (the same Snakemake workflow, so the same fingerprints and cache as that YAML run by hand); then
-prints the report's ranking and its paired comparison (the verdicts). ``--print-config`` prints the YAML and runs
-nothing.
+prints the report's ranking and its paired comparison (the verdicts). The run shows ``vertebrae run``'s progress
+display (``vertebrae.cli.progress``; ``--verbose``: Snakemake's own output). ``--print-config`` prints the YAML and
+runs nothing.
 
 A spec is ``PREFIX:VALUE[,key=value...]``: the options are keys of the source or extractor declaration (values
 read as YAML scalars: ``query_every=4`` is a number); ``name=`` names a candidate. The prefixes are the two
@@ -218,8 +219,13 @@ def _section(markdown: str, title: str) -> list[str]:
 
 
 def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None = None, cores: int | None = None,
-             profile: str | None = None, print_config: bool = False, conventions: str | None = None) -> int:
-    """``vertebrae eval``: Snakemake's exit status (0 after printing the ranking and the verdicts)."""
+             profile: str | None = None, print_config: bool = False, conventions: str | None = None,
+             verbose: bool = False) -> int:
+    """``vertebrae eval``: Snakemake's exit status (0 after printing the ranking and the verdicts). The run is shown
+    by ``vertebrae run``'s progress display (``verbose``: Snakemake's output instead); an interrupted run is resumed
+    by the same ``vertebrae eval`` command."""
+    import shlex
+
     import yaml
 
     from vertebrae.reports.comparison import TITLE
@@ -240,7 +246,10 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
     args = ["--profile", profile] if profile else []
     if cores is not None or not profile:
         args += ["--cores", str(cores or 1)]
-    status = run_workflow(path, args)
+    again = ["vertebrae", "eval", "--protocol", protocol, "--data", data, *(a for m in models for a in ("--model", m)),
+             *(["--conventions", conventions] if conventions else []), *(["--shards", str(shards)] if shards else []),
+             *(["--cores", str(cores)] if cores else []), *(["--profile", profile] if profile else [])]
+    status = run_workflow(path, args, verbose=verbose, resume=shlex.join(again))
     if status:
         return status
     markdown = Path(report_paths(name)["markdown"]).read_text(encoding="utf-8")
