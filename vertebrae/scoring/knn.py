@@ -116,7 +116,8 @@ def top_k(gallery: np.ndarray, queries: np.ndarray, k: int, *, gallery_rows: np.
     width, block_bytes = gallery.shape[1], BLOCK_BYTES if block_bytes is None else int(block_bytes)
     per_pair = 2 * gallery.itemsize + 1  # score, partitioned copy, mask
     cols = max(1, min(n_gallery, _GALLERY_BLOCK, (block_bytes - width * 8) // (per_pair + width * 8)))
-    rows = int(max(1, min(n_queries, (block_bytes - cols * width * 8) // (cols * per_pair + width * 8))))
+    workers = blas_threads() if threads is None else max(1, int(threads))
+    rows = int(max(1, min(-(-n_queries // workers), (block_bytes - cols * width * 8) // (cols * per_pair + width * 8))))
     index = np.empty((n_queries, k), dtype=np.int64)
     score = np.empty((n_queries, k), dtype=gallery.dtype)
 
@@ -129,8 +130,7 @@ def top_k(gallery: np.ndarray, queries: np.ndarray, k: int, *, gallery_rows: np.
                 _admit(best, scores, start, k)
         index[lo:lo + rows], score[lo:lo + rows] = best
 
-    run_tasks([lambda lo=lo: block(lo) for lo in range(0, n_queries, rows)], blas_threads() if threads is None
-              else threads)
+    run_tasks([lambda lo=lo: block(lo) for lo in range(0, n_queries, rows)], workers)
     return index, score
 
 
