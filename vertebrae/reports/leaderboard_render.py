@@ -141,7 +141,8 @@ def pareto_svg(rows: Sequence[Row], cost: str, *, width: int = 420, height: int 
         points.append((r, scale(x, min(xs), max(xs), width, False) + 9 * k, scale(y, min(ys), max(ys), height, True)))
     front = [r.candidate for r in pareto_front(known, cost)]
     line = " ".join(f"{px:.1f},{py:.1f}" for name in front for r, px, py in points if r.candidate == name)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" '
              f'aria-label="quality against {html.escape(cost)}">',
              f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#888"/>',
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#888"/>',
@@ -157,8 +158,11 @@ def pareto_svg(rows: Sequence[Row], cost: str, *, width: int = 420, height: int 
     return "".join(parts) + "</svg>"
 
 
+# a wide table scrolls inside its box, a figure shrinks to the page and a long name wraps: the page is never wider
+# than the screen
 STYLE = ("body{font-family:sans-serif;margin:1.5em;max-width:75em}table{border-collapse:collapse;margin:.5em 0}"
-         "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}th{background:#f2f2f2}")
+         "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}th{background:#f2f2f2}"
+         "div.table{overflow-x:auto}svg{max-width:100%;height:auto}p,li{overflow-wrap:anywhere}")
 
 
 def _links(rows: Sequence[Row], links: Mapping[str, Sequence[tuple[str, str]]]) -> str:
@@ -177,10 +181,10 @@ def leaderboard_html(rows: Sequence[Row], standings: Across, *, cost: str = "emb
     body = [f"<h1>vertebrae leaderboard</h1><p>{len({r.candidate for r in rows})} candidate(s) in "
             f"{len(benchmarks_of(rows))} benchmark(s).</p>", _links(rows, links or {})]
     for title, header, cells, note in _sections(rows, standings, cost):
-        body.append(f"<h2>{html.escape(title)}</h2><table><thead><tr>"
+        body.append(f"<h2>{html.escape(title)}</h2><div class=\"table\"><table><thead><tr>"
                     + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>"
                     + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in line) + "</tr>" for line in cells)
-                    + f"</tbody></table><p>{html.escape(note)}</p>")
+                    + f"</tbody></table></div><p>{html.escape(note)}</p>")
         if title.startswith("Quality vs cost: "):
             bench = title[len("Quality vs cost: "):]
             body.append(pareto_svg([r for r in rows if r.benchmark == bench], cost))
