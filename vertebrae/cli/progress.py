@@ -41,6 +41,7 @@ from vertebrae.reports.text import terminal_text
 LOG_FOLDER = Path("logs") / "snakemake"
 PLAIN_EVERY = 30.0  # seconds between two plain progress lines while jobs finish
 HEARTBEAT = 600.0  # seconds between two plain lines when no job finishes
+READ_AFTER_EXIT = 10.0  # seconds to read what Snakemake printed last, once it has exited
 TAIL = 10  # lines of a failed job's log shown
 RECORDS_PER_RULE = 2000  # benchmark records read per rule for its mean duration
 TARGET_RULES = {"all"}  # the workflow's target rule: no work, no record
@@ -387,34 +388,34 @@ def watch(command: Sequence[str], env: dict[str, str] | None, *, resume: str, ro
         if "failed" in events and not interrupted.is_set():  # after Ctrl-C its jobs fail: the outcome says why
             display.print("\n".join(failure_report(*state.failed[-1], root=root)))
 
-    def read(pipe: IO[str], log: IO[str]) -> None:
-        for raw in pipe:
-            log.write(raw)
-            line = raw.rstrip("\n")
+    def read(pipe: IO[str]) -> None:
+        with open(path, "w", encoding="utf-8") as log:
+            for raw in pipe:
+                log.write(raw)
+                line = raw.rstrip("\n")
+                with lock:
+                    tail.append(line)
+                    report(state.feed(line, clock()))
             with lock:
-                tail.append(line)
-                report(state.feed(line, clock()))
-        with lock:
-            report(state.close(clock()))
+                report(state.close(clock()))
 
-    with open(path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(list(command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
-        reader = threading.Thread(target=read, args=(proc.stdout, log), daemon=True)
-        reader.start()
-        try:
-            while True:
-                try:
-                    if proc.poll() is not None:
-                        break
-                    with lock:
-                        display.update(state, clock(), started)
-                    time.sleep(0.25)
-                except KeyboardInterrupt:  # Snakemake got the same SIGINT: it stops its jobs; wait for it
-                    interrupted.set()
-            reader.join()
-        finally:
-            display.close()
+    proc = subprocess.Popen(list(command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+    reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
+    reader.start()
+    try:
+        while proc.poll() is None or reader.is_alive():
+            try:
+                with lock:
+                    display.update(state, clock(), started)
+                if proc.poll() is not None:  # a job process that outlives Snakemake may hold the pipe open
+                    reader.join(READ_AFTER_EXIT)
+                    break
+                reader.join(0.25) if reader.is_alive() else time.sleep(0.25)
+            except KeyboardInterrupt:  # Snakemake got the same SIGINT: it stops its jobs; wait for it
+                interrupted.set()
+    finally:
+        display.close()
     code = proc.returncode
     return _outcome(state, code, interrupted.is_set(), shown, resume, tail, display, clock() - started)
 
