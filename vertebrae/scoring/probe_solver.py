@@ -131,6 +131,18 @@ class _Objective:
         self.own = y * self.n + np.arange(self.n)  # each row's own logit in the flat k x n block
         self.last: tuple[np.ndarray, float, np.ndarray] | None = None
 
+    def at_zero(self) -> np.ndarray:
+        """Zero weights, their evaluation kept without a product: every class has probability ``1 / k`` there, so
+        the loss is ``log k`` and the gradient ``mean(x) / k`` minus each class's row sum over n."""
+        import scipy.sparse as sp
+
+        onehot = sp.csr_matrix((np.ones(self.n, dtype=np.float32), (self.own // self.n, np.arange(self.n))),
+                               shape=(self.k, self.n))
+        grad = self.xa.mean(axis=0, dtype=np.float64)[None, :] / self.k - (onehot @ self.xa).astype(np.float64) / self.n
+        w = np.zeros(grad.size)
+        self.last = (w.copy(), float(np.log(self.k)), grad.reshape(-1))
+        return w
+
     def data_term(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """(mean loss, its gradient), the penalty left out."""
         if self.last is not None and np.array_equal(self.last[0], w):
@@ -219,7 +231,7 @@ def _inner_path(scaler: Standardised, train: np.ndarray, codes: np.ndarray, k: i
     xa, judged = scaler.rows(train[fit_rows]), scaler.rows(train[held])
     y, truth = codes[fit_rows], codes[held]
     objective = _Objective(xa, y, k)
-    w = np.zeros(xa.shape[1] * k)
+    w = objective.at_zero()
     weights = np.zeros((len(s.Cs), xa.shape[1] * k))
     scores, its, unfinished, predicted = np.zeros(len(s.Cs)), [0] * len(s.Cs), [], None
     for i in order:
