@@ -16,12 +16,13 @@ accuracy over the inner folds; the first of the largest, in the order ``Cs`` is 
   first from zero (as scikit-learn's path does). The evaluation where one C ended is where the next starts, so it
   is not repeated, and a C whose start already meets the gradient tolerance costs no pass over the rows (its
   held-out predictions are the previous C's).
-* **The stopping rule is tied to what is measured.** Every ``check_every`` iterations a fit predicts the rows it is
-  judged on (an inner fold's held-out rows; at the refit, the outer split's test rows, from their features alone:
-  no label is read) and stops once those predictions have not changed over ``patience`` checks in a row: from there
-  the accuracy, and so the choice of C, no longer moves. scikit-learn's own gradient tolerance (``gtol``, its
-  ``tol`` 1e-4 on the largest gradient entry of the mean loss) also ends a fit, as it ends scikit-learn's: neither
-  rule asks for precision far below what changes a prediction. A fit that reaches neither within ``max_iter``
+* **The stopping rule is tied to what is measured.** Every ``check_every`` (5) iterations a fit predicts the rows
+  it is judged on (an inner fold's held-out rows; at the refit, the outer split's test rows, from their features
+  alone: no label is read) and stops once at most ``STABLE_SHARE`` (0.2%) of them have changed prediction since
+  the previous check, ``patience`` (3) checks in a row: the accuracy, and so the choice of C, then moves by at most
+  that much a check (with fewer than 500 judged rows: not at all). scikit-learn's own gradient tolerance (``gtol``,
+  its ``tol`` 1e-4 on the largest gradient entry of the mean loss) also ends a fit, as it ends scikit-learn's:
+  neither rule asks for precision far below what changes a prediction. A fit that reaches neither within ``max_iter``
   iterations is reported (``LogisticPath.unfinished``: inner fold or ``"refit"``, and C), and the metric warns.
 * **Threads set explicitly.** The inner folds of every outer split, then the refits, are independent fits: they
   run on ``threads`` worker threads, each with single-threaded BLAS and OpenMP held to one thread
@@ -42,12 +43,14 @@ from typing import Any
 
 import numpy as np
 
-#: predictions unchanged over this many checks in a row end a fit
+#: this many stable checks in a row end a fit
 PATIENCE = 3
 #: iterations between two checks of the predictions
 CHECK_EVERY = 5
 #: scikit-learn's LogisticRegressionCV ``tol``: a largest gradient entry at or below it ends a fit too
 GTOL = 1e-4
+#: a check counts as stable when at most this share of the judged rows changed prediction since the last check
+STABLE_SHARE = 0.002
 _BLOCK_ROWS = 1024  # rows standardised at a time (a float64 temporary that stays in cache)
 
 
@@ -187,7 +190,8 @@ def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, ma
         if state["it"] % check_every:
             return
         predicted = _predict(judged, intermediate_result.x, objective.k)
-        state["same"] = state["same"] + 1 if state["last"] is not None and np.array_equal(predicted, state["last"]) else 0
+        moved = len(predicted) if state["last"] is None else int(np.count_nonzero(predicted != state["last"]))
+        state["same"] = state["same"] + 1 if moved <= STABLE_SHARE * len(predicted) else 0
         state["last"] = predicted
         if state["same"] >= patience:
             state["done"] = True
