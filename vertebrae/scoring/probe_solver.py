@@ -31,7 +31,8 @@ accuracy over the inner folds; the first of the largest, in the order ``Cs`` is 
 
 **Ridge** (``ridge_probe``): ``RidgeCV(alphas, cv=inner, scoring="neg_mean_squared_error")`` with an intercept,
 from one eigendecomposition of the centred ``X^T X`` (an SVD of the centred rows where there are fewer rows than
-columns) per inner fold, reused for every alpha; the refit decomposes the whole train split once more. Float64.
+columns) per inner fold, reused for every alpha; the refit decomposes the whole train split once more. Float64;
+the outer splits run on worker threads of single-threaded BLAS, as the logistic fits do.
 """
 
 from __future__ import annotations
@@ -315,29 +316,31 @@ def _ridge_solver(x: np.ndarray, y: np.ndarray) -> Callable[[float], tuple[np.nd
     return solve
 
 
+def _ridge_split(x: np.ndarray, values: np.ndarray, train: np.ndarray, test: np.ndarray,
+                 folds: Sequence[tuple[np.ndarray, np.ndarray]], alphas: Sequence[float]) -> tuple[np.ndarray, float]:
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(x[train])
+    xtr, ytr = scaler.transform(x[train]), values[train]
+    errors = np.zeros((len(folds), len(alphas)))
+    for f, (fit_rows, held) in enumerate(folds):
+        solve = _ridge_solver(xtr[fit_rows], ytr[fit_rows])
+        for i, alpha in enumerate(alphas):
+            coef, intercept = solve(alpha)
+            errors[f, i] = np.mean((xtr[held] @ coef + intercept - ytr[held]) ** 2)
+    best = int(np.argmin(errors.mean(axis=0)))  # the first of the smallest, as GridSearchCV ranks
+    coef, intercept = _ridge_solver(xtr, ytr)(alphas[best])
+    return scaler.transform(x[test]) @ coef + intercept, float(alphas[best])
+
+
 def ridge_probe(x: np.ndarray, values: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
                 inner: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]], alphas: Sequence[float], *,
                 threads: int | None = None) -> list[tuple[np.ndarray, float]]:
     """(predictions of the test rows (n_test x targets), chosen alpha) of each outer split: ``RidgeCV(alphas,
     cv=inner[j], scoring="neg_mean_squared_error")`` on the split's standardised train rows (module docstring);
-    ``values``: n x targets."""
-    from sklearn.preprocessing import StandardScaler
-
-    out = []
-    with thread_limits(blas_threads() if threads is None else threads):
-        for (train, test), folds in zip(splits, inner):
-            scaler = StandardScaler().fit(x[train])
-            xtr, ytr = scaler.transform(x[train]), values[train]
-            errors = np.zeros((len(folds), len(alphas)))
-            for f, (fit_rows, held) in enumerate(folds):
-                solve = _ridge_solver(xtr[fit_rows], ytr[fit_rows])
-                for i, alpha in enumerate(alphas):
-                    coef, intercept = solve(alpha)
-                    errors[f, i] = np.mean((xtr[held] @ coef + intercept - ytr[held]) ** 2)
-            best = int(np.argmin(errors.mean(axis=0)))  # the first of the smallest, as GridSearchCV ranks
-            coef, intercept = _ridge_solver(xtr, ytr)(alphas[best])
-            out.append((scaler.transform(x[test]) @ coef + intercept, float(alphas[best])))
-    return out
+    ``values``: n x targets. The outer splits run on ``threads`` worker threads of single-threaded BLAS."""
+    return run_tasks([lambda train=train, test=test, folds=folds: _ridge_split(x, values, train, test, folds, alphas)
+                      for (train, test), folds in zip(splits, inner)], blas_threads() if threads is None else threads)
 
 
 __all__ = ["CHECK_EVERY", "GTOL", "LogisticPath", "PATIENCE", "Standardised", "blas_threads", "logistic_probe",
