@@ -109,8 +109,11 @@ def test_a_failed_job_shows_its_error_line_and_the_logs(tmp_path):
 
 def test_an_interrupted_eval_says_how_to_resume_and_that_command_resumes(tmp_path):
     folder = _data(tmp_path / "interrupted")
+    # its own process group, which Ctrl-C reaches (vertebrae and Snakemake), with SIGINT's default action as in a
+    # terminal: a suite started in the background (`cmd &` without job control) ignores SIGINT, and an ignored
+    # signal stays ignored across exec
     proc = subprocess.Popen(EVAL, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own process group: Ctrl-C reaches vertebrae and Snakemake
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         first = proc.stderr.readline()
         assert "jobs to run" in first, first
