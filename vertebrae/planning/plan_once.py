@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,9 @@ def _read(path: Path, digest: str) -> WorkflowPlan | None:
 
 def _write(path: Path, digest: str, planned: WorkflowPlan) -> None:
     with atomic_write(path) as tmp:  # synced: a SLURM job on another node reads it
-        Path(tmp).write_text(json.dumps({"digest": digest, "plan": asdict(planned)}), encoding="utf-8")
+        # its fields hold plain dicts (JSON values): no deep copy (asdict) of a plan that lists 100,000 tar files
+        plan = {f.name: getattr(planned, f.name) for f in fields(WorkflowPlan)}
+        Path(tmp).write_text(json.dumps({"digest": digest, "plan": plan}), encoding="utf-8")
 
 
 def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] = (),
