@@ -53,14 +53,9 @@ def build(results_dir: str | Path = "results", *, metric: str | None = None, rec
         raise ConfigError(f"results folder {results_dir} not found")
     reports, skipped = verified_reports(results_dir)
     records = Path(results_dir).resolve().parent / "benchmarks" if records_dir is None else Path(records_dir)
-    costs, written = {}, {}
-    for path, document in reports:
-        key = "extractor_results" if PROTOCOLS[document["schema"]] == "labelled" else "candidate_results"
-        for candidate in document[key]:
-            # the cost the report carries (report.json since issue 30), else the records beside results/
-            costs[(path, str(candidate["name"]))] = stored_cost(candidate) or candidate_cost(candidate, records)
-        written[path] = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
-    rows = leaderboard_rows(reports, metric=metric, costs=costs, written=written)
+    written = {path: datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
+               for path, _ in reports}
+    rows = leaderboard_rows(reports, metric=metric, costs=report_costs(reports, records), written=written)
     if metric is not None and rows and all(row.value is None for row in rows):
         names = metric_names(reports)
         if metric not in names:  # a typo would leave every candidate unranked
@@ -69,19 +64,31 @@ def build(results_dir: str | Path = "results", *, metric: str | None = None, rec
     return rows, across(rows, paired_verdicts(reports)), skipped
 
 
+def report_costs(reports: list[tuple[str, dict]], records: Path) -> dict[tuple[str, str], object]:
+    """Per (report path, candidate name): the cost the report carries (report.json since issue 30), else the one
+    the Snakemake benchmark records in ``records`` give."""
+    costs = {}
+    for path, document in reports:
+        key = "extractor_results" if PROTOCOLS[document["schema"]] == "labelled" else "candidate_results"
+        for candidate in document[key]:
+            costs[(path, str(candidate["name"]))] = stored_cost(candidate) or candidate_cost(candidate, records)
+    return costs
+
+
 REPORT_FILES = (("page", "report.html"), ("ranking", "ranking.html"), ("details", "detail.html"), ("comparison", "comparison.html"),
                 ("warnings", "warnings.html"), ("report.md", "report.md"), ("report.json", "report.json"))
 
 
-def report_links(rows, output: str | Path | None) -> dict[str, list[tuple[str, str]]]:
+def report_links(rows, output: str | Path | None, *, working_dir: str | Path = ".") -> dict[str, list[tuple[str, str]]]:
     """Per benchmark, ``(label, href)`` of the report files beside its report.json, relative to the page's folder
-    (``output``'s, else the current directory)."""
+    (``output``'s, else the current directory); ``working_dir``: the folder the rows' report paths are spelled
+    from."""
     base = Path(output).resolve().parent if output is not None else Path.cwd()
     links: dict[str, list[tuple[str, str]]] = {}
     for row in rows:
         if row.benchmark in links:
             continue
-        folder = Path(row.report).resolve().parent
+        folder = (Path(working_dir) / row.report).resolve().parent
         links[row.benchmark] = [(label, Path(os.path.relpath(folder / name, base)).as_posix())
                                 for label, name in REPORT_FILES if (folder / name).is_file()]
     return links
@@ -133,4 +140,4 @@ def _writing(output: str | Path) -> Iterator[str]:
         raise ConfigError(f"--output {output}: cannot write it: {why}") from None
 
 
-__all__ = ["FORMATS", "build", "run_leaderboard", "verified_reports"]
+__all__ = ["FORMATS", "build", "report_costs", "report_links", "run_leaderboard", "verified_reports"]

@@ -67,11 +67,9 @@ def _leaderboard(page: Path) -> str | None:
     """``results/leaderboard.html`` as the workflow's job writes it from the reports under ``results/`` now; None
     where one of them does not verify (the job skipped it, and it is reported itself)."""
     from vertebrae.reports.across import across
-    from vertebrae.reports.costs import candidate_cost, stored_cost
-    from vertebrae.reports.leaderboard import benchmark_keys, leaderboard_rows, paired_verdicts
+    from vertebrae.reports.leaderboard import leaderboard_rows, paired_verdicts
     from vertebrae.reports.leaderboard_render import leaderboard_html
-    from vertebrae.reports.summary import PROTOCOLS
-    from vertebrae.stages.leaderboard_job import REPORT_FILES, verified_reports
+    from vertebrae.stages.leaderboard_job import report_costs, report_links, verified_reports
 
     results = page.parent
     found, skipped = verified_reports(results)
@@ -80,18 +78,8 @@ def _leaderboard(page: Path) -> str | None:
     # the job runs `vertebrae leaderboard results` in the working folder: a report's path (which names a benchmark
     # two reports share) is spelled from there, wherever verify was pointed
     reports = [(os.path.join(results.name, os.path.relpath(path, results)), document) for path, document in found]
-    records = results.resolve().parent / "benchmarks"
-    costs = {}
-    for path, document in reports:
-        key = "extractor_results" if PROTOCOLS[document["schema"]] == "labelled" else "candidate_results"
-        for candidate in document[key]:
-            costs[(path, str(candidate["name"]))] = stored_cost(candidate) or candidate_cost(candidate, records)
-    rows = leaderboard_rows(reports, costs=costs)
-    base, links = page.resolve().parent, {}
-    for key, (path, _) in zip(benchmark_keys(reports), found):  # leaderboard_job.report_links
-        folder = Path(path).resolve().parent
-        links.setdefault(key, [(label, Path(os.path.relpath(folder / name, base)).as_posix())
-                               for label, name in REPORT_FILES if (folder / name).is_file()])
+    rows = leaderboard_rows(reports, costs=report_costs(reports, results.resolve().parent / "benchmarks"))
+    links = report_links(rows, page, working_dir=results.parent)
     stamp = _STAMP.search(page.read_text(encoding="utf-8"))
     return leaderboard_html(rows, across(rows, paired_verdicts(reports)), links=links,
                             written_by=None if stamp is None else html.unescape(stamp.group(1)))
