@@ -52,17 +52,21 @@ def packaged_profile(name: str) -> Path | None:
     return path if name and "/" not in name and (path / "config.yaml").is_file() else None
 
 
-def user_profile_exists(name: str) -> bool:
-    """Whether Snakemake finds a profile ``name`` of the user's: a path, or a folder of that name in the current
-    directory or in Snakemake's user or site config folders (``platformdirs``, as Snakemake's ``get_appdirs``)."""
-    if os.path.exists(name):
-        return True
+def profile_folders() -> tuple[Path, ...]:
+    """Snakemake's user and site config folders, where it looks for a profile by name (``platformdirs``, as
+    Snakemake's ``get_appdirs``); none where platformdirs is missing."""
     try:
         from platformdirs import AppDirs  # a Snakemake dependency, installed wherever Snakemake is
     except ImportError:  # pragma: no cover - Snakemake itself would fail first
-        return False
+        return ()
     dirs = AppDirs("snakemake", "snakemake")
-    return any((Path(d) / name).exists() for d in (dirs.user_config_dir, dirs.site_config_dir))
+    return Path(dirs.user_config_dir), Path(dirs.site_config_dir)
+
+
+def user_profile_exists(name: str) -> bool:
+    """Whether Snakemake finds a profile ``name`` of the user's: a path, or a folder of that name in the current
+    directory or in Snakemake's user or site config folders (``profile_folders``)."""
+    return os.path.exists(name) or any((folder / name).exists() for folder in profile_folders())
 
 
 def profile_args(args: Sequence[str]) -> list[str]:
@@ -85,4 +89,4 @@ def profile_args(args: Sequence[str]) -> list[str]:
     return out
 
 
-__all__ = ["packaged_profile", "profile_args", "snakefile", "user_profile_exists", "workflow_dir"]
+__all__ = ["packaged_profile", "profile_args", "profile_folders", "snakefile", "user_profile_exists", "workflow_dir"]

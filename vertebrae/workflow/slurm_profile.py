@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.errors import ConfigError, VertebraeError
-from vertebrae.workflow.bundled import packaged_profile
+from vertebrae.workflow.bundled import packaged_profile, profile_folders
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _ACCOUNT_LINE = re.compile(r"^  slurm_account: .*$", re.MULTILINE)
@@ -29,10 +29,11 @@ UNSET = ("vertebrae: warning: --profile slurm: no slurm profile of yours was fou
 
 
 def user_profile_dir(name: str = "slurm") -> Path:
-    """Snakemake's user profile folder for ``name`` (``platformdirs``, as Snakemake's own lookup)."""
-    from platformdirs import AppDirs  # a Snakemake dependency
-
-    return Path(AppDirs("snakemake", "snakemake").user_config_dir) / name
+    """Snakemake's user profile folder for ``name`` (the first of ``bundled.profile_folders``)."""
+    folders = profile_folders()
+    if not folders:
+        raise VertebraeError("platformdirs (a Snakemake dependency) is missing: name the folder with --out DIR")
+    return folders[0] / name
 
 
 def _name(value: str | None, option: str) -> str:
