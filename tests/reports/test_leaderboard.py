@@ -4,6 +4,8 @@ and the cheapest candidate tied with the leader (a deliberately cheaper tied can
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import csv
 import html
 import io
@@ -128,15 +130,24 @@ def test_across_benchmarks_mean_rank_interval_and_head_to_head():
 
 def test_the_cheapest_tied_candidate_is_found_by_each_cost():
     rows = [r for r in leaderboard_rows(REPORTS, costs=COSTS) if r.benchmark == "flowers"]
-    for kind in ("embed_seconds", "bytes_per_vector", "dim"):
+    for kind in ("size", "throughput", "bytes_per_vector", "dim"):
         best, unknown = cheapest_tied(rows, kind)
-        assert best.candidate == "small" and unknown == []  # mid is cheaper still by embed_seconds, but behind
+        assert best.candidate == "small" and unknown == []  # mid is cheaper still by throughput, but behind
     assert cheapest_tied_line(rows, "dim") == ("cheapest candidate statistically tied with the leader (by dim): "
-                                               "small (dim 8; leader big: 64)")
-    assert [r.candidate for r in pareto_front(rows, "embed_seconds")] == ["mid", "small", "big"]
+                                               "small (dim 8; leader big: dim 64)")
+    # the default says which cost it used: the deterministic size, bytes per vector then dim
+    assert cheapest_tied_line(rows) == ("cheapest candidate statistically tied with the leader (by size: bytes per "
+                                        "vector, then dim): small (32 bytes per vector, dim 8; leader big: 256 bytes "
+                                        "per vector, dim 64)")
+    assert [r.candidate for r in pareto_front(rows, "throughput")] == ["mid", "small", "big"]
     assert [r.candidate for r in pareto_front(rows, "dim")] == ["small", "big"]  # mid: worse and dearer than small
     unknown = [r for r in leaderboard_rows(REPORTS) if r.benchmark == "flowers"]
-    assert cheapest_tied_line(unknown, "embed_seconds").endswith("unknown; cost unknown for big, small")
+    assert cheapest_tied_line(unknown, "throughput").endswith("unknown; cost unknown for big, small")
+    few = {key: replace(cost, embed_seconds_per_1k_rows=None, embed_status="too few rows to measure")
+           for key, cost in COSTS.items()}
+    line = cheapest_tied_line([r for r in leaderboard_rows(REPORTS, costs=few) if r.benchmark == "flowers"],
+                              "throughput")
+    assert line.endswith("unknown; too few rows to measure for big, small") and "0." not in line
     search = [r for r in leaderboard_rows(REPORTS) if r.benchmark == "search"]
     assert cheapest_tied_line(search, "dim").endswith("n/a (no paired comparison)")
 
@@ -188,7 +199,7 @@ def test_endpoints_are_found_in_each_protocol_s_embedding_metadata():
     assert all(e["extractor"] == {"type": "open_clip"} for e in found)
 
 
-def test_embedding_seconds_come_from_every_endpoint_s_records(tmp_path):
+def test_memory_and_score_seconds_come_from_every_endpoint_s_records(tmp_path):
     from vertebrae.reports.costs import candidate_cost
 
     header = "s\th:m:s\tmax_rss\tmax_vms\n"
@@ -202,9 +213,9 @@ def test_embedding_seconds_come_from_every_endpoint_s_records(tmp_path):
     meta = {"dim": 4, "gallery": {"n_rows": 120, "dtype": "float32"}, "gallery_fingerprint": "g" * 16,
             "query": {"n_rows": 80, "dtype": "float32"}, "query_fingerprint": "q" * 16}
     cost = candidate_cost({"embedding_metadata": meta, "metadata": {"score_fingerprint": "c" * 16}}, tmp_path)
-    # (3 + 5 + 2) s over 200 rows = 50 s per 1,000 rows; the largest max_rss; the score job's seconds
-    assert cost == Cost(embed_seconds_per_1k_rows=50.0, peak_memory_mb=300.0, dim=4, bytes_per_vector=16,
-                        score_seconds=1.5)
+    # the largest max_rss; the score job's seconds; the whole-job times are no embedding cost (no throughput: unknown)
+    assert cost == Cost(embed_seconds_per_1k_rows=None, peak_memory_mb=300.0, dim=4, bytes_per_vector=16,
+                        score_seconds=1.5, embed_status="unknown")
     (tmp_path / "embed_retrieval_shard" / ("q" * 16) / "shard-0-of-1.tsv").unlink()
     partial = candidate_cost({"embedding_metadata": meta, "metadata": {}}, tmp_path)
     assert (partial.embed_seconds_per_1k_rows, partial.peak_memory_mb, partial.score_seconds) == (None, None, None)

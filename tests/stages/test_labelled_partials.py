@@ -100,7 +100,8 @@ def test_merge_refuses_a_partial_of_other_contents(tmp_path, dataset):
     out = tmp_path / "score.json"
     run_merge_partials(merge_plan, embedding, protocol_path, out)
     block = EmbeddingBlock(dataset.inputs, dataset.row_ids)
-    expected = {**score_embeddings(block, protocol, plan), "compression_metadata": None}
+    expected = {**score_embeddings(block, protocol, plan), "compression_metadata": None,
+                "embedding_throughput": [None]}  # no embed job wrote this embedding: its cost is unknown
     assert read_json_artifact(out, "score", fingerprint=merge["fingerprint"]) == json.loads(json.dumps(expected))
     # the embedding rewritten with other values under the same fingerprint: every partial is stale
     write_embeddings(embedding, dataset.inputs * 2.0, list(dataset.row_ids), fingerprint="e" * 16, recipe={})

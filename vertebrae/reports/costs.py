@@ -1,14 +1,22 @@
 """What a candidate costs: embedding seconds per 1,000 rows, peak memory, output dimension, bytes per vector, scoring
 time; ``None`` (unknown, never zero) where nothing records it.
 
-In the workflow the times and memory come from the jobs' own Snakemake ``benchmark:`` records
-(``benchmarks/<rule>/<fingerprint>[/shard-i-of-n].tsv`` beside ``results/``, columns ``s`` and ``max_rss`` in MB):
+In the workflow the embedding seconds are steady-state throughput measured inside the embed jobs
+(``vertebrae.core.throughput``): the median rate of the batches after each shard's first, pooled over the
+candidate's endpoints (a zero-shot candidate: its samples), carried from the shard artifacts through the merge (and a
+compression) into the score artifact (``embedding_throughput``) and from there into the report. Process start and
+model load are recorded apart (``load_seconds``); they are not part of the rate. ``embed_status`` says what the
+number is: ``measured`` (with ``embed_batches``, the batches behind the median), ``too few rows to measure`` (fewer
+than ``MIN_BATCHES`` batches or ``MIN_ROWS`` rows after the first batches: no number), ``precomputed`` (read from a
+file: 0 s, its read time is not an embedding cost) or ``unknown`` (no record: a fanned-out retrieval score, an
+artifact written before the records existed). The other times and memory come from the jobs' own Snakemake
+``benchmark:`` records (``benchmarks/<rule>/<fingerprint>[/shard-i-of-n].tsv`` beside ``results/``, columns ``s``
+and ``max_rss`` in MB):
 
-- embedding seconds: the ``s`` of every embed-shard job (and fit-extractor job) of the candidate's endpoints (found by
-  the embedding fingerprints its report records; a compressed labelled variant: its source embedding's jobs and its
-  compress job), divided by their rows, times 1,000; unknown unless every endpoint has records (a compressed
-  retrieval variant names no source embedding in its report: unknown);
-- peak memory: the largest ``max_rss`` among those jobs;
+- peak memory: the largest ``max_rss`` among the embed-shard jobs (and fit-extractor job) of the candidate's
+  endpoints (found by the embedding fingerprints its report records; a compressed labelled variant: its source
+  embedding's jobs and its compress job); unknown unless every endpoint has records (a compressed retrieval variant
+  names no source embedding in its report: unknown);
 - scoring seconds: the ``s`` of its score job (fanned-out retrieval: its partial jobs and their merge, summed; a
   fanned-out labelled score: its merge and the partial jobs its plan names, ``results/plans/<fingerprint>.json``
   beside ``benchmarks/``; unknown unless each has a record).
@@ -16,12 +24,13 @@ In the workflow the times and memory come from the jobs' own Snakemake ``benchma
 The dimension and the bytes per vector need no records: the dimension of the matrix scored (after compression) and
 that many values of its stored dtype (``float32``: 4 bytes); unknown for a sparse matrix (its size varies per row).
 In-process results (``Benchmark(...).run()``) have no records: ``measured_cost`` takes the times the run measured
-itself (``metadata["timings"]``: ``embed_s`` over every endpoint's rows, unknown when an embedding came from the
-cache; ``embed_peak_mb``, the process's peak resident memory while it embedded, where Linux can reset and read it;
+itself (``metadata["timings"]``: ``embed_s`` over every endpoint's rows, model load included, status ``measured in
+process``; unknown when an embedding came from the cache; ``embed_peak_mb``, the process's peak resident memory while it embedded, where Linux can reset and read it;
 ``score_s``).
 
-Every report.json carries a candidate's costs in its ``metadata["cost"]`` (``cost_document``): the five columns and
-``source`` (``benchmark records``, ``measured in process`` or ``none``); a null column is unknown, never zero.
+Every report.json carries a candidate's costs in its ``metadata["cost"]`` (``cost_document``): the cost columns and
+``source`` (``benchmark records``, ``embed jobs`` (their throughput, no Snakemake record), ``measured in process``
+or ``none``); a null column is unknown, never zero.
 """
 
 from __future__ import annotations
@@ -33,12 +42,47 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vertebrae.core.records import from_record, one_of
+from vertebrae.core.throughput import MEASURED, PAYLOAD_KEY, PRECOMPUTED, STATUSES, UNKNOWN, summarize
+
 EMBED_RULES = ("fit_extractor", "embed_shard", "embed_retrieval_shard", "embed_zero_shot_samples",
                "embed_zero_shot_prompts")
 COMPRESS_RULES = ("compress",)
 SCORE_RULES = ("score", "score_retrieval", "score_zero_shot", "score_retrieval_partial", "merge_retrieval_partials")
 DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
                "bool": 1}
+
+
+CHEAPEST_TIED_BY = ("size", "throughput")
+CONFIG_KEY = "costs"
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    """How a report weighs cost (the workflow config's ``costs:`` section; a report carries a non-default one in its
+    ``metadata["costs"]``).
+
+    - ``cheapest_tied_by``: the cost of the line "cheapest candidate statistically tied with the leader": ``size``
+      (default: bytes per vector, then dim, the same on every run) or ``throughput`` (the steady-state embedding
+      seconds per 1,000 rows measured in the embed jobs: it varies from run to run and machine to machine).
+    """
+
+    cheapest_tied_by: str = "size"
+
+    def __post_init__(self) -> None:
+        one_of(self.cheapest_tied_by, CHEAPEST_TIED_BY, "CostConfig", "cheapest_tied_by")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cheapest_tied_by": self.cheapest_tied_by}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> CostConfig:
+        """Strict: an unknown key or value is refused (``ConfigError`` naming it); None: the default."""
+        return cls() if data is None else from_record(cls, data)
+
+    @property
+    def is_default(self) -> bool:
+        return self == CostConfig()
 
 
 @dataclass(frozen=True)
@@ -50,6 +94,9 @@ class Cost:
     dim: int | None = None
     bytes_per_vector: int | None = None
     score_seconds: float | None = None
+    embed_status: str = UNKNOWN
+    embed_batches: int | None = None
+    load_seconds: float | None = None
 
 
 def read_record(path: Path) -> dict[str, float] | None:
@@ -118,15 +165,26 @@ def stored_size(candidate: Mapping[str, Any]) -> tuple[int | None, int | None]:
     return dim, dim * DTYPE_BYTES[next(iter(dtypes))]
 
 
+def throughput_cost(candidate: Mapping[str, Any]) -> dict[str, Any]:
+    """The steady-state embedding cost of a candidate from the throughput records its ``metadata`` carries
+    (``embedding_throughput``: one per endpoint): ``Cost`` keyword arguments."""
+    records = (candidate.get("metadata") or {}).get(PAYLOAD_KEY)
+    summary = summarize(records if isinstance(records, list) else [None])
+    return {"embed_seconds_per_1k_rows": summary["seconds_per_1k_rows"], "embed_status": summary["status"],
+            "embed_batches": summary["batches"] if summary["status"] != UNKNOWN else None,
+            "load_seconds": summary["load_s"]}
+
+
 def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None) -> Cost:
-    """The cost columns of one candidate of a report (its ``embedding_metadata`` and ``metadata``), from the
-    benchmark records under ``records_dir`` (None: no records)."""
+    """The cost columns of one candidate of a report (its ``embedding_metadata`` and ``metadata``): the embedding
+    throughput its metadata carries, and the memory and scoring time of the benchmark records under ``records_dir``
+    (None: no records)."""
     dim, size = stored_size(candidate)
+    embedding = throughput_cost(candidate)
     if records_dir is None or not Path(records_dir).is_dir():
-        return Cost(dim=dim, bytes_per_vector=size)
+        return Cost(dim=dim, bytes_per_vector=size, **embedding)
     records_dir = Path(records_dir)
     embed: list[dict[str, float]] = []
-    rows = 0
     complete = True
     for endpoint in _endpoints(candidate.get("embedding_metadata") or {}):
         found = _records(records_dir, EMBED_RULES, str(endpoint["fingerprint"]))
@@ -136,13 +194,11 @@ def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None)
             found = _records(records_dir, EMBED_RULES, source) + compressed if compressed else []
         complete = complete and bool(found)
         embed += found
-        rows += int(endpoint["n_rows"])
-    seconds = sum(r["s"] for r in embed) / rows * 1000 if embed and complete and rows else None
     memory = [r["max_rss"] for r in embed if math.isfinite(r["max_rss"])]
     score_fp = (candidate.get("metadata") or {}).get("score_fingerprint")
     scored = _score_records(records_dir, str(score_fp)) if score_fp else []
-    return Cost(embed_seconds_per_1k_rows=seconds, peak_memory_mb=max(memory) if memory and complete else None,
-                dim=dim, bytes_per_vector=size, score_seconds=sum(r["s"] for r in scored) if scored else None)
+    return Cost(peak_memory_mb=max(memory) if memory and complete else None, dim=dim, bytes_per_vector=size,
+                score_seconds=sum(r["s"] for r in scored) if scored else None, **embedding)
 
 
 def _score_records(records_dir: Path, score_fp: str) -> list[dict[str, float]]:
@@ -164,8 +220,10 @@ def _score_records(records_dir: Path, score_fp: str) -> list[dict[str, float]]:
 
 
 COST_KEY = "cost"
-COST_FIELDS = ("embed_seconds_per_1k_rows", "peak_memory_mb", "dim", "bytes_per_vector", "score_seconds")
-SOURCES = ("benchmark records", "measured in process", "none")
+COST_FIELDS = ("embed_seconds_per_1k_rows", "peak_memory_mb", "dim", "bytes_per_vector", "score_seconds",
+               "embed_status", "embed_batches", "load_seconds")
+EMBED_STATUSES = (*STATUSES, "measured in process")
+SOURCES = ("benchmark records", "embed jobs", "measured in process", "none")
 
 
 def cost_document(cost: Cost, source: str) -> dict[str, Any]:
@@ -186,10 +244,15 @@ def stored_cost(candidate: Mapping[str, Any]) -> Cost | None:
     document = (candidate.get("metadata") or {}).get(COST_KEY)
     if not isinstance(document, Mapping):
         return None
-    values = {name: _finite(document.get(name)) for name in COST_FIELDS}
-    for name in ("dim", "bytes_per_vector"):
+    values: dict[str, Any] = {name: _finite(document.get(name)) for name in COST_FIELDS if name != "embed_status"}
+    for name in ("dim", "bytes_per_vector", "embed_batches"):
         values[name] = None if values[name] is None else int(values[name])
-    return Cost(**values)
+    status = document.get("embed_status")
+    if status not in EMBED_STATUSES:  # a report written before the status existed: its number is a whole-job time
+        status = UNKNOWN if values["embed_seconds_per_1k_rows"] is None else "measured in process"
+    if status not in (MEASURED, PRECOMPUTED, "measured in process"):
+        values["embed_seconds_per_1k_rows"] = None  # too few rows, unknown: never a number
+    return Cost(**values, embed_status=status)
 
 
 def _cache_hit(status: Any) -> bool:
@@ -210,7 +273,17 @@ def measured_cost(candidate: Mapping[str, Any]) -> Cost:
     seconds = embed / rows * 1000 if embed is not None and rows and not _cache_hit(meta.get("cache_status")) else None
     memory = _finite(timings.get("embed_peak_mb")) if not _cache_hit(meta.get("cache_status")) else None
     return Cost(embed_seconds_per_1k_rows=seconds, peak_memory_mb=memory, dim=dim, bytes_per_vector=size,
-                score_seconds=_finite(timings.get("score_s")))
+                score_seconds=_finite(timings.get("score_s")),
+                embed_status=UNKNOWN if seconds is None else "measured in process")
+
+
+def embed_cost_text(cost: Cost, digits: str = ".4g") -> str:
+    """The embedding cost as a reader sees it: the number, ``too few rows to measure``, or ``unknown``."""
+    if cost.embed_status == "too few rows to measure":
+        return cost.embed_status
+    if cost.embed_seconds_per_1k_rows is None:
+        return "unknown"
+    return format(cost.embed_seconds_per_1k_rows, digits)
 
 
 def reset_peak_memory() -> bool:
@@ -235,6 +308,6 @@ def peak_memory_mb() -> float | None:
     return None
 
 
-__all__ = ["COST_FIELDS", "COST_KEY", "Cost", "DTYPE_BYTES", "EMBED_RULES", "SCORE_RULES", "SOURCES", "candidate_cost",
-           "cost_document", "embedding_endpoints",
+__all__ = ["CHEAPEST_TIED_BY", "CONFIG_KEY", "COST_FIELDS", "COST_KEY", "Cost", "CostConfig", "DTYPE_BYTES", "EMBED_RULES", "EMBED_STATUSES", "SCORE_RULES", "SOURCES",
+           "candidate_cost", "cost_document", "embed_cost_text", "embedding_endpoints", "throughput_cost",
            "measured_cost", "peak_memory_mb", "read_record", "reset_peak_memory", "stored_cost", "stored_size"]

@@ -53,6 +53,7 @@ class Row:
     dataset_identity: str | None
     recipe: str
     embed_seconds_per_1k_rows: float | None
+    embed_status: str
     peak_memory_mb: float | None
     dim: int | None
     bytes_per_vector: int | None
@@ -65,14 +66,31 @@ class Row:
         return asdict(self)
 
     def cost(self, kind: str) -> float | None:
-        """The chosen cost (``embed_seconds``, ``bytes_per_vector`` or ``dim``); None: unknown."""
-        value = {"embed_seconds": self.embed_seconds_per_1k_rows, "bytes_per_vector": self.bytes_per_vector,
-                 "dim": self.dim}[kind]
+        """The chosen cost (``COST_KINDS``: ``size`` is bytes per vector, ``throughput`` the steady-state embedding
+        seconds per 1,000 rows); None: unknown (or too few rows to measure)."""
+        value = {"size": self.bytes_per_vector, "throughput": self.embed_seconds_per_1k_rows,
+                 "bytes_per_vector": self.bytes_per_vector, "dim": self.dim}[kind]
         return None if value is None else float(value)
+
+    def cost_text_status(self, kind: str) -> bool:
+        """Whether this row's ``kind`` cost is missing because too few rows were embedded to measure it."""
+        return kind == "throughput" and self.embed_status == "too few rows to measure"
+
+    def cost_key(self, kind: str) -> tuple[float, ...] | None:
+        """What ``cheapest_tied`` orders by: the cost, and for ``size`` then the dimension."""
+        value = self.cost(kind)
+        if value is None:
+            return None
+        return (value, float(self.dim if self.dim is not None else math.inf)) if kind == "size" else (value,)
 
 
 COLUMNS = tuple(f.name for f in fields(Row))
-COST_KINDS = ("embed_seconds", "bytes_per_vector", "dim")
+# size (bytes per vector, then dim) is deterministic, the default; throughput is measured, used only when asked
+COST_KINDS = ("size", "throughput", "bytes_per_vector", "dim")
+DEFAULT_COST = "size"
+COST_WORDS = {"size": "size: bytes per vector, then dim",
+              "throughput": "throughput: steady-state embedding seconds per 1,000 rows",
+              "bytes_per_vector": "bytes_per_vector", "dim": "dim"}
 
 
 def _candidates(document: Mapping[str, Any], protocol: str) -> list[Mapping[str, Any]]:
@@ -172,7 +190,8 @@ def _benchmark_rows(path: str, document: Mapping[str, Any], key: str, metric: st
             score_fingerprint=(c.get("metadata") or {}).get("score_fingerprint"),
             embedding_fingerprints=" ".join(str(e["fingerprint"]) for e in embedding_endpoints(meta)),
             dataset_identity=None if identity is None else str(identity), recipe=recipe_summary(meta),
-            embed_seconds_per_1k_rows=cost.embed_seconds_per_1k_rows, peak_memory_mb=cost.peak_memory_mb,
+            embed_seconds_per_1k_rows=cost.embed_seconds_per_1k_rows, embed_status=cost.embed_status,
+            peak_memory_mb=cost.peak_memory_mb,
             dim=cost.dim, bytes_per_vector=cost.bytes_per_vector, score_seconds=cost.score_seconds,
             vertebrae_version=document["metadata"].get("vertebrae_version"), written_at=written_at, report=path))
     return rows
@@ -266,31 +285,45 @@ def cheapest_tied(rows: Sequence[Row], kind: str) -> tuple[Row | None, list[str]
     compared = any(r.verdict in VERDICT_WORDS.values() for r in rows) or sum(r.rank is not None for r in rows) == 1
     if not compared or not any(r.verdict == "leader" for r in tied):
         return None, []
-    unknown = [r.candidate for r in tied if r.cost(kind) is None]
-    known = [r for r in tied if r.cost(kind) is not None]
-    best = min(known, key=lambda r: (r.cost(kind), r.rank)) if known else None
+    unknown = [r.candidate for r in tied if r.cost_key(kind) is None]
+    known = [r for r in tied if r.cost_key(kind) is not None]
+    best = min(known, key=lambda r: (r.cost_key(kind), r.rank)) if known else None
     return best, unknown
 
 
-def cheapest_tied_line(rows: Sequence[Row], kind: str) -> str:
-    """The sentence "cheapest candidate statistically tied with the leader" of one benchmark's rows."""
+def cheapest_tied_line(rows: Sequence[Row], kind: str = DEFAULT_COST) -> str:
+    """The sentence "cheapest candidate statistically tied with the leader" of one benchmark's rows, naming the cost
+    it used (``COST_WORDS``)."""
+    if kind not in COST_KINDS:
+        raise ValidationError(f"cost {kind!r}: expected one of {', '.join(COST_KINDS)}")
     best, unknown = cheapest_tied(rows, kind)
+    head = f"cheapest candidate statistically tied with the leader (by {COST_WORDS[kind]}): "
     if best is None and not unknown:
-        return f"cheapest candidate statistically tied with the leader (by {kind}): n/a (no paired comparison)"
+        return head + "n/a (no paired comparison)"
     leader = next(r for r in rows if r.verdict == "leader")
-    text = (f"cheapest candidate statistically tied with the leader (by {kind}): "
-            + ("unknown" if best is None else f"{best.candidate} ({kind} {_cost_text(best.cost(kind))}; leader "
-               f"{leader.candidate}: {_cost_text(leader.cost(kind))})"))
-    return text + (f"; cost unknown for {', '.join(unknown)}" if unknown else "")
+    text = head + ("unknown" if best is None else f"{best.candidate} ({_cost_text(best, kind)}; leader "
+                                                  f"{leader.candidate}: {_cost_text(leader, kind)})")
+    few = [name for name in unknown if next(r for r in rows if r.candidate == name).cost_text_status(kind)]
+    rest = [name for name in unknown if name not in few]
+    text += f"; too few rows to measure for {', '.join(few)}" if few else ""
+    return text + (f"; cost unknown for {', '.join(rest)}" if rest else "")
 
 
-def _cost_text(value: float | None) -> str:
+def _number_text(value: float | None) -> str:
     if value is None:
         return "unknown"
     return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
 
 
-__all__ = ["COLUMNS", "COST_KINDS", "Row", "benchmark_keys", "benchmarks_of", "candidates_of",
+def _cost_text(row: Row, kind: str) -> str:
+    if kind == "size":
+        return f"{_number_text(row.cost(kind))} bytes per vector, dim {_number_text(row.dim)}"
+    if kind == "throughput" and row.cost_text_status(kind):
+        return row.embed_status
+    return f"{kind} {_number_text(row.cost(kind))}"
+
+
+__all__ = ["COLUMNS", "COST_KINDS", "COST_WORDS", "DEFAULT_COST", "Row", "benchmark_keys", "benchmarks_of", "candidates_of",
            "cheapest_tied", "cheapest_tied_line", "embedding_endpoints", "leaderboard_rows", "metric_names",
            "paired_verdicts",
            "pareto_front", "recipe_summary", "wide_table"]

@@ -19,6 +19,7 @@ from typing import Any
 from vertebrae.reports.across import Across
 from vertebrae.reports.leaderboard import (
     COLUMNS,
+    DEFAULT_COST,
     Row,
     benchmarks_of,
     cheapest_tied_line,
@@ -73,8 +74,8 @@ def leaderboard_json(rows: Sequence[Row], standings: Across) -> str:
 
 
 def _cost_cells(row: Row) -> list[str]:
-    return [_unknown(v) for v in (row.embed_seconds_per_1k_rows, row.peak_memory_mb, row.dim, row.bytes_per_vector,
-                                  row.score_seconds)]
+    embed = row.embed_status if row.cost_text_status("throughput") else _unknown(row.embed_seconds_per_1k_rows)
+    return [embed, *(_unknown(v) for v in (row.peak_memory_mb, row.dim, row.bytes_per_vector, row.score_seconds))]
 
 
 def _sections(rows: Sequence[Row], standings: Across, cost: str) -> list[tuple[str, list[str], list[list[str]], str]]:
@@ -105,7 +106,7 @@ def _sections(rows: Sequence[Row], standings: Across, cost: str) -> list[tuple[s
     return out
 
 
-def leaderboard_markdown(rows: Sequence[Row], standings: Across, *, cost: str = "embed_seconds",
+def leaderboard_markdown(rows: Sequence[Row], standings: Across, *, cost: str = DEFAULT_COST,
                          written_by: str | None = None) -> str:
     """The leaderboard as Markdown; ``written_by`` (``vertebrae.core.provenance.software_line()``) ends it."""
     lines = ["# vertebrae leaderboard", "",
@@ -174,7 +175,7 @@ def _links(rows: Sequence[Row], links: Mapping[str, Sequence[tuple[str, str]]]) 
     return "<h2>Benchmarks</h2><ul>" + "".join(items) + "</ul>"
 
 
-def leaderboard_html(rows: Sequence[Row], standings: Across, *, cost: str = "embed_seconds",
+def leaderboard_html(rows: Sequence[Row], standings: Across, *, cost: str = DEFAULT_COST,
                      links: Mapping[str, Sequence[tuple[str, str]]] | None = None, written_by: str | None = None) -> str:
     """The page; ``links``: per benchmark, ``(label, href)`` of its report files (a list of benchmarks heads it);
     ``written_by`` (``vertebrae.core.provenance.software_line()``) its last paragraph."""

@@ -107,10 +107,20 @@ class RankedReport:
         except ComparisonUnavailable as exc:
             return replace(self, comparison=None, comparison_skipped=str(exc))
 
+    def with_cost_config(self, config):
+        """This report weighing cost by ``config`` (a ``vertebrae.reports.costs.CostConfig``): carried in
+        ``metadata["costs"]`` when not the default, so that report.md (and ``vertebrae verify``) renders the line
+        "cheapest candidate statistically tied with the leader" by the cost it names."""
+        from vertebrae.reports.costs import CONFIG_KEY
+
+        metadata = {k: v for k, v in self.metadata.items() if k != CONFIG_KEY}
+        return replace(self, metadata=metadata if config.is_default else {**metadata, CONFIG_KEY: config.to_dict()})
+
     def with_costs(self, records_dir: str | Path | None = None, *, measured: bool = False):
         """This report with every candidate's ``metadata["cost"]`` (``vertebrae.reports.costs``): from the times the
         in-process run measured (``measured``), else from the Snakemake benchmark records under ``records_dir``
         (None: no records, every time unknown)."""
+        from vertebrae.core.throughput import PAYLOAD_KEY, UNKNOWN
         from vertebrae.reports.costs import COST_KEY, candidate_cost, cost_document, measured_cost
 
         candidates = []
@@ -120,9 +130,13 @@ class RankedReport:
                 cost, source = measured_cost(document), "measured in process"
             else:
                 cost, source = candidate_cost(document, records_dir), "benchmark records"
-            if cost.embed_seconds_per_1k_rows is None and cost.peak_memory_mb is None and cost.score_seconds is None:
+            if not measured and cost.peak_memory_mb is None and cost.score_seconds is None:
+                source = "none" if cost.embed_status == UNKNOWN else "embed jobs"  # no record read: throughput only
+            elif cost.embed_status == UNKNOWN and cost.peak_memory_mb is None and cost.score_seconds is None:
                 source = "none"
-            metadata = {**candidate.metadata, COST_KEY: cost_document(cost, source)}
+            # the embed jobs' throughput records (the score artifacts carry them) become the cost; not kept apart
+            metadata = {**{k: v for k, v in candidate.metadata.items() if k != PAYLOAD_KEY},
+                        COST_KEY: cost_document(cost, source)}
             candidates.append(replace(candidate, metadata=metadata))
         return replace(self, **{self.CANDIDATES_KEY: candidates})
 

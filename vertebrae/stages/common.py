@@ -6,6 +6,7 @@ the dataset identity, the endpoint and the extractor recipe only (not on names, 
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -142,12 +143,13 @@ def row_count(inputs: Any) -> int:
 def embed_rows(
     extractor: Extractor, inputs: Any, row_ids: Sequence[str], *, batch_size: int, endpoint: str, branch: str | None = None,
     memory: MemoryConfig | None = None, accumulator: EmbeddingAccumulator | None = None, offset: int = 0,
-    segments: Sequence[int] | None = None,
+    segments: Sequence[int] | None = None, clock: Any = None,
 ) -> EmbeddingBlock | None:
     """Transform ``inputs`` (through ``branch``) in batches of ``batch_size`` rows (restarting at every start of
     ``segments``, row offsets into ``inputs``: see ``batch_ranges``); outputs must be finite, one row per
     input row. Batches accumulate under ``memory`` (see ``vertebrae.core.memory``); with an external
-    ``accumulator`` (several shards streamed into one endpoint) they are added to it and None is returned."""
+    ``accumulator`` (several shards streamed into one endpoint) they are added to it and None is returned. ``clock``
+    (a ``vertebrae.core.throughput.BatchClock``) gets every batch's rows and seconds."""
     extractor.check_branch(branch)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -159,6 +161,7 @@ def embed_rows(
     widths = set()
     by_row = getattr(extractor, "reads_rows", False)  # precomputed files: rows looked up by row id / position
     for start, stop in batch_ranges(n_rows, batch_size, segments):
+        began = time.perf_counter()
         batch = inputs[start:stop]
         expected = stop - start
         if by_row:
@@ -167,6 +170,8 @@ def embed_rows(
         else:  # branch-less extractors may implement transform(rows) without the branch keyword
             raw = extractor.transform(batch) if branch is None else extractor.transform(batch, branch=branch)
         accumulator.add(_checked_batch(raw, extractor.name, row_ids, start, expected, endpoint, widths))
+        if clock is not None:
+            clock.batch(expected, time.perf_counter() - began)
     if n_rows == 0:
         raise ValidationError(f"endpoint {endpoint!r}: no rows to embed")
     return None if external else EmbeddingBlock(accumulator.result(), tuple(row_ids))
@@ -190,8 +195,8 @@ def _checked_batch(raw: Any, name: str, row_ids: Sequence[str], start: int, expe
 
 
 def embed_rows_layers(extractor: Any, inputs: Any, row_ids: Sequence[str], layers: Sequence[int], *, batch_size: int,
-                      endpoint: str, branch: str | None = None,
-                      segments: Sequence[int] | None = None) -> dict[int, EmbeddingBlock]:
+                      endpoint: str, branch: str | None = None, segments: Sequence[int] | None = None,
+                      clock: Any = None) -> dict[int, EmbeddingBlock]:
     """A layer sweep's ``embed_rows``: ``{layer: block}`` from one forward pass per batch
     (``extractor.transform_layers``), each block the one ``embed_rows`` gives with the single-layer extractor."""
     extractor.check_branch(branch)
@@ -203,11 +208,14 @@ def embed_rows_layers(extractor: Any, inputs: Any, row_ids: Sequence[str], layer
     accumulators = {layer: EmbeddingAccumulator(n_rows, None, endpoint=endpoint) for layer in layers}
     widths: dict[int, set[int]] = {layer: set() for layer in layers}
     for start, stop in batch_ranges(n_rows, batch_size, segments):
+        began = time.perf_counter()
         expected = stop - start
         outs = extractor.transform_layers(inputs[start:stop], list(layers), branch=branch)
         for layer in layers:
             name = f"{extractor.name}@{layer}"
             accumulators[layer].add(_checked_batch(outs[layer], name, row_ids, start, expected, endpoint, widths[layer]))
+        if clock is not None:  # one forward pass for every layer: each layer's file records the pass's time
+            clock.batch(expected, time.perf_counter() - began)
     return {layer: EmbeddingBlock(acc.result(), tuple(row_ids)) for layer, acc in accumulators.items()}
 
 

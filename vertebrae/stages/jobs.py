@@ -15,6 +15,7 @@ from typing import Any
 from vertebrae.core.arrays import encode_row_ids
 from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ValidationError
+from vertebrae.core.throughput import KEY as THROUGHPUT, BatchClock, merged as merged_throughput
 from vertebrae.data.declared.labelled import load_declared_dataset, load_declared_rows
 from vertebrae.data.declared.retrieval import load_retrieval_source
 from vertebrae.stages.common import EmbeddingBlock, embed_rows, embed_rows_layers, merge_blocks, shard_segments
@@ -38,14 +39,18 @@ def shard_rows(plan: str | Path, spec: Mapping[str, Any], shard_index: int, side
 
 
 def write_shard(output: str | Path, spec: Mapping[str, Any], shard_index: int, extractor: Any, inputs: Any,
-                row_ids: Sequence[str], *, endpoint: str, branch: str | None) -> None:
+                row_ids: Sequence[str], *, endpoint: str, branch: str | None, clock: BatchClock | None = None) -> None:
     """Embed one shard's rows in the spec's batches (restarting at its segments) and write it under its shard
-    fingerprint."""
+    fingerprint, with its throughput record (``vertebrae.core.throughput``; ``clock``: started before the extractor
+    was built, so that its load time is known) in the manifest's metadata."""
+    clock = clock or BatchClock()
+    clock.precomputed = bool(getattr(extractor, "reads_rows", False))
     start, stop = spec["shards"][shard_index]
     block = embed_rows(extractor, inputs, row_ids, batch_size=spec["batch_size"], endpoint=endpoint, branch=branch,
-                       offset=start, segments=shard_segments(spec.get("segments"), start, stop))
+                       offset=start, segments=shard_segments(spec.get("segments"), start, stop), clock=clock)
     write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=shard_fingerprint(spec, shard_index),
-                     recipe={"parent": spec["fingerprint"], "rows": [start, stop]})
+                     recipe={"parent": spec["fingerprint"], "rows": [start, stop]},
+                     metadata={THROUGHPUT: clock.to_metadata()})
 
 
 def merge_shard_files(plan: str | Path, spec: Mapping[str, Any], shards: Sequence[str | Path], output: str | Path,
@@ -55,11 +60,14 @@ def merge_shard_files(plan: str | Path, spec: Mapping[str, Any], shards: Sequenc
     if len(shards) != len(spec["shards"]):
         raise ValidationError(f"{plan}: {len(shards)} shard files given, the plan has {len(spec['shards'])}")
     shards = [Path(path) / f"{spec['fingerprint']}.h5" if Path(path).is_dir() else path for path in shards]  # a sweep's
-    blocks = [read_block(path, shard_fingerprint(spec, i))[0] for i, path in enumerate(shards)]
+    read = [read_block(path, shard_fingerprint(spec, i)) for i, path in enumerate(shards)]
+    blocks = [block for block, _ in read]
     block = merge_blocks(blocks, [rid for b in blocks for rid in b.row_ids], endpoint=spec[endpoint])
     if block.matrix.shape[0] != spec["n_rows"]:
         raise ValidationError(f"{plan}: merged shards hold {block.matrix.shape[0]} rows, expected {spec['n_rows']}")
-    write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    throughput = merged_throughput(metadata.get(THROUGHPUT) for _, metadata in read)
+    write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=spec["fingerprint"], recipe=spec["recipe"],
+                     metadata={} if throughput is None else {THROUGHPUT: throughput})
 
 
 def check_score_count(plan: str | Path, spec: Mapping[str, Any], scores: Sequence[str | Path]) -> None:
@@ -126,12 +134,15 @@ def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path, *, s
     match the plan of a retrieval endpoint."""
     spec = load_plan(plan, "embed")
     start, stop = shard_rows(plan, spec, shard_index, side)
+    clock = BatchClock()
     extractor = spec_extractor(spec)
     if spec["fit"] is not None:
         state = read_json_artifact(spec["fit"]["path"], "fitted-extractor", fingerprint=spec["fit"]["fingerprint"])
         extractor.load_fitted(state, source=spec["fit"]["path"])
+    clock.loaded()
     inputs, row_ids = _endpoint_rows(spec, start, stop)
-    write_shard(output, spec, shard_index, extractor, inputs, row_ids, endpoint=spec["endpoint"], branch=spec.get("branch"))
+    write_shard(output, spec, shard_index, extractor, inputs, row_ids, endpoint=spec["endpoint"], branch=spec.get("branch"),
+                clock=clock)
 
 
 def run_embed_sweep_shard(plan: str | Path, shard_index: int, output: str | Path) -> None:
@@ -144,12 +155,14 @@ def run_embed_sweep_shard(plan: str | Path, shard_index: int, output: str | Path
 
     spec = load_plan(plan, "embed-sweep")
     start, stop = shard_rows(plan, spec, shard_index, None)
+    clock = BatchClock()
     extractor = spec_extractor(spec)
+    clock.loaded()
     inputs, row_ids = _endpoint_rows(spec, start, stop)
     layers = [layer["layer"] for layer in spec["layers"]]
     blocks = embed_rows_layers(extractor, inputs, row_ids, layers, batch_size=spec["batch_size"],
                                endpoint=spec["endpoint"], branch=spec.get("branch"),
-                               segments=shard_segments(spec.get("segments"), start, stop))
+                               segments=shard_segments(spec.get("segments"), start, stop), clock=clock)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
@@ -159,7 +172,8 @@ def run_embed_sweep_shard(plan: str | Path, shard_index: int, output: str | Path
             layer_spec = {"fingerprint": layer["fingerprint"], "shards": spec["shards"]}
             write_embeddings(staging / f"{layer['fingerprint']}.h5", block.matrix, list(block.row_ids),
                              fingerprint=shard_fingerprint(layer_spec, shard_index),
-                             recipe={"parent": layer["fingerprint"], "rows": [start, stop]})
+                             recipe={"parent": layer["fingerprint"], "rows": [start, stop]},
+                             metadata={THROUGHPUT: clock.to_metadata()})
         if output.exists():
             shutil.rmtree(output)
         os.replace(staging, output)

@@ -9,6 +9,7 @@ from pathlib import Path
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ValidationError
+from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, carried as carried_throughput
 from vertebrae.data.declared.labelled import load_declared_dataset
 from vertebrae.data.labelled import LabelledProtocol
 from vertebrae.scoring.metrics import CallableMetric
@@ -32,10 +33,10 @@ def run_write_protocol(plan: str | Path, output: str | Path) -> None:
 def run_compress(plan: str | Path, embeddings: str | Path, output: str | Path) -> None:
     """``vertebrae compress``: fit the label-free compressor on the samples and apply it to them."""
     spec = load_plan(plan, "compress")
-    raw, _ = read_block(embeddings, spec["embedding"]["fingerprint"])
+    raw, raw_meta = read_block(embeddings, spec["embedding"]["fingerprint"])
     block, metadata = compress_block(raw, EmbeddingCompressionConfig.from_dict(spec["compression"]))
     write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=spec["fingerprint"], recipe=spec["recipe"],
-                     metadata={"compression": metadata})
+                     metadata={"compression": metadata, **carried_throughput(raw_meta)})
 
 
 def _read_protocol(ref: Mapping[str, str], path: str | Path) -> LabelledProtocol:
@@ -54,6 +55,7 @@ def run_score(plan: str | Path, embeddings: str | Path, protocol: str | Path, ou
         scoring_plan = replace(scoring_plan, metrics=scoring_plan.metrics + tuple(CallableMetric.from_path(p) for p in extra_metrics))
     payload = score_embeddings(block, targets, scoring_plan)
     payload["compression_metadata"] = metadata.get("compression")
+    payload[THROUGHPUT_PAYLOAD] = [metadata.get(THROUGHPUT)]
     recipe = spec["recipe"] if not extra_metrics else {**spec["recipe"], "extra_metrics": list(extra_metrics)}
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=recipe)
 
@@ -74,7 +76,8 @@ def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | P
         results.append(candidate_result(
             candidate["name"], payload, plan=scoring_plan, embedding_metadata=provenance,
             compression_metadata=payload.get("compression_metadata"),
-            metadata={"score_fingerprint": candidate["score"]["fingerprint"]},
+            metadata={"score_fingerprint": candidate["score"]["fingerprint"],
+                      THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD)},  # with_costs turns it into the cost
         ))
     return build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], plan=scoring_plan)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.artifacts import read_embeddings, read_json_document, read_manifest, write_json_artifact
+from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD
 from vertebrae.core.errors import ArtifactError, StaleArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS, fingerprint
 from vertebrae.data.labelled import LabelledProtocol
@@ -223,8 +224,9 @@ def run_merge_partials(plan: str | Path, embeddings: str | Path, protocol: str |
                                                            spec["protocol"]["fingerprint"], scoring_plan)]
     if expected != [ref["fingerprint"] for ref in planned]:
         raise ArtifactError(f"{plan}: its partials are not those of its scoring plan; re-plan")
-    write_json_artifact(output, "score", merge_parts(scoring_plan, parts), fingerprint=spec["fingerprint"],
-                        recipe=spec["recipe"])
+    payload = {**merge_parts(scoring_plan, parts),
+               THROUGHPUT_PAYLOAD: [(manifest.get("metadata") or {}).get(THROUGHPUT)]}  # as ``vertebrae score`` writes
+    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
 __all__ = ["KIND", "MERGE_STAGE", "PART_STAGE", "compute_part", "fanout_specs", "merge_parts", "part_name",

@@ -21,7 +21,7 @@ from vertebrae.core.provenance import software, software_line
 from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.reports.across import across
 from vertebrae.reports.costs import candidate_cost, stored_cost
-from vertebrae.reports.leaderboard import COST_KINDS, leaderboard_rows, metric_names, paired_verdicts
+from vertebrae.reports.leaderboard import COST_KINDS, DEFAULT_COST, leaderboard_rows, metric_names, paired_verdicts
 from vertebrae.reports.leaderboard_render import (
     leaderboard_csv,
     leaderboard_frame,
@@ -95,7 +95,7 @@ def report_links(rows, output: str | Path | None, *, working_dir: str | Path = "
 
 
 def run_leaderboard(results_dir: str | Path = "results", metric: str | None = None, format: str = "md",
-                    output: str | Path | None = None, cost: str = "embed_seconds",
+                    output: str | Path | None = None, cost: str = DEFAULT_COST,
                     records_dir: str | Path | None = None) -> int:
     if format not in FORMATS:
         raise ConfigError(f"--format {format!r}: expected one of {FORMATS}")

@@ -2,7 +2,8 @@
 protocol the report spec's stage names.
 
 The comparison artifact's payload is ``{"report": <report spec fingerprint>, "comparison": <PairedComparison
-document> | None, "skipped": <why there is none> | None}``; the report job refuses one made for another report.
+document> | None, "skipped": <why there is none> | None}`` (and ``"costs"``, a non-default ``CostConfig`` of the compare
+spec, which the report carries in its ``metadata["costs"]``); the report job refuses one made for another report.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from vertebrae.core.artifacts import read_json_artifact, write_json_artifact
 from vertebrae.core.errors import ArtifactError
 from vertebrae.core.provenance import software
+from vertebrae.reports.costs import CONFIG_KEY as COSTS, CostConfig
 from vertebrae.scoring.paired import ComparisonConfig, PairedComparison
 from vertebrae.stages.plan import load_plan
 
@@ -42,6 +44,8 @@ def run_compare(plan: str | Path, report_plan: str | Path, protocol: str | Path,
                "skipped": report.comparison_skipped}
     if getattr(report, "metric_comparisons", None):  # labelled: every declared metric's comparison
         payload["metric_comparisons"] = report.metric_comparisons
+    if spec.get(COSTS) is not None:
+        payload[COSTS] = CostConfig.from_dict(spec[COSTS]).to_dict()
     write_json_artifact(output, "comparison", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
@@ -65,6 +69,7 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
                          comparison_skipped=payload["skipped"])
         if payload.get("metric_comparisons"):
             report = replace(report, metric_comparisons=dict(payload["metric_comparisons"]))
+        report = report.with_cost_config(CostConfig.from_dict(payload.get(COSTS)))
         if report.comparison is not None:
             planned = [r.name for r in report.ranked_results()]
             if [c["name"] for c in report.comparison.to_dict()["candidates"]] != planned:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD
 from vertebrae.core.artifacts import (read_embedding_rows, read_json_document, read_manifest, write_embeddings,
                                       write_json_artifact)
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, StaleArtifactError, ValidationError
@@ -299,6 +300,7 @@ def _score_partial(spec: Mapping[str, Any], queries: str | Path, gallery: str | 
         "endpoints": {role: _endpoint_meta(manifests[role]) for role in ROLES},
         "compression_metadata": (manifests["query"].get("metadata") or {}).get("compression"),
         "summaries": {q_role: [qa, qb], g_role: [ga, gb]},
+        THROUGHPUT_PAYLOAD: [(manifests[role].get("metadata") or {}).get(THROUGHPUT) for role in ("query", "gallery")],
     }
     extra = {f"summary/{q_role}": collapse_summary(q_rows.matrix, normalize),
              f"summary/{g_role}": collapse_summary(g_rows.matrix, normalize)}
@@ -411,7 +413,8 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
                           metadata={**score.forward.metadata, "degenerate": [f.to_dict() for f in findings]})
         score = RetrievalScore(forward, score.reverse, score.primary_score)
     payload = {"score": score.to_dict(), "endpoints": {"dim": endpoints["gallery"]["dim"], **endpoints},
-               "compression_metadata": first.info.get("compression_metadata")}
+               "compression_metadata": first.info.get("compression_metadata"),
+               THROUGHPUT_PAYLOAD: first.info.get(THROUGHPUT_PAYLOAD)}  # the embed jobs' records, as score-retrieval
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 

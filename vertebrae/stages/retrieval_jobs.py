@@ -12,6 +12,7 @@ from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.provenance import software
+from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, carried as carried_throughput
 from vertebrae.data.relevance import RetrievalProtocol
 from vertebrae.data.declared.retrieval import load_retrieval_source, retrieval_identity
 from vertebrae.results.retrieval import RetrievalCandidateResult
@@ -45,22 +46,23 @@ def run_compress(plan: str | Path, queries: str | Path, gallery: str | Path, que
                  gallery_output: str | Path) -> None:
     """``vertebrae compress-retrieval``: fit on the gallery, apply the same transform to the queries."""
     spec = load_plan(plan, "compress-retrieval")
-    q, _ = read_block(queries, spec["query"]["fingerprint"])
-    g, _ = read_block(gallery, spec["gallery"]["fingerprint"])
+    q, q_meta = read_block(queries, spec["query"]["fingerprint"])
+    g, g_meta = read_block(gallery, spec["gallery"]["fingerprint"])
     q_c, g_c, metadata = compress_retrieval_pair(q, g, EmbeddingCompressionConfig.from_dict(spec["compression"]))
-    for block, output, side in ((q_c, query_output, "query"), (g_c, gallery_output, "gallery")):
+    for block, output, side, source in ((q_c, query_output, "query", q_meta), (g_c, gallery_output, "gallery", g_meta)):
         write_embeddings(output, block.matrix, list(block.row_ids), fingerprint=f"{spec['fingerprint']}/{side}",
-                         recipe=spec["recipe"], metadata={"compression": metadata})
+                         recipe=spec["recipe"], metadata={"compression": metadata, **carried_throughput(source)})
 
 
 def run_score(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path, output: str | Path) -> None:
     """``vertebrae score-retrieval``: exact ranking of one candidate's queries against its gallery."""
     spec = load_plan(plan, "score-retrieval")
     q, q_meta = read_block(queries, spec["query"]["fingerprint"])
-    g, _ = read_block(gallery, spec["gallery"]["fingerprint"])
+    g, g_meta = read_block(gallery, spec["gallery"]["fingerprint"])
     config = RetrievalConfig.from_dict(spec["retrieval"])
     score = score_retrieval(q, g, _read_protocol(spec["protocol"], protocol), config, device=spec.get("device", "cpu"))
-    payload = {"score": score.to_dict(), "endpoints": endpoint_metadata(q, g), "compression_metadata": q_meta.get("compression")}
+    payload = {"score": score.to_dict(), "endpoints": endpoint_metadata(q, g), "compression_metadata": q_meta.get("compression"),
+               THROUGHPUT_PAYLOAD: [q_meta.get(THROUGHPUT), g_meta.get(THROUGHPUT)]}
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
@@ -77,7 +79,8 @@ def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | P
             candidate["name"], score,
             {**payload["endpoints"], "query_fingerprint": candidate["query"], "gallery_fingerprint": candidate["gallery"],
              "extractor": candidate["extractor"]},
-            payload.get("compression_metadata"), {"score_fingerprint": candidate["score"]["fingerprint"]},
+            payload.get("compression_metadata"), {"score_fingerprint": candidate["score"]["fingerprint"],
+                                                  THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD)},
         ))
     retrieval_protocol = _read_protocol(spec["protocol"], protocol)
     return retrieval_report(candidates, retrieval_protocol, benchmark=spec["benchmark"], config=config,

@@ -14,6 +14,8 @@ from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.provenance import software
+from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, BatchClock
+from vertebrae.core.throughput import carried as carried_throughput
 from vertebrae.data.declared.labelled import load_declared_rows
 from vertebrae.data.zero_shot import ZeroShotProtocol, build_zero_shot_dataset
 from vertebrae.scoring.paired import ComparisonConfig
@@ -61,7 +63,10 @@ def run_embed_shard(plan: str | Path, side: str, shard_index: int, output: str |
         if len(zs_protocol.prompts) != spec["n_rows"]:
             raise ValidationError(f"{protocol}: {len(zs_protocol.prompts)} prompts, the plan expected {spec['n_rows']}")
         inputs, row_ids = zs_protocol.prompt_inputs()[start:stop], zs_protocol.prompt_ids()[start:stop]
-    write_shard(output, spec, shard_index, spec_extractor(spec), inputs, row_ids, endpoint=side, branch=spec["branch"])
+    clock = BatchClock()
+    extractor = spec_extractor(spec)
+    clock.loaded()
+    write_shard(output, spec, shard_index, extractor, inputs, row_ids, endpoint=side, branch=spec["branch"], clock=clock)
 
 
 def run_merge(plan: str | Path, shards: Sequence[str | Path], output: str | Path) -> None:
@@ -83,10 +88,11 @@ def run_compress(plan: str | Path, samples: str | Path, output: str | Path) -> N
     """``vertebrae compress-zero-shot``: fit the compression on the raw samples (the prompts are compressed with the
     same fit at scoring time)."""
     spec = load_plan(plan, "compress-zero-shot")
-    raw, _ = read_block(samples, spec["samples"]["fingerprint"])
+    raw, raw_meta = read_block(samples, spec["samples"]["fingerprint"])
     _, compressed, metadata = fit_sample_compression(raw, EmbeddingCompressionConfig.from_dict(spec["compression"]))
     write_embeddings(output, compressed.matrix, list(compressed.row_ids), fingerprint=f"{spec['fingerprint']}/samples",
-                     recipe=spec["recipe"], metadata={"compression": metadata, "compression_pair": spec["fingerprint"]})
+                     recipe=spec["recipe"], metadata={"compression": metadata, "compression_pair": spec["fingerprint"],
+                                                      **carried_throughput(raw_meta)})
 
 
 def run_score(plan: str | Path, samples: str | Path, prompts: str | Path, protocol: str | Path, output: str | Path, *,
@@ -112,7 +118,8 @@ def run_score(plan: str | Path, samples: str | Path, prompts: str | Path, protoc
     payload = {"zero_shot": result.to_dict(), "overlap": overlap.to_dict(), "overlap_config": spec["overlap"],
                "seed": spec["seed"], "protocol": spec["protocol"]["fingerprint"], "candidate": spec["candidate"],
                "endpoints": endpoint_metadata(s_block, p_block),
-               "compression_metadata": (s_meta.get("compression") if pair is not None else None), "compression_pair": pair}
+               "compression_metadata": (s_meta.get("compression") if pair is not None else None), "compression_pair": pair,
+               THROUGHPUT_PAYLOAD: [s_meta.get(THROUGHPUT)]}  # the samples' cost: prompts are a fixed, one-off cost
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
@@ -159,7 +166,8 @@ def load_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[
         entry["cache_status"] = {"samples": "disabled", "prompts": "disabled"}
         score_fp = _manifest_fingerprint(path)
         results.append(candidate(name, result, OverlapScoreResult.from_dict(payload["overlap"]), payload["endpoints"],
-                                 entry, payload["compression_metadata"], {"score_fingerprint": score_fp}))
+                                 entry, payload["compression_metadata"],
+                                 {"score_fingerprint": score_fp, THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD)}))
     name = benchmark or (spec["benchmark"] if spec is not None else "zero_shot")
     return zero_shot_report(results, zs_protocol, benchmark=name, config=config, overlap_config=overlap_config,
                             seed=setting["seed"], protocol_fingerprint=protocol_fp)
