@@ -139,3 +139,30 @@ def test_an_unwritable_cache_is_skipped(tmp_path):
 def test_a_missing_file_is_refused_naming_it(tmp_path):
     with pytest.raises(ValidationError, match="missing.npz"):
         FileDigests(None).digest(tmp_path / "missing.npz")
+
+
+def test_a_remembered_digest_stands_for_its_file_only_while_unchanged(tmp_path, monkeypatch):
+    """``remember_digest``: the whole bytes another reader holds give the digest without a second read, for the
+    same file (device, inode, size, mtime) only; bytes of a file that changed while read are not kept, and a file
+    written within the racy window is not cached, exactly as when hashed here."""
+    from vertebrae.core import file_digests
+    from vertebrae.core.file_digests import remember_digest
+
+    path = _write(tmp_path / "x", b"abc")
+    other = _write(tmp_path / "y", b"xyz")
+    st = os.stat(path)
+    remember_digest(st, st, b"abc")
+    remember_digest(os.stat(other), os.stat(path), b"xyz")  # changed while read: not kept
+    read = []
+    monkeypatch.setattr(file_digests, "sha256_file", lambda p: read.append(p) or sha256_file(p))
+    cache = FileDigests(tmp_path / "digests.json")
+    assert cache.digest(path) == hashlib.sha256(b"abc").hexdigest() and read == []
+    assert cache.digest(other) == hashlib.sha256(b"xyz").hexdigest() and read == [str(other.resolve())]
+    assert cache.hashed == [path.resolve(), other.resolve()]
+    _write(path, b"abd")  # rewritten in place: new bytes and a new mtime, so the remembered digest is not used
+    os.utime(path, ns=(HOUR_AGO_NS + 1, HOUR_AGO_NS + 1))
+    assert FileDigests(None).digest(path) == hashlib.sha256(b"abd").hexdigest()
+    fresh = _write(tmp_path / "z", b"new", mtime_ns=time.time_ns())
+    remember_digest(os.stat(fresh), os.stat(fresh), b"new")
+    racy = FileDigests(tmp_path / "racy.json")
+    assert racy.digest(fresh) == hashlib.sha256(b"new").hexdigest() and str(fresh.resolve()) not in racy._entries

@@ -10,6 +10,9 @@ Two rules keep the cache from ever hiding an edit or breaking a run:
 - A file modified within :data:`RACY_SECONDS` of being hashed is not cached ("racily clean", as git calls it):
   a second write in the same timestamp tick, of the same size, would otherwise look unchanged. Such a file is
   simply hashed again next time.
+- A digest computed from bytes another reader already holds (``remember_digest``: a small tar shard's headers and
+  data come in one read) is kept for this process by the file's device, inode, size and ``mtime_ns``, and used
+  for that file exactly as a digest read anew; the racy rule above still decides whether it is cached.
 - The cache is an optimisation only: an unreadable, corrupt or foreign cache file is ignored (and rebuilt), a
   malformed entry is dropped, and a cache that cannot be written is skipped. Writes are atomic (temporary file
   + ``os.replace``) and merge with what other processes wrote meanwhile, so parallel jobs never corrupt it.
@@ -25,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vertebrae.core.artifacts import write_json
+from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.errors import ValidationError
 
 CACHE_SCHEMA = "vertebrae.file-digests/v1"
@@ -45,6 +48,25 @@ def sha256_file(path: str | os.PathLike) -> str:
     except OSError as exc:
         raise ValidationError(f"cannot read data file {path}: {exc}") from None
     return digest.hexdigest()
+
+
+#: Digests computed in this process from bytes read for another purpose, by the file's (device, inode, size,
+#: mtime_ns) while it was read: ``remember_digest`` fills it, ``FileDigests.digest`` takes from it.
+_KNOWN: dict[tuple[int, int, int, int], str] = {}
+_KNOWN_KEPT = 1_000_000
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def remember_digest(before: os.stat_result, after: os.stat_result, data: bytes) -> None:
+    """Keep the SHA-256 of ``data``, the whole content of a file whose stat was ``before`` when its read began and
+    ``after`` when it ended (``os.fstat`` of the open file); nothing is kept when the two differ."""
+    if _signature(before) == _signature(after) and len(data) == after.st_size:
+        if len(_KNOWN) >= _KNOWN_KEPT:
+            _KNOWN.clear()
+        _KNOWN[_signature(after)] = hashlib.sha256(data).hexdigest()
 
 
 def _valid_entry(entry: Any) -> bool:
@@ -97,12 +119,12 @@ class FileDigests:
     """Digests of files, cached in ``cache_path`` (None: no cache file, digests kept for this object only).
 
     ``digest(path)`` returns the file's SHA-256; ``save()`` writes the entries learnt since construction.
-    ``hashed`` lists the files actually read by this object (the others came from the cache).
+    ``hashed`` lists the files whose digests were computed from their bytes (the others came from the cache).
     """
 
     def __init__(self, cache_path: str | os.PathLike | None) -> None:
         self.cache_path = None if cache_path is None else Path(cache_path)
-        self.hashed: list[Path] = []
+        self._hashed: list[str] = []
         self._entries = _read_cache(self.cache_path)
         self._learnt: dict[str, dict[str, Any]] = {}
 
@@ -117,38 +139,49 @@ class FileDigests:
         its resolved root), so the per-file ``resolve()`` (a few system calls each) is skipped; ``stat``: the
         file's stat the caller just took (not a link's own), so it is not taken again."""
         key = os.fspath(path) if resolved else str(Path(path).resolve())
-        before = self._stat(key) if stat is None else (stat.st_size, stat.st_mtime_ns)
+        before = self._stat(key) if stat is None else stat
         entry = self._entries.get(key)
-        if entry is not None and (entry["size"], entry["mtime_ns"]) == before:
+        if entry is not None and (entry["size"], entry["mtime_ns"]) == (before.st_size, before.st_mtime_ns):
             return entry["sha256"]
-        digest = sha256_file(key)
-        self.hashed.append(Path(key))
-        after = self._stat(key)
-        entry = {"size": after[0], "mtime_ns": after[1], "sha256": digest}
-        settled = time.time_ns() - after[1] > RACY_SECONDS * 1e9
-        if before == after and settled:  # unchanged while read, and not written within the racy window
+        self._hashed.append(key)
+        digest = _KNOWN.get(_signature(before))
+        if digest is None:
+            digest = sha256_file(key)
+            after = self._stat(key)
+        else:  # read whole by another reader of this process, unchanged since
+            after = before
+        entry = {"size": after.st_size, "mtime_ns": after.st_mtime_ns, "sha256": digest}
+        settled = time.time_ns() - after.st_mtime_ns > RACY_SECONDS * 1e9
+        if _signature(before) == _signature(after) and settled:  # unchanged while read, not written just now
             self._entries[key] = self._learnt[key] = entry
         return digest
 
+    @property
+    def hashed(self) -> list[Path]:
+        """The files whose bytes gave their digest here (read by this object, or by ``remember_digest``'s caller)."""
+        return [Path(key) for key in self._hashed]
+
     @staticmethod
-    def _stat(path: str) -> tuple[int, int]:
+    def _stat(path: str) -> os.stat_result:
         try:
-            st = os.stat(path)
+            return os.stat(path)
         except OSError as exc:
             raise ValidationError(f"cannot read data file {path}: {exc}") from None
-        return st.st_size, st.st_mtime_ns
 
     def save(self) -> None:
         """Merge the entries learnt here into the cache file (re-read first: other jobs may have written it)."""
         if self.cache_path is None or not self._learnt:
             return
         entries = {**_read_cache(self.cache_path), **self._learnt}
+        # One line, not indented: json's C encoder writes 100,000 entries in a fraction of a second.
+        text = json.dumps({"schema": CACHE_SCHEMA, "files": entries}, sort_keys=True, separators=(",", ":")) + "\n"
         try:
-            write_json(self.cache_path, {"schema": CACHE_SCHEMA, "files": entries})
+            with atomic_write(self.cache_path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(text)
         except OSError:  # a read-only working directory: digests are recomputed next time
             return
         self._learnt = {}
         _remember(_file_key(self.cache_path), entries)
 
 
-__all__ = ["CACHE_FILE", "CACHE_SCHEMA", "FileDigests", "RACY_SECONDS", "sha256_file"]
+__all__ = ["CACHE_FILE", "CACHE_SCHEMA", "FileDigests", "RACY_SECONDS", "remember_digest", "sha256_file"]

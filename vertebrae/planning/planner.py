@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ConfigError
+from vertebrae.data.sources.one_look import one_pass
 from vertebrae.planning.comparison import plan_comparisons
 from vertebrae.planning.config import check_benchmark_names, check_config_files, validate_config
 from vertebrae.planning.dag import WorkflowPlan
@@ -16,6 +17,7 @@ from vertebrae.planning.sweeps import group_layer_sweeps
 from vertebrae.planning.zero_shot import plan_zero_shot
 
 
+@one_pass()  # each data file looked at once per plan (vertebrae.data.sources.one_look)
 def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
          config_files: Iterable[str | Path] = ()) -> WorkflowPlan:
     """Validate ``config`` and plan every job; paths in the config resolve against ``base_dir``.

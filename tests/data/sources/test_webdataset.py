@@ -397,3 +397,63 @@ def test_shard_digests_are_the_digests_of_each_shard_by_its_resolved_path(tmp_pa
     ours, theirs = FileDigests(None), FileDigests(None)
     assert wds_module.shard_digests(spec, ours) == [theirs.digest(path) for path in spec.shards]
     assert ours._entries == theirs._entries and len(ours._entries) == 3
+
+
+def _old_shards(folder, rows):
+    import os
+    import time
+
+    paths = write_tar_shards(folder, rows)
+    old = time.time() - 60  # past the digest cache's racy window, as a user's files are
+    for path in paths:
+        os.utime(path, (old, old))
+    return paths
+
+
+def test_a_small_shard_is_read_once_for_its_headers_and_its_digest(tmp_path, rows, monkeypatch):
+    """A shard that fits in the header reader's first read is hashed from those bytes: one open per shard, no
+    second read for the digest, and the digests are each file's SHA-256 all the same (cached like any other)."""
+    import hashlib
+    import os
+
+    from vertebrae.core import file_digests
+
+    paths = _old_shards(tmp_path / "shards", rows)
+    spec = wds_module.WebDatasetSpec.from_decl({"path": PATTERN}, base_dir=tmp_path, where="source")
+    wds_module._INDEX.clear()
+    file_digests._KNOWN.clear()
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(wds_module.os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+
+    def no_second_read(path):
+        raise AssertionError(f"{path} read again to be hashed")
+
+    monkeypatch.setattr(file_digests, "sha256_file", no_second_read)
+    digests = FileDigests(tmp_path / "digests.json")
+    assert wds_module.shard_digests(spec, digests) == [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths]
+    assert sorted(map(str, opened)) == sorted(map(str, spec.shards)) and len(digests.hashed) == len(paths)
+    digests.save()
+    cached = FileDigests(tmp_path / "digests.json")
+    assert [cached.digest(p) for p in paths] == wds_module.shard_digests(spec, digests) and cached.hashed == []
+
+
+def test_one_planning_pass_looks_once_and_the_next_pass_sees_an_edit(tmp_path, rows, monkeypatch):
+    """Within ``one_pass`` the counts and digests of a source are computed once; a new pass (the next plan in a
+    long-lived process) reads the shards again, so an edit between two plans changes both."""
+    from vertebrae.data.sources.one_look import one_pass
+
+    _old_shards(tmp_path / "shards", rows)
+    spec = wds_module.WebDatasetSpec.from_decl({"path": PATTERN}, base_dir=tmp_path, where="source")
+    looked = []
+    real_index = wds_module.shard_index
+    monkeypatch.setattr(wds_module, "shard_index", lambda path: looked.append(path) or real_index(path))
+    with one_pass():
+        counts, digests = wds_module.shard_counts(spec), wds_module.shard_digests(spec, FileDigests(None))
+        assert wds_module.shard_counts(spec) == counts and wds_module.shard_digests(spec, FileDigests(None)) == digests
+    assert len(looked) == len(spec.shards)  # every shard once in the pass
+    _old_shards(tmp_path / "shards", rows[:4] + rows[5:])  # one sample fewer: every shard from the first changes
+    with one_pass():
+        assert wds_module.shard_counts(spec) == [5, 5, 2]
+        again = wds_module.shard_digests(spec, FileDigests(None))
+    assert counts == [5, 5, 3] and again[0] != digests[0] and len(looked) == 2 * len(spec.shards)

@@ -41,11 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ConfigError, ValidationError
-from vertebrae.core.file_digests import FileDigests
+from vertebrae.core.file_digests import FileDigests, remember_digest
 from vertebrae.core.image_refs import tar_ref
 from vertebrae.core.inputs import RawInputs
 from vertebrae.data.sources.checks import SourceData
 from vertebrae.data.sources.keys import _REQUIRED, SourceFormat
+from vertebrae.data.sources.one_look import recall
 
 LABEL_KEYS = ("cls", "txt", "json")
 _KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's base_plus_ext
@@ -83,7 +84,7 @@ class WebDatasetSpec:
             raise ConfigError(f"{where}.path: {pattern!r} names {named:,} shard(s), more than the bound of {bound:,}; "
                               f"fix the pattern, or raise {where}.max_shards if it is meant")
         shards, names, bad_suffix = _expand(pattern, base_dir, where)
-        missing = [name for name in names if not os.path.isfile(name)] if check_files else []
+        missing = recall(("missing", names), lambda: [n for n in names if not os.path.isfile(n)]) if check_files else []
         if missing:
             raise ConfigError(f"{where}.path: {len(missing)} of {len(shards)} shard(s) of {pattern!r} not found: "
                               f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
@@ -250,11 +251,15 @@ def _plain_members(path: Path) -> list[tuple[str, int, int]] | None:
     """``[(name, data offset, size)]`` of a tar file's regular files, read from its 512-byte headers exactly as
     :mod:`tarfile` reads them (``TarInfo.frombuf``, ``TarFile.next``), for an archive of plain ustar / GNU
     headers; None for any other archive, which tarfile then reads (a tarfile open costs more than the few headers
-    of a small shard)."""
+    of a small shard). A shard that fits in the first read also gets its digest from those bytes
+    (``remember_digest``)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
-        end = os.fstat(fd).st_size
+        before = os.fstat(fd)
+        end = before.st_size
         head = _pread(fd, _HEAD, 0)
+        if len(head) == end:  # the whole shard in one read: its digest costs no second open
+            remember_digest(before, os.fstat(fd), head)
         members, offset = [], 0
         while True:
             buf = head[offset:offset + 512] if offset + 512 <= len(head) else _pread(fd, 512, offset)
@@ -300,7 +305,8 @@ def _byte_sum(block: bytes) -> int:
 
 
 def shard_counts(spec: WebDatasetSpec) -> list[int]:
-    return [len(shard_index(path)) for path in spec.shards]
+    """Each shard's sample count (headers only; once per planning pass, ``one_look``)."""
+    return list(recall(("counts", spec.shards), lambda: tuple(len(shard_index(path)) for path in spec.shards)))
 
 
 def wds_segments(spec: WebDatasetSpec) -> list[int]:
@@ -371,7 +377,13 @@ def wds_tars(spec: WebDatasetSpec, digests: FileDigests) -> list[list]:
 def shard_digests(spec: WebDatasetSpec, digests: FileDigests) -> list[str]:
     """The SHA-256 of every shard, in order, as ``digests.digest(path)`` gives it (cached by the resolved path, size
     and mtime): each folder is resolved once, not each of its shards (a resolve costs a system call per path
-    component); a shard that is itself a symbolic link is resolved on its own."""
+    component); a shard that is itself a symbolic link is resolved on its own. Headers are read first (planning
+    needs them anyway): a shard small enough to come whole in that read is not opened again to be hashed."""
+    return list(recall(("digests", spec.shards), lambda: _shard_digests(spec, digests)))
+
+
+def _shard_digests(spec: WebDatasetSpec, digests: FileDigests) -> tuple[str, ...]:
+    shard_counts(spec)
     folders: dict[str, str] = {}
     found = []
     for path in spec.shards:
@@ -388,7 +400,7 @@ def shard_digests(spec: WebDatasetSpec, digests: FileDigests) -> list[str]:
         if real is None:
             real = folders[folder] = os.path.realpath(folder)
         found.append(digests.digest(os.path.join(real, base), resolved=True, stat=st))
-    return found
+    return tuple(found)
 
 
 def read_planned_rows(spec: WebDatasetSpec, tars: Any, rows: Any, digests: FileDigests) -> WDSRows:
