@@ -12,6 +12,7 @@ import pytest
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.file_digests import CACHE_FILE, CACHE_SCHEMA, FileDigests, sha256_file
+from vertebrae.core.out_folder import RESULTS
 
 HOUR_AGO_NS = time.time_ns() - 3600 * 10**9
 
@@ -35,7 +36,7 @@ def test_a_file_is_hashed_once_while_path_size_and_mtime_stand(tmp_path):
     first = cache.digest(path)
     assert cache.hashed == [path.resolve()]
     cache.save()
-    assert (tmp_path / CACHE_FILE).is_file()
+    assert (tmp_path / RESULTS / CACHE_FILE).is_file()
 
     again = FileDigests.under(tmp_path)
     assert again.digest(path) == first and again.hashed == []  # from the cache file, the file unread
@@ -88,7 +89,7 @@ def test_entries_are_keyed_by_absolute_path(tmp_path, monkeypatch):
     cache = FileDigests.under(tmp_path)
     cache.digest("x")
     cache.save()
-    stored = json.loads((tmp_path / CACHE_FILE).read_text())
+    stored = json.loads((tmp_path / RESULTS / CACHE_FILE).read_text())
     assert stored["schema"] == CACHE_SCHEMA
     assert stored["files"] == {str(path.resolve()): {"size": 3, "mtime_ns": HOUR_AGO_NS,
                                                      "sha256": hashlib.sha256(b"abc").hexdigest()}}
@@ -99,20 +100,20 @@ def test_entries_are_keyed_by_absolute_path(tmp_path, monkeypatch):
 ])
 def test_a_corrupt_cache_is_ignored_and_rebuilt(tmp_path, text):
     path = _write(tmp_path / "x", b"abc")
-    (tmp_path / CACHE_FILE).parent.mkdir()
-    (tmp_path / CACHE_FILE).write_text(text)
+    (tmp_path / RESULTS / CACHE_FILE).parent.mkdir(parents=True)
+    (tmp_path / RESULTS / CACHE_FILE).write_text(text)
     cache = FileDigests.under(tmp_path)
     assert cache.digest(path) == hashlib.sha256(b"abc").hexdigest()
     cache.save()
-    assert str(path.resolve()) in json.loads((tmp_path / CACHE_FILE).read_text())["files"]
+    assert str(path.resolve()) in json.loads((tmp_path / RESULTS / CACHE_FILE).read_text())["files"]
 
 
 def test_a_malformed_entry_is_dropped_not_trusted(tmp_path):
     path = _write(tmp_path / "x", b"abc")
     stat = path.stat()
     bad = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": "not-a-digest"}
-    (tmp_path / CACHE_FILE).parent.mkdir()
-    (tmp_path / CACHE_FILE).write_text(json.dumps({"schema": CACHE_SCHEMA, "files": {str(path.resolve()): bad}}))
+    (tmp_path / RESULTS / CACHE_FILE).parent.mkdir(parents=True)
+    (tmp_path / RESULTS / CACHE_FILE).write_text(json.dumps({"schema": CACHE_SCHEMA, "files": {str(path.resolve()): bad}}))
     cache = FileDigests.under(tmp_path)
     assert cache.digest(path) == hashlib.sha256(b"abc").hexdigest() and cache.hashed == [path.resolve()]
 
@@ -124,7 +125,7 @@ def test_save_merges_with_what_another_process_wrote(tmp_path):
     second.digest(b)
     first.save()
     second.save()
-    stored = json.loads((tmp_path / CACHE_FILE).read_text())["files"]
+    stored = json.loads((tmp_path / RESULTS / CACHE_FILE).read_text())["files"]
     assert set(stored) == {str(a.resolve()), str(b.resolve())}
 
 

@@ -3,7 +3,8 @@
 Some checks cost more to run than the work that follows them: ``SklearnExtractor.from_steps`` imports each declared
 class and runs scikit-learn's parameter constraints, 1-2 s of imports in every process that plans (each Snakemake
 start, each plan job). Inside ``remembered_in(directory)`` (the workflow's planning and its plan jobs use
-``CHECK_RECORDS_DIR`` of the working directory) a checker may record that a declaration passed, with what it found
+``checks_dir()``: ``OUT/.vertebrae/checks`` of the run's out folder, ``vertebrae.core.out_folder``) a checker may
+record that a declaration passed, with what it found
 (``remember``), in a file named by the hash of the check's name, the declaration and the versions of the packages
 that decide it (Python's and vertebrae's always); ``recalled`` returns that finding for the same declaration under the
 same versions, else None. A missing, unreadable or foreign record is None (check in full); outside the block nothing
@@ -24,9 +25,15 @@ from typing import Any
 from vertebrae import __version__
 from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
+from vertebrae.core.out_folder import state_dir
 
-CHECK_RECORDS_DIR = ".vertebrae/checks"
+CHECK_RECORDS_DIR = "checks"  # under the run's state folder (``checks_dir``)
 _DIRECTORY: ContextVar[Path | None] = ContextVar("vertebrae_check_records", default=None)
+
+
+def checks_dir(out: str | Path | None = None) -> Path:
+    """``OUT/.vertebrae/checks``: the records of the run whose out folder is ``out`` (None: the current run's)."""
+    return state_dir(out) / CHECK_RECORDS_DIR
 
 
 @contextmanager
@@ -86,4 +93,4 @@ def remember(check: str, declared: Any, packages: Sequence[str], found: Any) -> 
         pass
 
 
-__all__ = ["CHECK_RECORDS_DIR", "recalled", "remember", "remembered_in"]
+__all__ = ["CHECK_RECORDS_DIR", "checks_dir", "recalled", "remember", "remembered_in"]

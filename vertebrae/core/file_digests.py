@@ -130,8 +130,11 @@ class FileDigests:
 
     @classmethod
     def under(cls, base_dir: str | os.PathLike) -> FileDigests:
-        """The cache of a working directory: ``base_dir/.vertebrae/digests.json``."""
-        return cls(Path(base_dir) / CACHE_FILE)
+        """The cache of a working directory's run: ``base_dir/OUT/.vertebrae/digests.json`` (:data:`CACHE_FILE`
+        under the run's out folder, ``vertebrae.core.out_folder.current_out``: ``results`` unless the run names one)."""
+        from vertebrae.core.out_folder import current_out
+
+        return cls(Path(base_dir) / current_out() / CACHE_FILE)
 
     def digest(self, path: str | os.PathLike, *, resolved: bool = False, stat: os.stat_result | None = None) -> str:
         """SHA-256 of ``path``'s bytes: from the cache while its absolute path, size and mtime_ns are unchanged.
