@@ -59,4 +59,4 @@ rule all:
         get_figure_outputs(),
         get_report_item_outputs(),
         get_summary_outputs(),
-        "results/index.html",
+        PLAN.path("index.html"),

@@ -171,7 +171,7 @@ def test_a_served_run_equals_an_unserved_one(tmp_path):
         proc = subprocess.run([VERTEBRAE, "run", "my.yaml", "--cores", "2", *extra], cwd=tmp_path, env=env,
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        records = sorted((tmp_path / "benchmarks" / "score").glob("*.tsv"))
+        records = sorted((tmp_path / "results" / "benchmarks" / "score").glob("*.tsv"))
         assert len(records) == 2, records
         memory[mode] = max(float(p.read_text().splitlines()[1].split("\t")[2]) for p in records)
         reports[mode] = json.loads(report.read_text(encoding="utf-8"))

@@ -7,7 +7,9 @@ import os
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.stages.plan import read_spec_file
 from vertebrae.planning.dag import WorkflowPlan
-from vertebrae.planning.spec_files import SPEC_DIR, write_spec_files
+from vertebrae.planning.spec_files import spec_dir, write_spec_files
+
+SPEC_DIR = spec_dir()  # under the default out folder: results/.vertebrae/specs
 
 
 def spec(stage: str, n: int) -> dict:
@@ -42,3 +44,12 @@ def test_the_plan_writes_a_spec_file_per_plan_job_and_none_for_partial_scores(tm
     assert {read_spec_file(tmp_path / plan.spec_file(fp))["fingerprint"] for fp in (merge, other)} == {merge, other}
     assert len(list((tmp_path / SPEC_DIR).iterdir())) == 2
     assert WorkflowPlan(specs=plan.specs).spec_file(merge) == plan.spec_file(merge)  # named without writing
+
+
+def test_spec_files_lie_in_the_out_folder_s_state(tmp_path):
+    plan = WorkflowPlan(out="runs/a")
+    fp = plan.add(spec("report", 1))
+    plan.write_spec_files(tmp_path)
+    assert SPEC_DIR == "results/.vertebrae/specs"
+    assert plan.spec_file(fp).startswith("runs/a/.vertebrae/specs/") and (tmp_path / plan.spec_file(fp)).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing beside the out folder

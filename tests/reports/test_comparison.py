@@ -282,7 +282,7 @@ def test_figures_rule_writes_the_comparison_figure():
     from pathlib import Path
 
     rules = (Path(__file__).resolve().parents[2] / "workflow" / "rules" / "figures.smk").read_text()
-    assert '"results/reports/{report_name}/comparison.png", **ITEM("comparison", "figure")' in rules
+    assert 'PLAN.path("reports/{report_name}/comparison.png"), **ITEM("comparison", "figure")' in rules
     from vertebrae.reports.html_items import report_options
 
     assert report_options("comparison", "figure")["caption"] == "../report/comparison.rst"

@@ -161,5 +161,5 @@ def test_a_relevance_edit_rescores_and_a_corpus_edit_reembeds_the_gallery_only(d
     assert after_corpus.get("embed_retrieval_shard") == 1 and after_corpus.get("merge_retrieval_embeddings") == 1, \
         after_corpus
     assert after_corpus["score_retrieval"] == 1, after_corpus
-    digests = json.loads((work / ".vertebrae/digests.json").read_text(encoding="utf-8"))
+    digests = json.loads((work / "results/.vertebrae/digests.json").read_text(encoding="utf-8"))
     assert {"corpus.jsonl", "queries.jsonl", "test.tsv"} <= {Path(p).name for p in digests["files"]}

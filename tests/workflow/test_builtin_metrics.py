@@ -80,8 +80,8 @@ def _check_parts_merge_to_the_one_job_score(tmp_path):
     report = json.loads((tmp_path / "results/reports/digits/report.json").read_text())
     for candidate in report["extractor_results"]:
         fp = candidate["metadata"]["score_fingerprint"]
-        records = [tmp_path / "benchmarks" / "merge_labelled_partials" / f"{fp}.tsv"] + [
-            tmp_path / "benchmarks" / "score_labelled_partial" / f"{ref['fingerprint']}.tsv"
+        records = [tmp_path / "results" / "benchmarks" / "merge_labelled_partials" / f"{fp}.tsv"] + [
+            tmp_path / "results" / "benchmarks" / "score_labelled_partial" / f"{ref['fingerprint']}.tsv"
             for ref in workflow_plan.spec(fp)["partials"]]
         seconds = [float(path.read_text().splitlines()[1].split("\t")[0]) for path in records]
         assert len(seconds) == 7 and candidate["metadata"]["cost"]["score_seconds"] == pytest.approx(sum(seconds))

@@ -45,7 +45,7 @@ use rule * from vertebrae as vertebrae_*
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     if check:
-        logs = "".join(f"{log}: {log.read_text()[-1000:]}" for log in sorted(cwd.glob("logs/*/*.log")))
+        logs = "".join(f"{log}: {log.read_text()[-1000:]}" for log in sorted(cwd.glob("results/logs/*/*.log")))
         assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}{logs}"
     return proc
 
@@ -166,7 +166,7 @@ def test_the_installed_run_gives_the_checkout_report_and_the_user_commands_work(
     assert checkout_report["metadata"]["software"]["vertebrae"] == version
     assert len(checkout_report["metadata"]["software"]["git_revision"]) == 40
     assert f"Written by vertebrae {version}." in (installed_run / "results/reports/my_iris/report.md").read_text()
-    assert (installed_run / "results/summary/summary.csv").is_file() and (installed_run / "logs").is_dir()
+    assert (installed_run / "results/summary/summary.csv").is_file() and (installed_run / "results" / "logs").is_dir()
 
     env, vertebrae = installed_env(installed), str(installed / "vertebrae")
     assert "jobs to run now: 0" in run([vertebrae, "validate", "my.yaml"], installed_run, env).stdout

@@ -92,7 +92,7 @@ def test_sigkill_while_shards_are_written_then_rerun_as_documented(tmp_path):
     snakemake(workdir)
 
     assert len(_shards(workdir)) == total and _verify_every_shard(workdir, CRASH_CONFIG) == total
-    logs = [p.read_text(encoding="utf-8", errors="replace") for p in (workdir / "logs").rglob("*.log")]
+    logs = [p.read_text(encoding="utf-8", errors="replace") for p in (workdir / "results" / "logs").rglob("*.log")]
     assert not any("ArtifactError" in text or "vertebrae: error" in text for text in logs)
     written_report = json.loads((workdir / "results/reports/digits/report.json").read_text(encoding="utf-8"))
     uninterrupted = benchmarks_from_config(CRASH_CONFIG, base_dir=workdir)["digits"].run().to_dict()
@@ -122,10 +122,10 @@ def test_corrupt_finished_artifact_is_refused_then_recovered(workdir_copy, defau
     refused = snakemake(workdir_copy, "--keep-going", check=False)
     assert refused.returncode != 0
     # the first consumer to read it refuses it by path and moves it aside; any other consumer then says where it went
-    logs = [log.read_text(encoding="utf-8") for log in sorted((workdir_copy / "logs").rglob("*.log"))]
+    logs = [log.read_text(encoding="utf-8") for log in sorted((workdir_copy / "results" / "logs").rglob("*.log"))]
     refusals = [log for log in logs if path in log and "content hash" in log and "vertebrae: error" in log]
     assert refusals and any("moved it aside" in log for log in refusals) and not target.exists()
-    score_log = (workdir_copy / "logs" / "score" / f"{score_fp}.log").read_text(encoding="utf-8")
+    score_log = (workdir_copy / "results" / "logs" / "score" / f"{score_fp}.log").read_text(encoding="utf-8")
     assert path in score_log and ("content hash" in score_log or "moved aside as corrupt" in score_log)
     assert not (workdir_copy / "results" / "scores" / f"{score_fp}.json").exists()
 

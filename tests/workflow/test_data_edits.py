@@ -77,7 +77,7 @@ def test_editing_a_data_file_reruns_exactly_its_benchmark(tmp_path):
     write_config(tmp_path, config)
     _stand_in_for_a_finished_run(tmp_path)
     assert _planned(tmp_path) == {}  # up to date
-    cache = json.loads((tmp_path / ".vertebrae/digests.json").read_text(encoding="utf-8"))
+    cache = json.loads((tmp_path / "results/.vertebrae/digests.json").read_text(encoding="utf-8"))
     assert {Path(p).name for p in cache["files"]} == {"feat.npz", "pair.npz", "qrels.tsv"}  # hashed once, then known
 
     # delete a qrels line: the retrieval dataset's identity holds the relevance file, so its protocol, score and

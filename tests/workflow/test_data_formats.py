@@ -65,7 +65,7 @@ def test_four_formats_give_the_same_report(tmp_path):
         scores[name]["overlap"] = result["overlap"]
     assert scores["folder"] == scores["manifest"] == scores["hf"] == scores["wds"]
     assert scores["manifest"]["metrics"]["accuracy"] == 1.0  # each class's dominant channel meets its prompt
-    digests = (tmp_path / ".vertebrae" / "digests.json").read_text()
+    digests = (tmp_path / "results" / ".vertebrae" / "digests.json").read_text()
     for name in ("data/folder/red/img002.png", "data/hf/train/data-00000-of-00001.arrow",
                  "data/shards/train-000002.tar"):
         assert str((tmp_path / name).resolve()) in digests

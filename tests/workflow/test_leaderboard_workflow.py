@@ -20,7 +20,7 @@ from workflow_support import BIN
 
 from vertebrae.cli.commands import merged_config
 from vertebrae.core.provenance import software, software_line
-from vertebrae.planning.plan_once import PLAN_DIR, plan_digest
+from vertebrae.planning.plan_once import plan_digest, plans_dir
 from vertebrae.results.base import with_content_hash
 
 IDENTITY = {"kind": "declared", "revision": "1"}
@@ -101,14 +101,14 @@ def test_the_leaderboard_shows_every_config_and_reads_back_with_pandas(workdir):
 
 def test_a_corrupt_report_is_skipped_with_a_line_naming_it(workdir, tmp_path):
     copy = tmp_path / "results"
-    shutil.copytree(workdir / "results", copy)
+    shutil.copytree(workdir / "results", copy, ignore=shutil.ignore_patterns("benchmarks"))  # no records
     bad = copy / "reports/wine/report.json"
     bad.write_text(bad.read_text()[:-40])  # cut short: not JSON
     proc = vertebrae(tmp_path, "leaderboard", "--format", "csv")
     assert f"skipped {Path('results/reports/wine/report.json')}" in proc.stderr
     assert sorted(set(pd.read_csv(io.StringIO(proc.stdout)).benchmark)) == ["flowers", "iris_search"]
     assert bad.is_file()  # never moved by the leaderboard
-    # no benchmark records beside this copy: the costs come from the reports, which carry them
+    # no benchmark records in or beside this copy: the costs come from the reports, which carry them
     long = pd.read_csv(io.StringIO(proc.stdout))
     assert (long.embed_seconds_per_1k_rows == 0).all() and (long.score_seconds > 0).all() and (long.dim > 0).all()
     # a report written without records (an older report.json, or the report job without benchmarks/): unknown, not 0
@@ -124,7 +124,7 @@ def test_a_corrupt_report_is_skipped_with_a_line_naming_it(workdir, tmp_path):
 
 
 def test_validate_takes_several_config_files(workdir):
-    plans = workdir / PLAN_DIR
+    plans = workdir / plans_dir({})
     before = set(plans.glob("*.json"))
     out = vertebrae(workdir, "validate", "a.yaml", "c.yaml").stdout
     assert out.startswith("a.yaml c.yaml: valid; 2 benchmarks")

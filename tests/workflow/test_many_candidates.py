@@ -59,11 +59,11 @@ def test_a_thousand_candidates_plan_with_every_shell_line_under_the_limit(tmp_pa
     assert counts["plan"] == 2003 and counts["score"] == 1000 and counts["report"] == 1, counts
     commands = shell_commands(proc)
     plans = [c for c in commands if c.startswith("vertebrae plan ")]
-    assert len(plans) == 2003 and all(" --spec-file .vertebrae/specs/" in c for c in plans)
+    assert len(plans) == 2003 and all(" --spec-file results/.vertebrae/specs/" in c for c in plans)
     longest = max(commands, key=len)
     assert longest.startswith(("vertebrae report ", "vertebrae compare "))  # 1,000 score paths: ~37 KB
     assert len(longest.encode()) < MAX_ARG_STRLEN // 3, longest[:200]
-    spec_files = sorted((tmp_path / ".vertebrae" / "specs").iterdir())
+    spec_files = sorted((tmp_path / "results" / ".vertebrae" / "specs").iterdir())
     assert len(spec_files) == 2003 and max(p.stat().st_size for p in spec_files) > 5 * MAX_ARG_STRLEN
 
 
@@ -96,10 +96,10 @@ def test_spec_files_rerun_what_a_spec_change_reaches_and_nothing_when_rewritten(
     monkeypatch.chdir(tmp_path)
     before = many_candidates(tmp_path, 3)
     snakemake(tmp_path)
-    # spec files written again (a deleted .vertebrae/): same names, newer files, nothing to rerun
-    shutil.rmtree(tmp_path / ".vertebrae")
+    # spec files written again (a deleted results/.vertebrae/): same names, newer files, nothing to rerun
+    shutil.rmtree(tmp_path / "results" / ".vertebrae")
     assert job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout) == {}
-    assert len(list((tmp_path / ".vertebrae" / "specs").iterdir())) == 2 * 3 + 3  # + protocol, report, compare
+    assert len(list((tmp_path / "results" / ".vertebrae" / "specs").iterdir())) == 2 * 3 + 3  # + protocol, report, compare
     # a change outside every recipe (a candidate file moved, same content: its recipe holds the file's digest, its
     # spec the path) renames that spec's file: exactly the plan jobs of changed specs rerun, then what reads them
     shutil.copy(tmp_path / "data" / "c0001.npy", tmp_path / "data" / "moved.npy")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vertebrae.planning import plan
-from vertebrae.planning.plan_once import PLAN_DIR, PLAN_ENV, plan_digest, plan_once
+from vertebrae.planning.plan_once import PLAN_ENV, plan_digest, plan_once, plans_dir
 from workflow_support import snakemake, write_config
 
 
@@ -38,7 +38,7 @@ def planned(tmp_path, monkeypatch):
 def test_the_main_process_plans_in_full_and_names_its_plan(planned, tmp_path):
     digest = plan_digest(_config(tmp_path), [], tmp_path)
     assert __import__("os").environ[PLAN_ENV] == digest
-    assert (tmp_path / PLAN_DIR / f"{digest}.json").is_file()
+    assert (tmp_path / plans_dir({}) / f"{digest}.json").is_file()
 
 
 def test_a_job_of_the_same_invocation_reads_that_plan(planned, tmp_path):
@@ -59,7 +59,7 @@ def test_another_config_plans_again(planned, tmp_path):
 
 @pytest.mark.parametrize("damage", ["{not json", '{"digest": "x", "plan": {}}', None])
 def test_an_unreadable_or_foreign_plan_file_is_planned_again(planned, tmp_path, damage):
-    path = tmp_path / PLAN_DIR / f"{plan_digest(_config(tmp_path), [], tmp_path)}.json"
+    path = tmp_path / plans_dir({}) / f"{plan_digest(_config(tmp_path), [], tmp_path)}.json"
     if damage is None:
         path.unlink()
     else:
@@ -69,7 +69,7 @@ def test_an_unreadable_or_foreign_plan_file_is_planned_again(planned, tmp_path, 
 
 def test_a_second_snakemake_start_recalls_the_checked_sklearn_steps(tmp_path, monkeypatch):
     """Planning checks declared scikit-learn steps by importing them (1-2 s per start); the next start of the same
-    config recalls that check (.vertebrae/checks, vertebrae.core.check_records) and imports no scikit-learn."""
+    config recalls that check (results/.vertebrae/checks, vertebrae.core.check_records) and imports no scikit-learn."""
     _write_data(tmp_path, 0)
     config = _config(tmp_path)
     config["benchmarks"]["b"]["extractors"]["pca"] = {"type": "sklearn", "steps": [
@@ -83,7 +83,7 @@ def test_a_second_snakemake_start_recalls_the_checked_sklearn_steps(tmp_path, mo
         return [line for line in proc.stderr.splitlines() if re.search(r"\|\s+sklearn(\.|$)", line)]
 
     assert any(line.endswith("sklearn.pipeline") for line in sklearn_imports(snakemake(tmp_path, "-n")))
-    assert len(list((tmp_path / ".vertebrae" / "checks").glob("*.json"))) == 1
+    assert len(list((tmp_path / "results" / ".vertebrae" / "checks").glob("*.json"))) == 1
     second = snakemake(tmp_path, "-n")
     assert "fit_extractor" in second.stdout and sklearn_imports(second) == []  # the PCA still planned
     config["benchmarks"]["b"]["extractors"]["pca"]["steps"][1]["params"]["n_components"] = -1

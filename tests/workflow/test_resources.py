@@ -92,8 +92,8 @@ def test_every_sized_job_of_the_default_run_stayed_within_its_memory(default_run
     """Peak RSS (Snakemake's benchmark files) of each embedding, fit and partial-score job <= its mem_mb."""
     p = plan(default_config)
     checked = []
-    for tsv in Path(default_run, "benchmarks").rglob("*.tsv"):
-        rule = tsv.relative_to(Path(default_run) / "benchmarks").parts[0]
+    for tsv in Path(default_run, "results", "benchmarks").rglob("*.tsv"):
+        rule = tsv.relative_to(Path(default_run) / "results" / "benchmarks").parts[0]
         if rule not in ("embed_shard", "embed_retrieval_shard", "embed_zero_shot_prompts", "fit_extractor",
                         "score_retrieval_partial"):
             continue

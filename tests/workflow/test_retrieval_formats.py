@@ -69,7 +69,7 @@ def test_retrieval_endpoints_as_held_give_the_manifest_numbers(tmp_path):
         scores[name] = {key: forward[key] for key in ("metrics", "summaries", "n_gallery", "n_positive_pairs")}
     assert scores["folder"] == scores["manifest"] == scores["wds"]
     assert scores["manifest"]["metrics"]["ndcg@10"] == 1.0  # each caption meets its class's dominant channel
-    digests = (tmp_path / ".vertebrae" / "digests.json").read_text()
+    digests = (tmp_path / "results" / ".vertebrae" / "digests.json").read_text()
     for name in ("data/folder/red/img002.png", "data/shards/train-000002.tar",
                  "data/captions/data-00000-of-00001.arrow"):
         assert str((tmp_path / name).resolve()) in digests

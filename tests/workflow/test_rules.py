@@ -41,9 +41,10 @@ def test_each_rule_has_output_log_benchmark_and_one_vertebrae_call(name):
     command = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', shell))
     assert command.startswith("vertebrae ") and command.count("vertebrae ") == 1, name
     assert command.rstrip().endswith("> {log} 2>&1"), name
-    benchmark = re.search(r'    benchmark:\n\s+"([^"]+)"', block).group(1)
-    log = re.search(r'    log:\n\s+"([^"]+)"', block).group(1)
-    assert benchmark.startswith(f"benchmarks/{name}/") and log.startswith(f"logs/{name}/"), name
+    # under the out folder, named by the rule: PLAN.record("RULE/..."), PLAN.log("RULE/...") (vertebrae.planning.paths)
+    benchmark = re.search(r'    benchmark:\n\s+PLAN\.record\("([^"]+)"\)', block).group(1)
+    log = re.search(r'    log:\n\s+PLAN\.log\("([^"]+)"\),', block).group(1)
+    assert benchmark.startswith(f"{name}/") and log.startswith(f"{name}/"), name
 
 
 @pytest.mark.parametrize("name", sorted(THREADED))

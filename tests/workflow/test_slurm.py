@@ -47,8 +47,8 @@ def _submissions(stdout: str) -> Counter:
 
 
 def _ran(workdir: Path) -> Counter:
-    """Jobs that ran, by rule: each leaves its benchmark record (benchmarks/<rule>/...)."""
-    return Counter(p.relative_to(workdir / "benchmarks").parts[0] for p in (workdir / "benchmarks").rglob("*.tsv"))
+    """Jobs that ran, by rule: each leaves its benchmark record (results/benchmarks/<rule>/...)."""
+    return Counter(p.relative_to(workdir / "results" / "benchmarks").parts[0] for p in (workdir / "results" / "benchmarks").rglob("*.tsv"))
 
 
 def _check_grouped(submitted: Counter, planned: Counter, workdir: Path) -> None:
@@ -171,7 +171,7 @@ def test_my_config_alone_on_slurm_without_an_activated_environment(slurm_cluster
     assert sorted(p.name for p in (root / "results" / "reports").iterdir()) == ["my_iris"]
     report = json.loads((root / "results/reports/my_iris/report.json").read_text(encoding="utf-8"))
     assert report["dataset_summary"]["identity"] == "declared:my-iris@1"
-    logs = [*(root / "logs").rglob("*.log"), *(root / ".snakemake" / "slurm_logs").rglob("*.log")]
+    logs = [*(root / "results" / "logs").rglob("*.log"), *(root / ".snakemake" / "slurm_logs").rglob("*.log")]
     assert logs and not [p for p in logs if "command not found" in p.read_text(errors="replace")]
 
 

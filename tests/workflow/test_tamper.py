@@ -220,7 +220,7 @@ def test_a_job_that_refuses_a_stale_or_foreign_input_moves_it_aside_so_a_plain_r
     CASES[case](workdir)
     failed = snakemake(workdir, check=False)
     assert failed.returncode != 0
-    logs = "".join(p.read_text(encoding="utf-8", errors="replace") for p in (workdir / "logs").rglob("*.log"))
+    logs = "".join(p.read_text(encoding="utf-8", errors="replace") for p in (workdir / "results" / "logs").rglob("*.log"))
     assert "moved it aside to" in logs
     snakemake(workdir)
     assert _reports(workdir) == original

@@ -61,9 +61,9 @@ def test_the_readme_command_runs_my_config_without_an_activated_environment(clon
     report = json.loads((reports / "my_iris" / "report.json").read_text(encoding="utf-8"))
     assert report["dataset_summary"]["identity"] == "declared:my-iris@1"
     assert [c["name"] for c in report["extractor_results"]] == ["raw"]
-    shard_logs = sorted((clone / "logs" / "embed_shard").rglob("*.log"))
+    shard_logs = sorted((clone / "results" / "logs" / "embed_shard").rglob("*.log"))
     assert [p.name for p in shard_logs] == [f"shard-{i}-of-4.log" for i in range(4)]
-    assert not [p for p in (clone / "logs").rglob("*.log") if "command not found" in p.read_text()]
+    assert not [p for p in (clone / "results" / "logs").rglob("*.log") if "command not found" in p.read_text()]
 
     # `vertebrae run` (the environment's, by its path) plans the very same DAG: nothing is left to do
     proc = run([str(BIN / "vertebrae"), "run", "my-config.yaml", "--cores", "1"], clone)

@@ -67,7 +67,7 @@ def test_corrupt_input_is_moved_aside_and_a_plain_rerun_rebuilds_it(run):
 
     failed = snakemake(run, check=False)
     assert failed.returncode != 0
-    log = (run / "logs" / "score" / f"{spec['fingerprint']}.log").read_text(encoding="utf-8")
+    log = (run / "results" / "logs" / "score" / f"{spec['fingerprint']}.log").read_text(encoding="utf-8")
     assert embedding in log and "moved it aside to" in log and "run the workflow again" in log
     assert not (run / embedding).exists() and not (run / REPORT).exists()
     assert any(m.startswith(embedding + ".corrupt-") for m in _moved(run)), _moved(run)

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.fingerprint import canonical_json
-from vertebrae.planning.paths import artifact_path, report_paths
+from vertebrae.core.out_folder import RESULTS, records_dir, write_out_record
+from vertebrae.planning.paths import artifact_path, in_results, log_path, out_path, record_path, report_paths
 from vertebrae.planning.resources import embed_mem_mb, part_priority, partial_mem_mb
 from vertebrae.planning.spec_files import spec_file, write_spec_files
 
@@ -75,6 +76,37 @@ class WorkflowPlan:
     threads: dict[str, int] = field(default_factory=lambda: {"embedding": 1, "scoring": 1})  # config `threads`
     spec_files: dict[str, str] = field(default_factory=dict)  # plan-job fingerprint -> its spec file (relative)
     memory: dict[str, int] = field(default_factory=dict)  # embedding / fit job fingerprint -> its mem_mb
+    out: str = RESULTS  # the run's out folder (config `out`): every path below is under it; in no fingerprint
+
+    # ---- the paths of the run's out folder (vertebrae.planning.paths), for the planners and the rules ---------------
+    def artifact_path(self, artifact: str, fp: str, **where: Any) -> str:
+        """``paths.artifact_path`` under this plan's out folder."""
+        return artifact_path(artifact, fp, out=self.out, **where)
+
+    def recipe_refs(self, value: Any) -> Any:
+        """``value`` as a recipe holds it: its ``{"fingerprint", "path"}`` references spelled under ``results/``
+        whatever this plan's out folder (``paths.in_results``), so that no fingerprint depends on the out folder (a
+        report's recipe names its candidates' score references)."""
+        return in_results(value, self.out)
+
+    def report_paths(self, benchmark: str) -> dict[str, str]:
+        return report_paths(benchmark, out=self.out)
+
+    def path(self, name: str) -> str:
+        """``OUT/name``: a file of the out folder the layout has no template for (a page, the index)."""
+        return out_path(name, self.out)
+
+    def log(self, job: str) -> str:
+        """``OUT/logs/JOB.log``: a rule's ``log:`` (``job``: its rule and wildcards, ``"plan/{fp}"``)."""
+        return log_path(job, self.out)
+
+    def record(self, job: str) -> str:
+        """``OUT/benchmarks/JOB.tsv``: a rule's ``benchmark:`` record."""
+        return record_path(job, self.out)
+
+    def records_dir(self) -> str:
+        """``OUT/benchmarks``: the folder of every rule's records (the report job reads the costs there)."""
+        return records_dir(self.out).as_posix()
 
     def add(self, spec: dict[str, Any], *, protocol: str = "labelled") -> str:
         """Add ``spec`` (the first one added under a fingerprint wins), filed under ``protocol``'s layout."""
@@ -103,21 +135,24 @@ class WorkflowPlan:
         return [fp for fp in self.specs if fp not in self.fanouts]
 
     def write_spec_files(self, directory: str | Path = ".") -> None:
-        """Write the spec file of every planned spec under ``directory`` (the working directory of the rules)."""
-        self.spec_files.update(write_spec_files({fp: self.specs[fp] for fp in self.planned()}, directory))
+        """Write the spec file of every planned spec under ``directory`` (the working directory of the rules), in
+        the out folder's state (``spec_files``), and the record of the out folder's spelling (``write_out_record``)."""
+        write_out_record(self.out, directory)
+        self.spec_files.update(write_spec_files({fp: self.specs[fp] for fp in self.planned()}, directory,
+                                                out=self.out))
 
     def spec_file(self, fp: str) -> str:
         """The spec file the plan job of ``fp`` reads (relative to the working directory; see
         ``write_spec_files``, which must have run for the file to exist)."""
         if fp not in self.spec_files:
-            self.spec_files[fp] = spec_file(self.specs[fp])[0]
+            self.spec_files[fp] = spec_file(self.specs[fp], out=self.out)[0]
         return self.spec_files[fp]
 
     def fingerprints(self, stage: str) -> list[str]:
         return [fp for fp, spec in self.specs.items() if spec["stage"] == stage]
 
     def plan_path(self, fp: str) -> str:
-        return artifact_path("plan", fp, protocol=self.layouts[fp])
+        return self.artifact_path("plan", fp, protocol=self.layouts[fp])
 
     def shard_paths(self, fp: str) -> list[str]:
         """The shard files a merge job reads; for a layer of a layer sweep, the sweep's shard folders (each holds
@@ -125,8 +160,8 @@ class WorkflowPlan:
         n, side = self.shard_counts[fp], self.specs[fp].get("side", "samples")
         sweep = self.specs[fp].get("sweep")
         if sweep is not None:
-            return [artifact_path("sweep-shard", sweep["fingerprint"], shard=(i, n)) for i in range(n)]
-        return [artifact_path("shard", fp, protocol=self.layouts[fp], side=side, shard=(i, n)) for i in range(n)]
+            return [self.artifact_path("sweep-shard", sweep["fingerprint"], shard=(i, n)) for i in range(n)]
+        return [self.artifact_path("shard", fp, protocol=self.layouts[fp], side=side, shard=(i, n)) for i in range(n)]
 
     def inputs(self, fp: str, *, merge: bool = False, fanout: bool = False) -> dict[str, str | list[str]]:
         """The named inputs of the job on spec ``fp``, for ``unpack``: of its shards' merge job when ``merge``; of
@@ -139,7 +174,7 @@ class WorkflowPlan:
             named["shards"] = self.shard_paths(fp)
             return named
         if fp in self.fanouts:
-            return {"fanout": artifact_path("fanout", self.fanouts[fp], protocol="retrieval")}
+            return {"fanout": self.artifact_path("fanout", self.fanouts[fp], protocol="retrieval")}
         if fanout:
             return {**named, **{name: spec[key]["path"] for name, key in INPUTS["score-retrieval"].items()}}  # as one job
         if spec["stage"] == "compare":  # the report's inputs, its spec as report_plan
@@ -147,7 +182,7 @@ class WorkflowPlan:
             report.pop("comparison", None)
             return {**named, "report_plan": report.pop("plan"), **report}
         if fp in self.comparisons:
-            named["comparison"] = artifact_path("comparison", self.comparisons[fp])
+            named["comparison"] = self.artifact_path("comparison", self.comparisons[fp])
         for name, key in INPUTS.get(spec["stage"], {}).items():
             if spec.get(key) is not None:
                 named[name] = spec[key]["path"]
@@ -204,7 +239,7 @@ class WorkflowPlan:
 
     def final_outputs(self) -> list[str]:
         names = [*self.reports, *self.retrieval_reports, *self.zero_shot_reports]
-        return [path for name in names for path in report_paths(name).values()]
+        return [path for name in names for path in self.report_paths(name).values()]
 
 
 __all__ = ["INPUTS", "WorkflowPlan", "gpus", "ref", "segment_key"]

@@ -34,7 +34,6 @@ from vertebrae.planning.config import (
     compressions_from_decl, config_from_decl, embedding_config, endpoint_shards, validate_config,
 )
 from vertebrae.planning.dag import WorkflowPlan, ref, segment_key
-from vertebrae.planning.paths import artifact_path
 
 ENDPOINT = "samples"
 
@@ -116,7 +115,7 @@ def _add_score(result: WorkflowPlan, spec: dict[str, Any], plan: ScoringPlan, fa
         return result.add(spec)
     from vertebrae.stages.labelled_partials import fanout_specs
 
-    partials, merge = fanout_specs(spec, plan, lambda fp: artifact_path("labelled-partial", fp))
+    partials, merge = fanout_specs(spec, plan, lambda fp: result.artifact_path("labelled-partial", fp))
     for partial in partials:
         result.add(partial)
     return result.add(merge)
@@ -152,7 +151,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     segments, tars = endpoint_layout(common, base_dir)
     p_recipe = protocol_recipe(identity_key, declared_targets(dataset))
     protocol_fp = result.add({"stage": "protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe, **common})
-    protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp))
+    protocol_ref = ref(protocol_fp, result.artifact_path("protocol", protocol_fp))
     candidates = []
     dataset_ids = None  # read once, for precomputed files only
     for ext_name, decl in bench["extractors"].items():
@@ -169,7 +168,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
             f_recipe = fit_recipe(identity_key, ENDPOINT, extractor)
             fit_fp = result.add({"stage": "fit", "fingerprint": fingerprint("fitted-extractor", f_recipe), "recipe": f_recipe, **job})
             result.size(fit_fp, extractor, rows=n_rows, batch_size=batch_size)
-            fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp))
+            fit_ref = ref(fit_fp, result.artifact_path("fitted", fit_fp))
         e_recipe = embedding_recipe(identity_key, ENDPOINT, extractor)
         bounds = shard_bounds(n_rows, endpoint_shards(bench, config, extractor, n_rows), batch_size=batch_size,
                               segments=segments)
@@ -179,7 +178,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
             **segment_key(segments, tars),
         })
         result.size(embed_fp, extractor, rows=max(b - a for a, b in bounds), batch_size=batch_size)
-        embedding_ref = ref(embed_fp, artifact_path("embedding", embed_fp))
+        embedding_ref = ref(embed_fp, result.artifact_path("embedding", embed_fp))
         variants = [(ext_name, embedding_ref, None)]
         for compression in compressions:
             c_recipe = compression_recipe(embed_fp, compression)
@@ -187,7 +186,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
                 "stage": "compress", "fingerprint": fingerprint("compressed", c_recipe), "recipe": c_recipe,
                 "embedding": embedding_ref, "compression": compression.to_dict(),
             })
-            variants.append((variant_name(ext_name, compression), ref(compressed_fp, artifact_path("compressed", compressed_fp)),
+            variants.append((variant_name(ext_name, compression), ref(compressed_fp, result.artifact_path("compressed", compressed_fp)),
                              compression.to_dict()))
         for variant, scored_ref, compression in variants:
             s_recipe = score_recipe(scored_ref["fingerprint"], protocol_fp, scoring_plan)
@@ -196,12 +195,13 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
                 "embedding": scored_ref, "protocol": protocol_ref, "plan": scoring_plan.to_dict(),
                 "target_type": dataset["target_type"],
             }, scoring_plan, fans_out(bench))
-            candidates.append({"name": variant, "score": ref(score_fp, artifact_path("score", score_fp)), "embedding": embed_fp,
+            candidates.append({"name": variant, "score": ref(score_fp, result.artifact_path("score", score_fp)), "embedding": embed_fp,
                                "scored_embedding": scored_ref["fingerprint"], "extractor": extractor.recipe(),
                                "compression": compression})
-    r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "plan": scoring_plan.to_dict()}
+    r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": result.recipe_refs(candidates),
+                "plan": scoring_plan.to_dict()}
     result.reports[name] = result.add({
-        **r_recipe, "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
+        **r_recipe, "candidates": candidates, "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
         "protocol": protocol_ref, "target_type": dataset["target_type"],
     })
 

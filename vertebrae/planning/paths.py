@@ -1,12 +1,17 @@
-"""The results/ layout: one template per (protocol, artifact); ``artifact_path`` fills it in.
+"""The layout of a run's out folder: one template per (protocol, artifact); ``artifact_path`` fills it in.
 
-Paths are relative to the workflow's working directory. The layout is part of the contract with existing
-results/ trees: a template changes only together with an artifact's schema.
+Every path a run writes is under its out folder ``out`` (the config's ``out:``, default ``results``;
+``vertebrae.core.out_folder`` says what lies where: artifacts and reports, ``logs/``, ``benchmarks/``, ``.vertebrae/``).
+The rules name no folder of their own: they take every path from here through the plan (``WorkflowPlan.out``).
+Paths are relative to the workflow's working directory. The layout under ``out`` is part of the contract with
+existing results/ trees: a template changes only together with an artifact's schema.
 """
 
 from __future__ import annotations
 
-RESULTS = "results"
+from typing import Any
+
+from vertebrae.core.out_folder import LOGS, RECORDS, RESULTS, normal_out
 
 LAYOUT = {
     "labelled": {
@@ -45,9 +50,15 @@ LAYOUT = {
 REPORT = "reports/{benchmark}/report.{suffix}"
 
 
+def out_path(name: str, out: str = RESULTS) -> str:
+    """``out/name``: a file or folder of the run's out folder (``name`` relative to it)."""
+    return f"{normal_out(out)}/{name}"
+
+
 def artifact_path(artifact: str, fp: str, *, protocol: str = "labelled", side: str = "samples",
-                  shard: tuple[int | str, int | str] | None = None, merge: str | None = None) -> str:
-    """Path of ``artifact`` (a key of ``LAYOUT[protocol]``) with fingerprint ``fp``.
+                  shard: tuple[int | str, int | str] | None = None, merge: str | None = None,
+                  out: str = RESULTS) -> str:
+    """Path of ``artifact`` (a key of ``LAYOUT[protocol]``) with fingerprint ``fp``, under the out folder ``out``.
 
     ``side`` picks the endpoint where the layout has one (retrieval ``query``/``gallery``, zero-shot
     ``samples``/``prompts``); ``shard=(index, count)`` is required for a ``shard``, ``merge`` (the fingerprint of
@@ -59,13 +70,40 @@ def artifact_path(artifact: str, fp: str, *, protocol: str = "labelled", side: s
         raise ValueError(f"artifact {artifact!r}: shard=(index, count) is given for shards and only for shards")
     if (artifact == "partial") != (merge is not None):
         raise ValueError(f"artifact {artifact!r}: merge=<fingerprint> is given for partials and only for partials")
-    return f"{RESULTS}/" + LAYOUT[protocol][artifact].format(fp=fp, side=side, index=index, count=count, merge=merge)
+    return out_path(LAYOUT[protocol][artifact].format(fp=fp, side=side, index=index, count=count, merge=merge), out)
 
 
-def report_paths(benchmark: str) -> dict[str, str]:
+def report_paths(benchmark: str, out: str = RESULTS) -> dict[str, str]:
     """The JSON and Markdown report of a benchmark (any protocol: report names are unique across protocols)."""
-    return {key: f"{RESULTS}/" + REPORT.format(benchmark=benchmark, suffix=suffix)
+    return {key: out_path(REPORT.format(benchmark=benchmark, suffix=suffix), out)
             for key, suffix in (("json", "json"), ("markdown", "md"))}
 
 
-__all__ = ["LAYOUT", "RESULTS", "artifact_path", "report_paths"]
+def in_results(value: Any, out: str) -> Any:
+    """A copy of ``value`` (JSON values) with each ``{"fingerprint", "path"}`` reference under the out folder ``out``
+    spelled under ``results/`` instead: how a recipe names an artifact, so that the out folder enters no fingerprint
+    (and a recipe hashes as it did before out folders existed). ``value`` itself when ``out`` is ``results``."""
+    prefix = f"{normal_out(out)}/"
+    if prefix == f"{RESULTS}/":
+        return value
+    if isinstance(value, dict):
+        path = value.get("path")
+        if "fingerprint" in value and isinstance(path, str) and path.startswith(prefix):
+            return {**value, "path": f"{RESULTS}/{path[len(prefix):]}"}
+        return {key: in_results(item, out) for key, item in value.items()}
+    if isinstance(value, list):
+        return [in_results(item, out) for item in value]
+    return value
+
+
+def log_path(job: str, out: str = RESULTS) -> str:
+    """``out/logs/JOB.log``: a job's log (``job``: its rule and wildcards, e.g. ``"plan/{fp}"``)."""
+    return out_path(f"{LOGS}/{job}.log", out)
+
+
+def record_path(job: str, out: str = RESULTS) -> str:
+    """``out/benchmarks/JOB.tsv``: a job's Snakemake benchmark record (run time, peak memory: the reports' costs)."""
+    return out_path(f"{RECORDS}/{job}.tsv", out)
+
+
+__all__ = ["LAYOUT", "RESULTS", "artifact_path", "in_results", "log_path", "out_path", "record_path", "report_paths"]

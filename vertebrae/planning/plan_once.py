@@ -3,12 +3,12 @@
 A job Snakemake runs elsewhere (each SLURM job re-runs snakemake on the same Snakefile) would otherwise re-plan:
 seconds of data identities and estimator checks per job, and, had a data file changed meanwhile, a plan that differs
 from the DAG the job belongs to. ``plan_once`` plans in full unless the environment names this invocation's plan:
-it writes the plan to ``.vertebrae/plans/{digest}.json`` (``digest``: the config, the text of its files, the working
+it writes the plan to ``OUT/.vertebrae/plans/{digest}.json`` (``OUT``: the config's out folder; ``digest``: the config, the text of its files, the working
 directory and vertebrae's version) and sets ``VERTEBRAE_PLAN`` to that digest, which every job inherits (the SLURM
 plugin submits with ``--export=ALL``). A process that inherits it and computes the same digest reads the file; any
 other (a new ``snakemake``, another config, a missing or unreadable file) plans in full. Nothing carries across
 invocations: ``snakemake`` started from a shell plans again, but the scikit-learn steps a config declares are checked
-once under the same versions (``vertebrae.core.check_records``, in ``.vertebrae/checks``).
+once under the same versions (``vertebrae.core.check_records``, in ``OUT/.vertebrae/checks``).
 """
 
 from __future__ import annotations
@@ -23,11 +23,17 @@ from typing import Any
 from vertebrae import __version__
 from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.fingerprint import sha256_hex
-from vertebrae.core.check_records import CHECK_RECORDS_DIR, remembered_in
+from vertebrae.core.check_records import checks_dir, remembered_in
+from vertebrae.core.out_folder import config_out, state_dir, writing_to
 from vertebrae.planning.dag import WorkflowPlan
 
 PLAN_ENV = "VERTEBRAE_PLAN"
-PLAN_DIR = ".vertebrae/plans"
+PLAN_DIR = "plans"  # under the run's state folder, OUT/.vertebrae/
+
+
+def plans_dir(config: Mapping[str, Any]) -> Path:
+    """``OUT/.vertebrae/plans`` of the config's out folder (relative to the working directory)."""
+    return state_dir(config_out(config)) / PLAN_DIR
 
 
 def plan_digest(config: Mapping[str, Any], config_files: Iterable[str | Path], base_dir: str | Path) -> str:
@@ -65,14 +71,15 @@ def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] =
     """``vertebrae.planning.plan(config, ...)``, or this invocation's plan where ``VERTEBRAE_PLAN`` names it."""
     config_files = list(config_files)
     digest = plan_digest(config, config_files, base_dir)
-    path = Path(base_dir) / PLAN_DIR / f"{digest}.json"
+    path = Path(base_dir) / plans_dir(config) / f"{digest}.json"
     if os.environ.get(PLAN_ENV) == digest:
         found = _read(path, digest)
         if found is not None:
             return found
     from vertebrae.planning.planner import plan  # only here: a job that reads the plan imports no planner
 
-    with remembered_in(Path(base_dir) / CHECK_RECORDS_DIR):  # declared scikit-learn steps checked once, not per start
+    out = config_out(config)
+    with writing_to(out), remembered_in(Path(base_dir) / checks_dir(out)):  # sklearn steps checked once, not per start
         planned = plan(config, base_dir=base_dir, config_files=config_files)
     _write(path, digest, planned)
     os.environ[PLAN_ENV] = digest

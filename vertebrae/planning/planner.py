@@ -8,6 +8,7 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError
 from vertebrae.data.sources.one_look import one_pass
+from vertebrae.core.out_folder import check_out_folder, normal_out, writing_to
 from vertebrae.planning.comparison import plan_comparisons
 from vertebrae.planning.config import check_benchmark_names, check_config_files, validate_config
 from vertebrae.planning.dag import WorkflowPlan
@@ -29,7 +30,13 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
     config = validate_config(config)
     check_benchmark_names(config)
     base_dir = Path(base_dir)
-    result = WorkflowPlan(threads=dict(config["threads"]))
+    out = normal_out(config["out"])
+    check_out_folder(out, base_dir, where="config key out")
+    with writing_to(out):  # data files' digests are cached in the out folder's state
+        return _plan(config, base_dir, WorkflowPlan(threads=dict(config["threads"]), out=out))
+
+
+def _plan(config: Mapping[str, Any], base_dir: Path, result: WorkflowPlan) -> WorkflowPlan:
     for name, bench in config.get("benchmarks", {}).items():
         plan_labelled(result, name, bench, config, base_dir)
     for name, bench in config.get("retrieval", {}).items():

@@ -24,7 +24,6 @@ from vertebrae.planning.config import (
 )
 from vertebrae.planning.dag import WorkflowPlan, ref, segment_key
 from vertebrae.planning.labelled import check_own_rows
-from vertebrae.planning.paths import artifact_path
 
 SIDES = ("query", "gallery")
 
@@ -68,7 +67,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     p_recipe = retrieval_protocol_recipe(identity_key, dataset["exclude_same_id"])
     protocol_fp = result.add({"stage": "retrieval-protocol", "fingerprint": fingerprint("protocol", p_recipe), "recipe": p_recipe,
                               **common}, protocol="retrieval")
-    protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol="retrieval"))
+    protocol_ref = ref(protocol_fp, result.artifact_path("protocol", protocol_fp, protocol="retrieval"))
     layouts = {side: endpoint_layout({**common, "side": side}, base_dir) for side in SIDES}  # WebDataset tars: a
     side_segments = {side: layout[0] for side, layout in layouts.items()}  # shard job opens its own
     side_tars = {side: layout[1] for side, layout in layouts.items()}
@@ -88,7 +87,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                                  **job, "identity": endpoint_keys[FIT_ENDPOINT], "endpoint": FIT_ENDPOINT},
                                 protocol="retrieval")
             result.size(fit_fp, extractor, rows=counts[FIT_ENDPOINT], batch_size=config["embedding"]["batch_size"])
-            fit_ref = ref(fit_fp, artifact_path("fitted", fit_fp, protocol="retrieval"))
+            fit_ref = ref(fit_fp, result.artifact_path("fitted", fit_fp, protocol="retrieval"))
         refs = {}
         for side in SIDES:
             branch = retrieval_branch(extractor, side, bench.get(f"{side}_branch"), where=where)
@@ -109,14 +108,14 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 **segment_key(side_segments[side], side_tars[side]),
             }, protocol="retrieval")
             result.size(fp, extractor, rows=max(b - a for a, b in bounds), batch_size=config["embedding"]["batch_size"])
-            refs[side] = ref(fp, artifact_path("embedding", fp, protocol="retrieval"))
+            refs[side] = ref(fp, result.artifact_path("embedding", fp, protocol="retrieval"))
         variants = [(ext_name, refs["query"], refs["gallery"], None)]
         if compression is not None:
             c_recipe = retrieval_compression_recipe(refs["query"]["fingerprint"], refs["gallery"]["fingerprint"], compression)
             pair_fp = result.add({"stage": "compress-retrieval", "fingerprint": fingerprint("compressed", c_recipe),
                                   "recipe": c_recipe, "query": refs["query"], "gallery": refs["gallery"],
                                   "compression": compression.to_dict()}, protocol="retrieval")
-            q_path, g_path = (artifact_path("compressed", pair_fp, protocol="retrieval", side=side) for side in SIDES)
+            q_path, g_path = (result.artifact_path("compressed", pair_fp, protocol="retrieval", side=side) for side in SIDES)
             variants.append((variant_name(ext_name, compression), ref(f"{pair_fp}/query", q_path),
                              ref(f"{pair_fp}/gallery", g_path), compression.to_dict()))
         for variant, q_ref, g_ref, compression_decl in variants:
@@ -125,12 +124,13 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 "stage": "score-retrieval", "fingerprint": fingerprint("score", s_recipe), "recipe": s_recipe,
                 "query": q_ref, "gallery": g_ref, "protocol": protocol_ref, "retrieval": retrieval_config.to_dict(),
             }, bench["scoring"], counts, where)
-            candidates.append({"name": variant, "score": ref(score_fp, artifact_path("score", score_fp, protocol="retrieval")),
+            candidates.append({"name": variant, "score": ref(score_fp, result.artifact_path("score", score_fp, protocol="retrieval")),
                                "query": q_ref["fingerprint"], "gallery": g_ref["fingerprint"],
                                "extractor": extractor.recipe(), "compression": compression_decl})
-    r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "retrieval": retrieval_config.to_dict()}
+    r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": result.recipe_refs(candidates),
+                "retrieval": retrieval_config.to_dict()}
     result.retrieval_reports[name] = result.add({
-        **r_recipe, "stage": "retrieval-report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
+        **r_recipe, "candidates": candidates, "stage": "retrieval-report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
         "protocol": protocol_ref, "identity": identity_key,
     }, protocol="retrieval")
 
@@ -151,8 +151,8 @@ def _add_score(result: WorkflowPlan, spec: dict[str, Any], scoring: Mapping[str,
         return result.add(spec, protocol="retrieval")
     partials, merge = fanout_specs(spec, query_shards=q_shards, gallery_shards=g_shards, n_queries=counts["query"],
                                    n_gallery=counts["gallery"], where=f"{where}.scoring",
-                                   partial_path=lambda fp: artifact_path("partial", fp, protocol="retrieval",
-                                                                         merge=spec["fingerprint"]))
+                                   partial_path=lambda fp: result.artifact_path("partial", fp, protocol="retrieval",
+                                                                                merge=spec["fingerprint"]))
     merge_fp = result.add(merge, protocol="retrieval")
     for partial in partials:
         result.fanouts[result.add(partial if device == "cpu" else {**partial, "device": device},

@@ -2,14 +2,16 @@
 
 Linux caps one argument at 128 KiB (``MAX_ARG_STRLEN``) and ``bash -c`` gets a job's whole shell line as one, so a
 spec passed as ``--spec TEXT`` broke the report's plan job at about 150 candidates. ``write_spec_files`` writes each
-spec that has a plan job as ``.vertebrae/specs/{fingerprint}-{digest}.json`` under the working directory when the
-Snakefile is parsed (``vertebrae.stages.plan.spec_file_text``: the digest hashes the whole spec text, so a name
+spec that has a plan job as ``OUT/.vertebrae/specs/{fingerprint}-{digest}.json`` (``OUT``: the run's out folder,
+``vertebrae.core.out_folder``) under the working directory when the Snakefile is parsed (``vertebrae.stages.plan.spec_file_text``: the digest hashes the whole spec text, so a name
 always holds the same bytes, and a spec whose non-recipe fields change gets a new name). The plan rule takes the
 file as an input and runs ``vertebrae plan --spec-file``, which refuses a file whose text does not hash to its name.
 
 Reruns: the spec file's name changes exactly when the spec's text does, which Snakemake's ``input`` rerun trigger
 sees as it saw the former ``params: spec``; the rule marks the file ``ancient`` so that a spec file written again
-(a deleted ``.vertebrae/``, a fresh checkout of the results) reruns nothing.
+(a deleted ``OUT/.vertebrae/``, a fresh checkout of the results) reruns nothing. A folder of the old layout
+(``.vertebrae/specs/`` beside ``results/``) has its plan jobs' inputs recorded at the old path: Snakemake's input
+trigger reruns them once (docs: "The out folder").
 
 Writing costs a stat per spec when the files exist: every SLURM job parses the Snakefile again.
 """
@@ -23,15 +25,21 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from vertebrae.core.out_folder import RESULTS, state_dir
 from vertebrae.stages.plan import spec_file_text
 
-SPEC_DIR = ".vertebrae/specs"
+SPEC_DIR = "specs"  # under the run's state folder, OUT/.vertebrae/
 
 
-def spec_file(spec: Mapping[str, Any]) -> tuple[str, str]:
-    """``spec``'s file path relative to the working directory, and its text."""
+def spec_dir(out: str = RESULTS) -> str:
+    """``OUT/.vertebrae/specs``: where the plan jobs' spec files lie (the one place that says so)."""
+    return f"{state_dir(out).as_posix()}/{SPEC_DIR}"
+
+
+def spec_file(spec: Mapping[str, Any], out: str = RESULTS) -> tuple[str, str]:
+    """``spec``'s file path relative to the working directory (under the out folder ``out``), and its text."""
     name, text = spec_file_text(spec)
-    return f"{SPEC_DIR}/{name}", text
+    return f"{spec_dir(out)}/{name}", text
 
 
 def write_spec_file(path: str | Path, text: str) -> bool:
@@ -56,14 +64,15 @@ def write_spec_file(path: str | Path, text: str) -> bool:
     return True
 
 
-def write_spec_files(specs: Mapping[str, Mapping[str, Any]], directory: str | Path = ".") -> dict[str, str]:
-    """Write the spec file of each of ``specs`` (fingerprint -> spec) under ``directory``; return each one's path
-    relative to ``directory`` (as the rules name it) by fingerprint."""
+def write_spec_files(specs: Mapping[str, Mapping[str, Any]], directory: str | Path = ".",
+                     out: str = RESULTS) -> dict[str, str]:
+    """Write the spec file of each of ``specs`` (fingerprint -> spec) under ``directory`` (in the out folder
+    ``out``); return each one's path relative to ``directory`` (as the rules name it) by fingerprint."""
     paths = {}
     for fp, spec in specs.items():
-        paths[fp], text = spec_file(spec)
+        paths[fp], text = spec_file(spec, out)
         write_spec_file(Path(directory) / paths[fp], text)
     return paths
 
 
-__all__ = ["SPEC_DIR", "spec_file", "write_spec_file", "write_spec_files"]
+__all__ = ["SPEC_DIR", "spec_dir", "spec_file", "write_spec_file", "write_spec_files"]

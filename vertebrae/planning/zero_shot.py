@@ -29,7 +29,6 @@ from vertebrae.planning.config import (
     config_from_decl, embedding_config, endpoint_shards, paired_compression, validate_config,
 )
 from vertebrae.planning.dag import WorkflowPlan, ref, segment_key
-from vertebrae.planning.paths import artifact_path
 
 PROTOCOL = "zero_shot"
 
@@ -83,7 +82,7 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
     result.add({"stage": "zero-shot-protocol", "fingerprint": protocol_fp,
                 "recipe": {"zero_shot_protocol": protocol_fp, "source_dataset_identity_key": identity_key},
                 "declaration": declaration, **common}, protocol=PROTOCOL)
-    protocol_ref = ref(protocol_fp, artifact_path("protocol", protocol_fp, protocol=PROTOCOL))
+    protocol_ref = ref(protocol_fp, result.artifact_path("protocol", protocol_fp, protocol=PROTOCOL))
     batch_size = config["embedding"]["batch_size"]
     sample_branch, text_branch = bench.get("sample_branch"), bench.get("text_branch")
     sample_segments, sample_tars = endpoint_layout({"dataset": bench["dataset"], "where": f"{where}.dataset"}, base_dir)
@@ -112,12 +111,12 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 result.add({"stage": "embed", "fingerprint": fp, "recipe": recipe, **extra, "extractor": ext,
                             "endpoint": side, "n_rows": n_rows, "shards": shards, "batch_size": batch_size, "fit": None,
                             **segment_key(segments, tars)})
-                path = artifact_path("embedding", fp)
+                path = result.artifact_path("embedding", fp)
             else:
                 result.add({"stage": "zero-shot-embed", "fingerprint": fp, "recipe": recipe, "side": side,
                             "endpoint": side, "branch": branch, "extractor": ext, "n_rows": n_rows, "shards": shards,
                             "batch_size": batch_size, **extra, **segment_key(segments, tars)}, protocol=PROTOCOL)
-                path = artifact_path("embedding", fp, protocol=PROTOCOL, side=side)
+                path = result.artifact_path("embedding", fp, protocol=PROTOCOL, side=side)
             result.size(fp, extractor, rows=max(b - a for a, b in shards), batch_size=batch_size)
             refs[side] = ref(fp, path)
         eligible = bool(extractor.reusable and zs.dataset.identity.reusable)
@@ -128,7 +127,7 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                                   "recipe": c_recipe, "samples": refs["samples"], "compression": compression.to_dict()},
                                  protocol=PROTOCOL)
             variants.append((variant_name(ext_name, compression),
-                             ref(f"{pair_fp}/samples", artifact_path("compressed", pair_fp, protocol=PROTOCOL)),
+                             ref(f"{pair_fp}/samples", result.artifact_path("compressed", pair_fp, protocol=PROTOCOL)),
                              f"{pair_fp}/samples", f"{pair_fp}/prompts:{refs['prompts']['fingerprint']}", pair_fp,
                              compression.to_dict()))
         for variant, samples_ref, s_key, p_key, pair_fp, compression_decl in variants:
@@ -143,11 +142,11 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 "compression": compression_decl, "zero_shot": zs_config.to_dict(), "overlap": overlap_config.to_dict(),
                 "seed": config["seed"], "candidate": entry,
             }, protocol=PROTOCOL)
-            candidates.append({"name": variant, "score": ref(score_fp, artifact_path("score", score_fp, protocol=PROTOCOL))})
-    r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": candidates, "zero_shot": zs_config.to_dict(),
-                "overlap": overlap_config.to_dict(), "seed": config["seed"]}
+            candidates.append({"name": variant, "score": ref(score_fp, result.artifact_path("score", score_fp, protocol=PROTOCOL))})
+    r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": result.recipe_refs(candidates),
+                "zero_shot": zs_config.to_dict(), "overlap": overlap_config.to_dict(), "seed": config["seed"]}
     result.zero_shot_reports[name] = result.add({
-        **r_recipe, "stage": "zero-shot-report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
+        **r_recipe, "candidates": candidates, "stage": "zero-shot-report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
         "protocol": protocol_ref,
     }, protocol=PROTOCOL)
 

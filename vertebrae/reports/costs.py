@@ -10,16 +10,16 @@ number is: ``measured`` (with ``embed_batches``, the batches behind the median),
 than ``MIN_BATCHES`` batches or ``MIN_ROWS`` rows after the first batches: no number), ``precomputed`` (read from a
 file: 0 s, its read time is not an embedding cost) or ``unknown`` (no record: a fanned-out retrieval score, an
 artifact written before the records existed). The other times and memory come from the jobs' own Snakemake
-``benchmark:`` records (``benchmarks/<rule>/<fingerprint>[/shard-i-of-n].tsv`` beside ``results/``, columns ``s``
-and ``max_rss`` in MB):
+``benchmark:`` records (``benchmarks/<rule>/<fingerprint>[/shard-i-of-n].tsv`` in the out folder, or beside
+``results/`` in a folder of the old layout: ``vertebrae.core.out_folder``; columns ``s`` and ``max_rss`` in MB):
 
 - peak memory: the largest ``max_rss`` among the embed-shard jobs (and fit-extractor job) of the candidate's
   endpoints (found by the embedding fingerprints its report records; a compressed labelled variant: its source
   embedding's jobs and its compress job); unknown unless every endpoint has records (a compressed retrieval variant
   names no source embedding in its report: unknown);
 - scoring seconds: the ``s`` of its score job (fanned-out retrieval: its partial jobs and their merge, summed; a
-  fanned-out labelled score: its merge and the partial jobs its plan names, ``results/plans/<fingerprint>.json``
-  beside ``benchmarks/``; unknown unless each has a record).
+  fanned-out labelled score: its merge and the partial jobs its plan names, ``plans/<fingerprint>.json`` of the
+  results folder of those records; unknown unless each has a record).
 
 The dimension and the bytes per vector need no records: the dimension of the matrix scored (after compression) and
 that many values of its stored dtype (``float32``: 4 bytes); unknown for a sparse matrix (its size varies per row).
@@ -208,9 +208,10 @@ def _score_records(records_dir: Path, score_fp: str) -> list[dict[str, float]]:
         return _records(records_dir, SCORE_RULES, score_fp)
     from vertebrae.core.artifacts import read_json_artifact
     from vertebrae.core.errors import VertebraeError
+    from vertebrae.core.out_folder import results_of
 
     try:  # a labelled partial serves every score that declares its part: its record is kept under its own name
-        spec = read_json_artifact(records_dir.parent / "results" / "plans" / f"{score_fp}.json", "plan",
+        spec = read_json_artifact(results_of(records_dir) / "plans" / f"{score_fp}.json", "plan",
                                   fingerprint=None)
         parts = [str(ref["fingerprint"]) for ref in spec["partials"]]
     except (VertebraeError, OSError, KeyError, TypeError):

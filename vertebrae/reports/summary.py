@@ -27,15 +27,22 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
+from vertebrae.core.out_folder import RESULTS, normal_out
 from vertebrae.core.provenance import software_line
 from vertebrae.reports.schemas import LABELLED_SCHEMA, RETRIEVAL_SCHEMA, ZERO_SHOT_SCHEMA
 from vertebrae.reports.text import markdown_text
 
 SUMMARY_SCHEMA = "vertebrae.summary/v1"
 PROTOCOLS = {LABELLED_SCHEMA: "labelled", RETRIEVAL_SCHEMA: "retrieval", ZERO_SHOT_SCHEMA: "zero-shot"}
-# the workflow's summary files (relative to its working directory)
-SUMMARY_PATHS = {"csv": "results/summary/summary.csv", "markdown": "results/summary/summary.md",
-                 "json": "results/summary/summary.json"}
+
+
+def summary_paths(out: str = RESULTS) -> dict[str, str]:
+    """The workflow's summary files under its out folder ``out`` (relative to its working directory)."""
+    return {key: f"{normal_out(out)}/summary/summary.{suffix}" for key, suffix in (("csv", "csv"), ("markdown", "md"),
+                                                                                   ("json", "json"))}
+
+
+SUMMARY_PATHS = summary_paths()  # under the default out folder, results/
 
 
 def summary_inputs(final_outputs: Sequence[str]) -> list[str]:
@@ -43,9 +50,9 @@ def summary_inputs(final_outputs: Sequence[str]) -> list[str]:
     return [p for p in final_outputs if Path(p).name == "report.json" and Path(p).parent.parent.name == "reports"]
 
 
-def summary_targets(final_outputs: Sequence[str]) -> list[str]:
-    """The summary files when the workflow has any report, else none."""
-    return list(SUMMARY_PATHS.values()) if summary_inputs(final_outputs) else []
+def summary_targets(final_outputs: Sequence[str], out: str = RESULTS) -> list[str]:
+    """The summary files (under the out folder ``out``) when the workflow has any report, else none."""
+    return list(summary_paths(out).values()) if summary_inputs(final_outputs) else []
 
 
 @dataclass(frozen=True)
@@ -257,4 +264,4 @@ def check_summary(path: str | Path) -> Summary:
 
 
 __all__ = ["Cell", "Column", "PROTOCOLS", "SUMMARY_PATHS", "SUMMARY_SCHEMA", "Summary", "build_summary",
-           "check_summary", "summary_csv", "summary_inputs", "summary_markdown", "summary_targets"]
+           "check_summary", "summary_csv", "summary_inputs", "summary_markdown", "summary_paths", "summary_targets"]

@@ -1,5 +1,6 @@
 """``vertebrae leaderboard [RESULTS_DIR]``: every verified report.json under RESULTS_DIR (whichever config wrote it)
-as one leaderboard (``vertebrae.reports.leaderboard``), with costs from the Snakemake benchmark records beside it.
+as one leaderboard (``vertebrae.reports.leaderboard``), with costs from the Snakemake benchmark records in it
+(``RESULTS_DIR/benchmarks``; a folder of the old layout: ``benchmarks/`` beside it, ``core.out_folder.records_of``).
 
 Each report.json found (recursively, sorted by path) is verified (``vertebrae.stages.report_check.check_report``);
 one that is corrupt, edited or unreadable is skipped with a line on stderr naming it and why (never half-read, and
@@ -19,6 +20,7 @@ from pathlib import Path
 from vertebrae.core.artifacts import atomic_write
 from vertebrae.core.provenance import software, software_line
 from vertebrae.core.errors import ConfigError, VertebraeError
+from vertebrae.core.out_folder import records_of
 from vertebrae.reports.across import across
 from vertebrae.reports.costs import candidate_cost, stored_cost
 from vertebrae.reports.leaderboard import COST_KINDS, DEFAULT_COST, leaderboard_rows, metric_names, paired_verdicts
@@ -52,7 +54,7 @@ def build(results_dir: str | Path = "results", *, metric: str | None = None, rec
     if not Path(results_dir).is_dir():
         raise ConfigError(f"results folder {results_dir} not found")
     reports, skipped = verified_reports(results_dir)
-    records = Path(results_dir).resolve().parent / "benchmarks" if records_dir is None else Path(records_dir)
+    records = records_of(results_dir) if records_dir is None else Path(records_dir)
     written = {path: datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
                for path, _ in reports}
     rows = leaderboard_rows(reports, metric=metric, costs=report_costs(reports, records), written=written)

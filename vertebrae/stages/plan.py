@@ -23,7 +23,7 @@ from typing import Any
 from vertebrae.core.artifacts import read_json_artifact, write_json_artifact
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
 from vertebrae.core.fingerprint import FINGERPRINT_LENGTH, canonical_json, fingerprint, sha256_hex
-from vertebrae.core.check_records import CHECK_RECORDS_DIR, remembered_in
+from vertebrae.core.check_records import checks_dir, remembered_in
 
 KIND_OF_STAGE = {
     "fit": "fitted-extractor", "embed": "embedding", "compress": "compressed", "protocol": "protocol", "score": "score",
@@ -234,7 +234,7 @@ def run_plan(spec: str | None, output: str | Path, spec_file: str | Path | None 
             spec = json.loads(spec)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"job spec is not JSON: {exc}") from None
-    with remembered_in(CHECK_RECORDS_DIR):  # the working directory's records of passed checks (sklearn steps)
+    with remembered_in(checks_dir()):  # the run's records of passed checks (sklearn steps), in its out folder
         check_spec(spec)
     write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 

@@ -13,7 +13,7 @@ must read back whole and unchanged, under its own name, stamped with its report'
 
 Moving aside renames a file to ``<name>.corrupt-<UTC time>`` next to it (``core.artifacts.move_aside``). Snakemake
 does not rebuild a missing intermediate while the reports built from it exist, so every artifact that depends on a
-moved one (found through the job specs under ``results/**/plans/``, and for the pages by name:
+moved one (found through the job specs under ``results/**/plans/`` (any out folder's), and for the pages by name:
 ``verify_pages.page_consumers``) moves aside with it, up to the reports and the results index. The CLI does the same
 when a job refuses a corrupt input (``quarantine``), or a stale or foreign one that is not what its own path names
 (``quarantine_refused``).
@@ -43,6 +43,7 @@ from typing import Any
 
 from vertebrae.core.artifacts import move_aside, read_embeddings, read_json_artifact
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
+from vertebrae.core.out_folder import is_out_folder, working_folder
 from vertebrae.stages.report_check import check_report
 from vertebrae.stages.verify_pages import FIGURES, TEXTS, check_summary_json, check_text, page_consumers
 
@@ -58,9 +59,10 @@ def _abs(path: str | Path) -> Path:
 
 
 def _results_root(path: Path) -> Path | None:
-    """The ``results`` directory above ``path`` (job specs name paths relative to its parent)."""
+    """The out folder above ``path`` (``core.out_folder.is_out_folder``: ``results/``, or one holding a run's
+    state); job specs name paths relative to its working folder (``core.out_folder.working_folder``)."""
     for parent in _abs(path).parents:
-        if parent.name == "results":
+        if is_out_folder(parent):
             return parent
     return None
 
@@ -148,7 +150,7 @@ def dependents(path: str | Path) -> list[Path]:
     root = _results_root(path)
     if root is None:
         return []
-    workdir, specs = root.parent, _specs(root)
+    workdir, specs = working_folder(root), _specs(root)
     files = [_abs(p) for p in _files(root)] + [_abs(p) for p in root.rglob("reports/*/*") if p.is_file()]
     consumers: dict[str, list[str]] = {}
     for fp, spec in specs.items():

@@ -1,7 +1,8 @@
 """The pages and tables of a results tree, for ``vertebrae verify``: each must equal what its verified sources give
 now, rendered again in memory by the same code the workflow's jobs write it with.
 
-Every text file the workflow writes from the reports, by where it lies (``results/`` is the workflow's results folder):
+Every text file the workflow writes from the reports, by where it lies (``results/`` is the workflow's out folder,
+``vertebrae.core.out_folder``, whatever its name):
 
 - ``results/reports/<name>/report.md``: the Markdown of the verified report.json beside it (its result class's
   ``markdown()``);
@@ -13,7 +14,7 @@ Every text file the workflow writes from the reports, by where it lies (``result
   reports it names (:func:`check_summary_json`);
 - ``results/leaderboard.html``: the leaderboard page of every verified report.json under ``results/``, as the
   workflow's ``vertebrae leaderboard results --format html`` job writes it (costs the reports carry, else the
-  Snakemake records beside ``results/``), under the page's own "Written by" stamp (which vertebrae wrote it is a
+  Snakemake records in ``results/benchmarks/``, or beside ``results/`` in the old layout), under the page's own "Written by" stamp (which vertebrae wrote it is a
   record, not something the reports give);
 - ``results/index.html``: the results index of ``results/`` as it is now (``reports.report_page.index_page``).
 
@@ -36,6 +37,7 @@ import re
 from pathlib import Path
 
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
+from vertebrae.core.out_folder import is_out_folder, records_of, spelled_out, working_folder
 from vertebrae.reports.summary import check_summary
 from vertebrae.stages.report_check import check_report, report_classes
 
@@ -54,7 +56,7 @@ def _in_report_folder(path: Path) -> bool:
 
 
 def _in_results(path: Path) -> bool:
-    return path.parent.name == "results"
+    return is_out_folder(path.parent)
 
 
 def report_markdown(folder: Path) -> str:
@@ -75,11 +77,12 @@ def _leaderboard(page: Path) -> str | None:
     found, skipped = verified_reports(results)
     if skipped:
         return None
-    # the job runs `vertebrae leaderboard results` in the working folder: a report's path (which names a benchmark
-    # two reports share) is spelled from there, wherever verify was pointed
-    reports = [(os.path.join(results.name, os.path.relpath(path, results)), document) for path, document in found]
-    rows = leaderboard_rows(reports, costs=report_costs(reports, results.resolve().parent / "benchmarks"))
-    links = report_links(rows, page, working_dir=results.parent)
+    # the job runs `vertebrae leaderboard OUT` in the working folder: a report's path (which names a benchmark two
+    # reports share) is spelled from there (as the run spelled OUT), wherever verify was pointed
+    reports = [(os.path.join(spelled_out(results), os.path.relpath(path, results)), document)
+               for path, document in found]
+    rows = leaderboard_rows(reports, costs=report_costs(reports, records_of(results)))
+    links = report_links(rows, page, working_dir=working_folder(results))
     stamp = _STAMP.search(page.read_text(encoding="utf-8"))
     return leaderboard_html(rows, across(rows, paired_verdicts(reports)), links=links,
                             written_by=None if stamp is None else html.unescape(stamp.group(1)))
@@ -130,9 +133,10 @@ def check_summary_json(path: Path) -> None:
     from vertebrae.reports.summary import build_summary
 
     summary = check_summary(path)
-    workdir = path.parent.parent.parent  # <workdir>/results/summary/summary.json; report paths are relative to it
+    root = path.parent.parent  # <out>/summary/summary.json; the reports it names: <out>/reports/<name>/report.json
     try:
-        rebuilt = build_summary([(c.report, check_report(workdir / c.report)) for c in summary.benchmarks])
+        rebuilt = build_summary([(c.report, check_report(root / "reports" / Path(c.report).parent.name / "report.json"))
+                                 for c in summary.benchmarks])
         if summary.software is not None:
             rebuilt = rebuilt.with_software(summary.software)
     except (OSError, ArtifactError, VertebraeError):

@@ -1,5 +1,6 @@
 # The plan of the config, made by the library (vertebrae.planning); wildcard constraints and input functions.
 # Every rule's inputs come whole from the plan: PLAN.inputs(fp) names them as the rule's shell line does.
+import os
 import sys
 
 import vertebrae.reports.figures
@@ -9,7 +10,7 @@ import vertebrae.planning.plan_once
 import vertebrae.reports.text
 from vertebrae.core.config import require_benchmarks
 from vertebrae.core.errors import VertebraeError
-from vertebrae.planning import artifact_path, report_paths
+from vertebrae.core.out_folder import OUT_ENV
 
 # workflow.configfiles: the files Snakemake read `config` from, re-read refusing duplicate keys. Planned once per
 # invocation: a job that re-parses this file (each SLURM job) reads the main process's plan (VERTEBRAE_PLAN).
@@ -20,7 +21,11 @@ try:
     PLAN = vertebrae.planning.plan_once.plan_once(config, config_files=workflow.configfiles)
 except VertebraeError as exc:
     sys.exit(f"vertebrae: error: {vertebrae.reports.text.terminal_text(str(exc), lines=True)}")
-PLAN.write_spec_files()  # .vertebrae/specs/{fp}-{digest}.json: the plan jobs' specs (never a shell argument)
+# Everything the run writes lies under PLAN.out (config `out`, default results/): the rules take every path from the
+# plan (PLAN.artifact_path, PLAN.log, PLAN.record, PLAN.path; vertebrae.planning.paths). Its jobs inherit the folder
+# for their caches (vertebrae.core.out_folder.current_out).
+os.environ[OUT_ENV] = PLAN.out
+PLAN.write_spec_files()  # OUT/.vertebrae/specs/{fp}-{digest}.json: the plan jobs' specs (never a shell argument)
 
 
 wildcard_constraints:
@@ -44,11 +49,11 @@ def get_report_item_outputs():
 
 
 def get_page_outputs():
-    return [f"results/reports/{name}/report.html" for name in vertebrae.reports.figures.report_names(PLAN.final_outputs())]
+    return [PLAN.path(f"reports/{name}/report.html") for name in vertebrae.reports.figures.report_names(PLAN.final_outputs())]
 
 
 def get_summary_outputs():
-    return vertebrae.reports.summary.summary_targets(PLAN.final_outputs())
+    return vertebrae.reports.summary.summary_targets(PLAN.final_outputs(), PLAN.out)
 
 
 def get_report_names_pattern():

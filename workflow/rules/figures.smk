@@ -12,36 +12,38 @@ rule report:
     input:
         unpack(get_report_inputs),
     output:
-        **report_paths("{benchmark}"),
+        **PLAN.report_paths("{benchmark}"),
     wildcard_constraints:
         benchmark=get_report_names_pattern(),
+    params:
+        records=PLAN.records_dir(),  # the out folder's benchmark records: the candidates' costs
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/report/{benchmark}.log",
+        PLAN.log("report/{benchmark}"),
     benchmark:
-        "benchmarks/report/{benchmark}.tsv"
+        PLAN.record("report/{benchmark}")
     shell:
         "vertebrae report --plan-json {input.plan} --protocol {input.protocol} --comparison {input.comparison}"
-        " --records-dir benchmarks --json-output {output.json} --markdown-output {output.markdown}"
+        " --records-dir {params.records:q} --json-output {output.json} --markdown-output {output.markdown}"
         " {input.scores} > {log} 2>&1"
 
 
 rule figures:
     input:
-        report=report_paths("{report_name}")["json"],
+        report=PLAN.report_paths("{report_name}")["json"],
     output:
-        ranking=report("results/reports/{report_name}/ranking.png", **ITEM("ranking", "figure")),
-        detail=report("results/reports/{report_name}/detail.png", **ITEM("detail", "figure")),
-        comparison=report("results/reports/{report_name}/comparison.png", **ITEM("comparison", "figure")),
+        ranking=report(PLAN.path("reports/{report_name}/ranking.png"), **ITEM("ranking", "figure")),
+        detail=report(PLAN.path("reports/{report_name}/detail.png"), **ITEM("detail", "figure")),
+        comparison=report(PLAN.path("reports/{report_name}/comparison.png"), **ITEM("comparison", "figure")),
     wildcard_constraints:
         report_name=get_report_names_pattern(),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/figures/{report_name}.log",
+        PLAN.log("figures/{report_name}"),
     benchmark:
-        "benchmarks/figures/{report_name}.tsv"
+        PLAN.record("figures/{report_name}")
     shell:
         "vertebrae figures --report {input.report} --ranking-output {output.ranking} --detail-output {output.detail}"
         " --comparison-output {output.comparison} > {log} 2>&1"
@@ -49,21 +51,21 @@ rule figures:
 
 rule report_tables:
     input:
-        markdown=report_paths("{report_name}")["markdown"],
-        report=report_paths("{report_name}")["json"],
+        markdown=PLAN.report_paths("{report_name}")["markdown"],
+        report=PLAN.report_paths("{report_name}")["json"],
     output:
-        ranking=report("results/reports/{report_name}/ranking.html", **ITEM("ranking", "table")),
-        detail=report("results/reports/{report_name}/detail.html", **ITEM("detail", "table")),
-        comparison=report("results/reports/{report_name}/comparison.html", **ITEM("comparison", "table")),
-        warnings=report("results/reports/{report_name}/warnings.html", **ITEM("warnings", "table")),
+        ranking=report(PLAN.path("reports/{report_name}/ranking.html"), **ITEM("ranking", "table")),
+        detail=report(PLAN.path("reports/{report_name}/detail.html"), **ITEM("detail", "table")),
+        comparison=report(PLAN.path("reports/{report_name}/comparison.html"), **ITEM("comparison", "table")),
+        warnings=report(PLAN.path("reports/{report_name}/warnings.html"), **ITEM("warnings", "table")),
     wildcard_constraints:
         report_name=get_report_names_pattern(),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/report_tables/{report_name}.log",
+        PLAN.log("report_tables/{report_name}"),
     benchmark:
-        "benchmarks/report_tables/{report_name}.tsv"
+        PLAN.record("report_tables/{report_name}")
     shell:
         "vertebrae report-tables --markdown {input.markdown} --ranking-output {output.ranking}"
         " --detail-output {output.detail} --comparison-output {output.comparison}"
@@ -74,39 +76,39 @@ rule compare:
     input:
         unpack(get_inputs),
     output:
-        comparison=artifact_path("comparison", "{fp}"),
+        comparison=PLAN.artifact_path("comparison", "{fp}"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/compare/{fp}.log",
+        PLAN.log("compare/{fp}"),
     benchmark:
-        "benchmarks/compare/{fp}.tsv"
+        PLAN.record("compare/{fp}")
     shell:
         "vertebrae compare --plan-json {input.plan} --report-plan {input.report_plan} --protocol {input.protocol}"
         " --output {output.comparison} {input.scores} > {log} 2>&1"
 
 
 # A benchmark's one-page report.html (ranking, figures inline, comparison, cost, warnings, details), the results
-# index linking every page under results/ (whichever config wrote it) and the leaderboard page over all of them.
+# index linking every page under the out folder (whichever config wrote it) and the leaderboard page over all of them.
 # The pages (and report_tables' tables) are cut from report.md, which the job checks first against its report.json
 # (vertebrae.stages.verify_pages.check_markdown): a hand-edited report.md, newer than the pages, is refused and moved
 # aside with what was built from it, and the next run writes it again; an edit never reaches a page. The
 # leaderboard links every page of a report, so it comes after them (and `vertebrae verify` can tell what it holds).
 rule report_page:
     input:
-        markdown=report_paths("{report_name}")["markdown"],
-        report=report_paths("{report_name}")["json"],
+        markdown=PLAN.report_paths("{report_name}")["markdown"],
+        report=PLAN.report_paths("{report_name}")["json"],
         figures=rules.figures.output,
     output:
-        page="results/reports/{report_name}/report.html",
+        page=PLAN.path("reports/{report_name}/report.html"),
     wildcard_constraints:
         report_name=get_report_names_pattern(),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/report_page/{report_name}.log",
+        PLAN.log("report_page/{report_name}"),
     benchmark:
-        "benchmarks/report_page/{report_name}.tsv"
+        PLAN.record("report_page/{report_name}")
     shell:
         "vertebrae report-page --markdown {input.markdown} --output {output.page} > {log} 2>&1"
 
@@ -117,31 +119,35 @@ rule leaderboard_page:
         pages=get_page_outputs(),
         tables=get_report_item_outputs(),
     output:
-        page="results/leaderboard.html",
+        page=PLAN.path("leaderboard.html"),
+    params:
+        out=PLAN.out,
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/leaderboard_page/leaderboard.log",
+        PLAN.log("leaderboard_page/leaderboard"),
     benchmark:
-        "benchmarks/leaderboard_page/leaderboard.tsv"
+        PLAN.record("leaderboard_page/leaderboard")
     shell:
-        "vertebrae leaderboard results --format html --output {output.page} > {log} 2>&1"
+        "vertebrae leaderboard {params.out:q} --format html --output {output.page} > {log} 2>&1"
 
 
 rule results_index:
     input:
         pages=get_page_outputs(),
-        leaderboard="results/leaderboard.html",
+        leaderboard=PLAN.path("leaderboard.html"),
     output:
-        index="results/index.html",
+        index=PLAN.path("index.html"),
+    params:
+        out=PLAN.out,
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/results_index/index.log",
+        PLAN.log("results_index/index"),
     benchmark:
-        "benchmarks/results_index/index.tsv"
+        PLAN.record("results_index/index")
     shell:
-        "vertebrae results-index results --output {output.index} > {log} 2>&1"
+        "vertebrae results-index {params.out:q} --output {output.index} > {log} 2>&1"
 
 
 # The cross-benchmark summary (candidates x benchmarks table of primary scores) of every report.json.
@@ -149,13 +155,13 @@ rule summary:
     input:
         reports=vertebrae.reports.summary.summary_inputs(get_final_outputs()),
     output:
-        **vertebrae.reports.summary.SUMMARY_PATHS,
+        **vertebrae.reports.summary.summary_paths(PLAN.out),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/summary/summary.log",
+        PLAN.log("summary/summary"),
     benchmark:
-        "benchmarks/summary/summary.tsv"
+        PLAN.record("summary/summary")
     shell:
         "vertebrae summary --output-csv {output.csv} --output-markdown {output.markdown}"
         " --output-json {output.json} {input.reports} > {log} 2>&1"

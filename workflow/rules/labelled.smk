@@ -5,13 +5,13 @@ rule plan:
     input:
         spec=ancient(get_spec_file),  # named by the spec's text: a new spec, a new name (rerun); written at parse
     output:
-        plan=artifact_path("plan", "{fp}"),
+        plan=PLAN.artifact_path("plan", "{fp}"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/plan/{fp}.log",
+        PLAN.log("plan/{fp}"),
     benchmark:
-        "benchmarks/plan/{fp}.tsv"
+        PLAN.record("plan/{fp}")
     shell:
         "vertebrae plan --spec-file {input.spec} --output {output.plan} > {log} 2>&1"
 
@@ -20,16 +20,16 @@ rule fit_extractor:
     input:
         unpack(get_inputs),
     output:
-        fitted=artifact_path("fitted", "{fp}"),
+        fitted=PLAN.artifact_path("fitted", "{fp}"),
     resources:
         mem_mb=get_mem_mb,  # from the fit endpoint's rows (vertebrae.planning.resources)
     threads: PLAN.threads["embedding"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/fit_extractor/{fp}.log",
+        PLAN.log("fit_extractor/{fp}"),
     benchmark:
-        "benchmarks/fit_extractor/{fp}.tsv"
+        PLAN.record("fit_extractor/{fp}")
     shell:
         "vertebrae fit-extractor --plan-json {input.plan} --output {output.fitted} > {log} 2>&1"
 
@@ -38,7 +38,7 @@ rule embed_shard:
     input:
         unpack(get_inputs),
     output:
-        shard=artifact_path("shard", "{fp}", shard=("{i}", "{n}")),
+        shard=PLAN.artifact_path("shard", "{fp}", shard=("{i}", "{n}")),
     resources:
         mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.planning.resources)
         gpu=get_gpus,
@@ -46,9 +46,9 @@ rule embed_shard:
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/embed_shard/{fp}/shard-{i}-of-{n}.log",
+        PLAN.log("embed_shard/{fp}/shard-{i}-of-{n}"),
     benchmark:
-        "benchmarks/embed_shard/{fp}/shard-{i}-of-{n}.tsv"
+        PLAN.record("embed_shard/{fp}/shard-{i}-of-{n}")
     shell:
         "vertebrae embed-shard --plan-json {input.plan} --shard-index {wildcards.i} --output {output.shard} > {log} 2>&1"
 
@@ -57,13 +57,13 @@ rule merge_embeddings:
     input:
         unpack(get_merge_inputs),
     output:
-        embeddings=artifact_path("embedding", "{fp}"),
+        embeddings=PLAN.artifact_path("embedding", "{fp}"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/merge_embeddings/{fp}.log",
+        PLAN.log("merge_embeddings/{fp}"),
     benchmark:
-        "benchmarks/merge_embeddings/{fp}.tsv"
+        PLAN.record("merge_embeddings/{fp}")
     shell:
         "vertebrae merge-embeddings --plan-json {input.plan} --output {output.embeddings} {input.shards} > {log} 2>&1"
 
@@ -72,14 +72,14 @@ rule compress:
     input:
         unpack(get_inputs),
     output:
-        embeddings=artifact_path("compressed", "{fp}"),
+        embeddings=PLAN.artifact_path("compressed", "{fp}"),
     threads: PLAN.threads["scoring"]  # as the score jobs, which refit it: same BLAS threads, same bits
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/compress/{fp}.log",
+        PLAN.log("compress/{fp}"),
     benchmark:
-        "benchmarks/compress/{fp}.tsv"
+        PLAN.record("compress/{fp}")
     shell:
         "vertebrae compress --plan-json {input.plan} --embeddings {input.embeddings} --output {output.embeddings} > {log} 2>&1"
 
@@ -88,13 +88,13 @@ rule write_protocol:
     input:
         unpack(get_inputs),
     output:
-        protocol=artifact_path("protocol", "{fp}"),
+        protocol=PLAN.artifact_path("protocol", "{fp}"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/write_protocol/{fp}.log",
+        PLAN.log("write_protocol/{fp}"),
     benchmark:
-        "benchmarks/write_protocol/{fp}.tsv"
+        PLAN.record("write_protocol/{fp}")
     shell:
         "vertebrae write-protocol --plan-json {input.plan} --output {output.protocol} > {log} 2>&1"
 
@@ -103,16 +103,16 @@ rule score:
     input:
         unpack(get_inputs),
     output:
-        score=artifact_path("score", "{fp}"),
+        score=PLAN.artifact_path("score", "{fp}"),
     wildcard_constraints:
         fp=f"(?!(?:{get_labelled_fanout_pattern()}))[0-9a-f]{{16}}",  # fingerprints are 16 characters
     threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/score/{fp}.log",
+        PLAN.log("score/{fp}"),
     benchmark:
-        "benchmarks/score/{fp}.tsv"
+        PLAN.record("score/{fp}")
     shell:
         "vertebrae score --plan-json {input.plan} --embeddings {input.embeddings} --protocol {input.protocol}"
         " --output {output.score} > {log} 2>&1"
@@ -126,7 +126,7 @@ rule score_labelled_partial:
     input:
         unpack(get_inputs),
     output:
-        partial=artifact_path("labelled-partial", "{fp}"),
+        partial=PLAN.artifact_path("labelled-partial", "{fp}"),
     params:
         overlap=get_overlap_option,
     threads: PLAN.threads["scoring"]
@@ -134,9 +134,9 @@ rule score_labelled_partial:
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/score_labelled_partial/{fp}.log",
+        PLAN.log("score_labelled_partial/{fp}"),
     benchmark:
-        "benchmarks/score_labelled_partial/{fp}.tsv"
+        PLAN.record("score_labelled_partial/{fp}")
     shell:
         "vertebrae score-labelled-partial --plan-json {input.plan} --embeddings {input.embeddings}"
         " --protocol {input.protocol}{params.overlap} --output {output.partial} > {log} 2>&1"
@@ -146,15 +146,15 @@ rule merge_labelled_partials:
     input:
         unpack(get_inputs),
     output:
-        score=artifact_path("score", "{fp}"),
+        score=PLAN.artifact_path("score", "{fp}"),
     wildcard_constraints:
         fp=get_labelled_fanout_pattern(),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/merge_labelled_partials/{fp}.log",
+        PLAN.log("merge_labelled_partials/{fp}"),
     benchmark:
-        "benchmarks/merge_labelled_partials/{fp}.tsv"
+        PLAN.record("merge_labelled_partials/{fp}")
     shell:
         "vertebrae merge-labelled-partials --plan-json {input.plan} --embeddings {input.embeddings}"
         " --protocol {input.protocol} --output {output.score} > {log} 2>&1"  # the partials: the paths its spec plans

@@ -4,7 +4,7 @@ rule embed_retrieval_shard:
     input:
         unpack(get_inputs),
     output:
-        shard=artifact_path("shard", "{fp}", protocol="retrieval", shard=("{i}", "{n}")),
+        shard=PLAN.artifact_path("shard", "{fp}", protocol="retrieval", shard=("{i}", "{n}")),
     resources:
         mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.planning.resources)
         gpu=get_gpus,
@@ -14,9 +14,9 @@ rule embed_retrieval_shard:
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/embed_retrieval_shard/{fp}/shard-{i}-of-{n}.log",
+        PLAN.log("embed_retrieval_shard/{fp}/shard-{i}-of-{n}"),
     benchmark:
-        "benchmarks/embed_retrieval_shard/{fp}/shard-{i}-of-{n}.tsv"
+        PLAN.record("embed_retrieval_shard/{fp}/shard-{i}-of-{n}")
     shell:
         "vertebrae embed-retrieval-shard --plan-json {input.plan} --side {params.side} --shard-index {wildcards.i}"
         " --output {output.shard} > {log} 2>&1"
@@ -26,13 +26,13 @@ rule merge_retrieval_embeddings:
     input:
         unpack(get_merge_inputs),
     output:
-        embeddings=artifact_path("embedding", "{fp}", protocol="retrieval"),
+        embeddings=PLAN.artifact_path("embedding", "{fp}", protocol="retrieval"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/merge_retrieval_embeddings/{fp}.log",
+        PLAN.log("merge_retrieval_embeddings/{fp}"),
     benchmark:
-        "benchmarks/merge_retrieval_embeddings/{fp}.tsv"
+        PLAN.record("merge_retrieval_embeddings/{fp}")
     shell:
         "vertebrae merge-retrieval-embeddings --plan-json {input.plan} --output {output.embeddings} {input.shards} > {log} 2>&1"
 
@@ -41,13 +41,13 @@ rule write_retrieval_relevance:
     input:
         unpack(get_inputs),
     output:
-        protocol=artifact_path("protocol", "{fp}", protocol="retrieval"),
+        protocol=PLAN.artifact_path("protocol", "{fp}", protocol="retrieval"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/write_retrieval_relevance/{fp}.log",
+        PLAN.log("write_retrieval_relevance/{fp}"),
     benchmark:
-        "benchmarks/write_retrieval_relevance/{fp}.tsv"
+        PLAN.record("write_retrieval_relevance/{fp}")
     shell:
         "vertebrae write-retrieval-relevance --plan-json {input.plan} --output {output.protocol} > {log} 2>&1"
 
@@ -56,15 +56,15 @@ rule compress_retrieval:
     input:
         unpack(get_inputs),
     output:
-        queries=artifact_path("compressed", "{fp}", protocol="retrieval", side="query"),
-        gallery=artifact_path("compressed", "{fp}", protocol="retrieval", side="gallery"),
+        queries=PLAN.artifact_path("compressed", "{fp}", protocol="retrieval", side="query"),
+        gallery=PLAN.artifact_path("compressed", "{fp}", protocol="retrieval", side="gallery"),
     threads: PLAN.threads["scoring"]  # as the score jobs, which refit it: same BLAS threads, same bits
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/compress_retrieval/{fp}.log",
+        PLAN.log("compress_retrieval/{fp}"),
     benchmark:
-        "benchmarks/compress_retrieval/{fp}.tsv"
+        PLAN.record("compress_retrieval/{fp}")
     shell:
         "vertebrae compress-retrieval --plan-json {input.plan} --queries {input.queries} --gallery {input.gallery}"
         " --query-output {output.queries} --gallery-output {output.gallery} > {log} 2>&1"
@@ -74,7 +74,7 @@ rule score_retrieval:
     input:
         unpack(get_inputs),
     output:
-        score=artifact_path("score", "{fp}", protocol="retrieval"),
+        score=PLAN.artifact_path("score", "{fp}", protocol="retrieval"),
     wildcard_constraints:
         fp=f"(?!(?:{get_fanout_scores_pattern()}))[0-9a-f]{{16}}",  # fingerprints are 16 characters
     resources:
@@ -83,9 +83,9 @@ rule score_retrieval:
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/score_retrieval/{fp}.log",
+        PLAN.log("score_retrieval/{fp}"),
     benchmark:
-        "benchmarks/score_retrieval/{fp}.tsv"
+        PLAN.record("score_retrieval/{fp}")
     shell:
         "vertebrae score-retrieval --plan-json {input.plan} --queries {input.queries} --gallery {input.gallery}"
         " --protocol {input.protocol} --output {output.score} > {log} 2>&1"
@@ -101,15 +101,15 @@ rule stage_retrieval_fanout:
     input:
         unpack(get_fanout_inputs),
     output:
-        fanout=artifact_path("fanout", "{fp}", protocol="retrieval"),
-        query_rows=artifact_path("fanout-rows", "{fp}", protocol="retrieval", side="query"),
-        gallery_rows=artifact_path("fanout-rows", "{fp}", protocol="retrieval", side="gallery"),
+        fanout=PLAN.artifact_path("fanout", "{fp}", protocol="retrieval"),
+        query_rows=PLAN.artifact_path("fanout-rows", "{fp}", protocol="retrieval", side="query"),
+        gallery_rows=PLAN.artifact_path("fanout-rows", "{fp}", protocol="retrieval", side="gallery"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/stage_retrieval_fanout/{fp}.log",
+        PLAN.log("stage_retrieval_fanout/{fp}"),
     benchmark:
-        "benchmarks/stage_retrieval_fanout/{fp}.tsv"
+        PLAN.record("stage_retrieval_fanout/{fp}")
     shell:
         "vertebrae stage-retrieval-fanout --plan-json {input.plan} --queries {input.queries} --gallery {input.gallery}"
         " --protocol {input.protocol} --output {output.fanout} --query-rows-output {output.query_rows}"
@@ -118,18 +118,18 @@ rule stage_retrieval_fanout:
 
 rule score_retrieval_partial:
     input:
-        fanout=artifact_path("fanout", "{fp}", protocol="retrieval"),
+        fanout=PLAN.artifact_path("fanout", "{fp}", protocol="retrieval"),
     output:
-        partial=artifact_path("partial", "{partial}", protocol="retrieval", merge="{fp}"),
+        partial=PLAN.artifact_path("partial", "{partial}", protocol="retrieval", merge="{fp}"),
     resources:
         **PLAN.partial_resources(mem_mb=get_partial_mem_mb, gpu=get_partial_gpus),  # constants when all agree
     threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/score_retrieval_partial/{fp}/{partial}.log",
+        PLAN.log("score_retrieval_partial/{fp}/{partial}"),
     benchmark:
-        "benchmarks/score_retrieval_partial/{fp}/{partial}.tsv"
+        PLAN.record("score_retrieval_partial/{fp}/{partial}")
     shell:
         "vertebrae score-retrieval-fanout-partial --fanout {input.fanout} --partial {wildcards.partial}"
         " --output {output.partial} > {log} 2>&1"
@@ -139,15 +139,15 @@ rule merge_retrieval_partials:
     input:
         unpack(get_inputs),
     output:
-        score=artifact_path("score", "{fp}", protocol="retrieval"),
+        score=PLAN.artifact_path("score", "{fp}", protocol="retrieval"),
     wildcard_constraints:
         fp=get_fanout_scores_pattern(),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/merge_retrieval_partials/{fp}.log",
+        PLAN.log("merge_retrieval_partials/{fp}"),
     benchmark:
-        "benchmarks/merge_retrieval_partials/{fp}.tsv"
+        PLAN.record("merge_retrieval_partials/{fp}")
     shell:
         "vertebrae merge-retrieval-partials --plan-json {input.plan} --protocol {input.protocol}"
         " --output {output.score} > {log} 2>&1"  # the partials: the paths its spec plans (inputs, never arguments)

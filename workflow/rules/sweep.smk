@@ -5,7 +5,7 @@ rule embed_sweep_shard:
     input:
         unpack(get_inputs),
     output:
-        shards=directory(artifact_path("sweep-shard", "{fp}", shard=("{i}", "{n}"))),
+        shards=directory(PLAN.artifact_path("sweep-shard", "{fp}", shard=("{i}", "{n}"))),
     resources:
         mem_mb=get_mem_mb,  # the largest of its layers' (vertebrae.planning.resources)
         gpu=get_gpus,
@@ -13,9 +13,9 @@ rule embed_sweep_shard:
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/embed_sweep_shard/{fp}/shard-{i}-of-{n}.log",
+        PLAN.log("embed_sweep_shard/{fp}/shard-{i}-of-{n}"),
     benchmark:
-        "benchmarks/embed_sweep_shard/{fp}/shard-{i}-of-{n}.tsv"
+        PLAN.record("embed_sweep_shard/{fp}/shard-{i}-of-{n}")
     shell:
         "vertebrae embed-sweep-shard --plan-json {input.plan} --shard-index {wildcards.i} --output {output.shards}"
         " > {log} 2>&1"

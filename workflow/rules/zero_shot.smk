@@ -5,13 +5,13 @@ rule plan_zero_shot:
     input:
         spec=ancient(get_spec_file),  # named by the spec's text: a new spec, a new name (rerun); written at parse
     output:
-        plan=artifact_path("plan", "{fp}", protocol="zero_shot"),
+        plan=PLAN.artifact_path("plan", "{fp}", protocol="zero_shot"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/plan_zero_shot/{fp}.log",
+        PLAN.log("plan_zero_shot/{fp}"),
     benchmark:
-        "benchmarks/plan_zero_shot/{fp}.tsv"
+        PLAN.record("plan_zero_shot/{fp}")
     shell:
         "vertebrae plan-zero-shot --spec-file {input.spec} --output {output.plan} > {log} 2>&1"
 
@@ -20,7 +20,7 @@ rule embed_zero_shot_samples:
     input:
         unpack(get_inputs),
     output:
-        shard=artifact_path("shard", "{fp}", protocol="zero_shot", side="samples", shard=("{i}", "{n}")),
+        shard=PLAN.artifact_path("shard", "{fp}", protocol="zero_shot", side="samples", shard=("{i}", "{n}")),
     resources:
         mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.planning.resources)
         gpu=get_gpus,
@@ -28,9 +28,9 @@ rule embed_zero_shot_samples:
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/embed_zero_shot_samples/{fp}/shard-{i}-of-{n}.log",
+        PLAN.log("embed_zero_shot_samples/{fp}/shard-{i}-of-{n}"),
     benchmark:
-        "benchmarks/embed_zero_shot_samples/{fp}/shard-{i}-of-{n}.tsv"
+        PLAN.record("embed_zero_shot_samples/{fp}/shard-{i}-of-{n}")
     shell:
         "vertebrae embed-zero-shot-shard --plan-json {input.plan} --side samples --shard-index {wildcards.i}"
         " --output {output.shard} > {log} 2>&1"
@@ -40,7 +40,7 @@ rule embed_zero_shot_prompts:
     input:
         unpack(get_inputs),
     output:
-        shard=artifact_path("shard", "{fp}", protocol="zero_shot", side="prompts", shard=("{i}", "{n}")),
+        shard=PLAN.artifact_path("shard", "{fp}", protocol="zero_shot", side="prompts", shard=("{i}", "{n}")),
     resources:
         mem_mb=get_mem_mb,  # from the model's weights, its batch and the shard's rows (vertebrae.planning.resources)
         gpu=get_gpus,
@@ -48,9 +48,9 @@ rule embed_zero_shot_prompts:
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/embed_zero_shot_prompts/{fp}/shard-{i}-of-{n}.log",
+        PLAN.log("embed_zero_shot_prompts/{fp}/shard-{i}-of-{n}"),
     benchmark:
-        "benchmarks/embed_zero_shot_prompts/{fp}/shard-{i}-of-{n}.tsv"
+        PLAN.record("embed_zero_shot_prompts/{fp}/shard-{i}-of-{n}")
     shell:
         "vertebrae embed-zero-shot-shard --plan-json {input.plan} --side prompts --shard-index {wildcards.i}"
         " --protocol {input.protocol} --output {output.shard} > {log} 2>&1"
@@ -60,13 +60,13 @@ rule merge_zero_shot:
     input:
         unpack(get_merge_inputs),
     output:
-        embeddings=artifact_path("embedding", "{fp}", protocol="zero_shot", side="{side}"),
+        embeddings=PLAN.artifact_path("embedding", "{fp}", protocol="zero_shot", side="{side}"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/merge_zero_shot/{side}/{fp}.log",
+        PLAN.log("merge_zero_shot/{side}/{fp}"),
     benchmark:
-        "benchmarks/merge_zero_shot/{side}/{fp}.tsv"
+        PLAN.record("merge_zero_shot/{side}/{fp}")
     shell:
         "vertebrae merge-zero-shot-embeddings --plan-json {input.plan} --output {output.embeddings} {input.shards} > {log} 2>&1"
 
@@ -75,13 +75,13 @@ rule write_zero_shot_protocol:
     input:
         unpack(get_inputs),
     output:
-        protocol=artifact_path("protocol", "{fp}", protocol="zero_shot"),
+        protocol=PLAN.artifact_path("protocol", "{fp}", protocol="zero_shot"),
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/write_zero_shot_protocol/{fp}.log",
+        PLAN.log("write_zero_shot_protocol/{fp}"),
     benchmark:
-        "benchmarks/write_zero_shot_protocol/{fp}.tsv"
+        PLAN.record("write_zero_shot_protocol/{fp}")
     shell:
         "vertebrae write-zero-shot-protocol --plan-json {input.plan} --output {output.protocol} > {log} 2>&1"
 
@@ -90,14 +90,14 @@ rule compress_zero_shot:
     input:
         unpack(get_inputs),
     output:
-        samples=artifact_path("compressed", "{fp}", protocol="zero_shot"),
+        samples=PLAN.artifact_path("compressed", "{fp}", protocol="zero_shot"),
     threads: PLAN.threads["scoring"]  # as the score jobs, which refit it: same BLAS threads, same bits
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/compress_zero_shot/{fp}.log",
+        PLAN.log("compress_zero_shot/{fp}"),
     benchmark:
-        "benchmarks/compress_zero_shot/{fp}.tsv"
+        PLAN.record("compress_zero_shot/{fp}")
     shell:
         "vertebrae compress-zero-shot --plan-json {input.plan} --samples {input.samples} --output {output.samples} > {log} 2>&1"
 
@@ -106,16 +106,16 @@ rule score_zero_shot:
     input:
         unpack(get_inputs),
     output:
-        score=artifact_path("score", "{fp}", protocol="zero_shot"),
+        score=PLAN.artifact_path("score", "{fp}", protocol="zero_shot"),
     params:
         raw=get_zero_shot_raw_option,
     threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
     log:
-        "logs/score_zero_shot/{fp}.log",
+        PLAN.log("score_zero_shot/{fp}"),
     benchmark:
-        "benchmarks/score_zero_shot/{fp}.tsv"
+        PLAN.record("score_zero_shot/{fp}")
     shell:
         "vertebrae score-zero-shot --plan-json {input.plan} --samples {input.samples} --prompts {input.prompts}"
         " --protocol {input.protocol}{params.raw} --output {output.score} > {log} 2>&1"
