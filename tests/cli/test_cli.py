@@ -278,7 +278,7 @@ def test_run_and_validate_take_a_config_file(capsys):
         with pytest.raises(SystemExit) as info:
             main([name, "--help"])
         assert info.value.code == 0
-        assert f"usage: vertebrae {name} [-h] {'[--verbose] ' if name == 'run' else ''}CONFIG" in capsys.readouterr().out
+        assert f"usage: vertebrae {name} [-h] {'[--verbose] [--out DIR] ' if name == 'run' else ''}CONFIG" in capsys.readouterr().out
 
 
 def test_run_hands_its_arguments_to_snakemake_and_returns_its_exit_status(tmp_path, capfd):

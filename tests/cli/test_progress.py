@@ -33,14 +33,14 @@ total              6
 Select jobs to execute...
 [Sun Dec  6 10:09:07 2026]
 localrule plan:
-    input: .vertebrae/specs/aaa.json
+    input: results/.vertebrae/specs/aaa.json
     output: results/plans/aaa.json
-    log: logs/plan/aaa.log
+    log: results/logs/plan/aaa.log
     jobid: 13
-    benchmark: benchmarks/plan/aaa.tsv
+    benchmark: results/benchmarks/plan/aaa.tsv
     reason: Missing output files: results/plans/aaa.json
     wildcards: fp=aaa
-Shell command: vertebrae plan --spec-file .vertebrae/specs/aaa.json > logs/plan/aaa.log 2>&1
+Shell command: vertebrae plan --spec-file results/.vertebrae/specs/aaa.json > results/logs/plan/aaa.log 2>&1
 """
 FINISH_PLAN = """\
 [Sun Dec  6 10:09:08 2026]
@@ -52,9 +52,9 @@ SHARD = """\
 rule embed_shard:
     input: results/plans/bbb.json
     output: results/embeddings/bbb/shard-0-of-1.h5
-    log: logs/embed_shard/bbb/shard-0-of-1.log
+    log: results/logs/embed_shard/bbb/shard-0-of-1.log
     jobid: 16
-    benchmark: benchmarks/embed_shard/bbb/shard-0-of-1.tsv
+    benchmark: results/benchmarks/embed_shard/bbb/shard-0-of-1.tsv
     wildcards: fp=bbb, i=0, n=1
 Shell command: vertebrae embed-shard ...
 """
@@ -64,11 +64,11 @@ Error in rule embed_shard:
     message: None
     jobid: 16
     input: results/plans/bbb.json
-    log: logs/embed_shard/bbb/shard-0-of-1.log (check log file(s) for error details)
+    log: results/logs/embed_shard/bbb/shard-0-of-1.log (check log file(s) for error details)
     shell:
-        vertebrae embed-shard --plan-json results/plans/bbb.json > logs/embed_shard/bbb/shard-0-of-1.log 2>&1
+        vertebrae embed-shard --plan-json results/plans/bbb.json > results/logs/embed_shard/bbb/shard-0-of-1.log 2>&1
         (command exited with non-zero exit code)
-Logfile logs/embed_shard/bbb/shard-0-of-1.log:
+Logfile results/logs/embed_shard/bbb/shard-0-of-1.log:
 """
 
 
@@ -89,8 +89,8 @@ def test_the_state_follows_the_job_table_and_the_jobs(tmp_path):
     assert feed(state, START, now=1.0) == ["stats"]
     assert state.totals == {"plan": 3, "embed_shard": 2, "all": 1} and state.total == 6 and state.cores == 2
     # the line after a job's block (here its shell command) closes it: the job runs from then on
-    assert list(state.running) == [13] and state.running[13].logs == ["logs/plan/aaa.log"]
-    assert state.running[13].benchmark == "benchmarks/plan/aaa.tsv"
+    assert list(state.running) == [13] and state.running[13].logs == ["results/logs/plan/aaa.log"]
+    assert state.running[13].benchmark == "results/benchmarks/plan/aaa.tsv"
     feed(state, FINISH_PLAN, now=4.0)
     assert state.finished == 1 and state.done["plan"] == 1 and not state.running
     assert state.durations == {"plan": [3.0]}
@@ -98,7 +98,7 @@ def test_the_state_follows_the_job_table_and_the_jobs(tmp_path):
                                                          "~12s left")  # no records: 3 s a job, as the one done
     feed(state, SHARD, now=5.0)
     assert feed(state, FAIL_SHARD, now=9.0) == ["failed"]
-    assert state.failed == [("embed_shard", 16, ["logs/embed_shard/bbb/shard-0-of-1.log"])] and not state.running
+    assert state.failed == [("embed_shard", 16, ["results/logs/embed_shard/bbb/shard-0-of-1.log"])] and not state.running
 
 
 def test_a_group_jobs_indented_members_are_counted():
@@ -112,9 +112,9 @@ def test_a_group_jobs_indented_members_are_counted():
 
 
 def test_time_left_comes_from_earlier_benchmark_records(tmp_path):
-    record(tmp_path / "benchmarks/plan/old1.tsv", 2.0)
-    record(tmp_path / "benchmarks/plan/old2.tsv", 4.0)
-    record(tmp_path / "benchmarks/embed_shard/x/shard-0-of-1.tsv", 30.0)
+    record(tmp_path / "results/benchmarks/plan/old1.tsv", 2.0)
+    record(tmp_path / "results/benchmarks/plan/old2.tsv", 4.0)
+    record(tmp_path / "results/benchmarks/embed_shard/x/shard-0-of-1.tsv", 30.0)
     state = RunState(root=tmp_path)
     feed(state, START, now=0.0)
     assert state.prior == {"plan": 3.0, "embed_shard": 30.0}
@@ -124,7 +124,7 @@ def test_time_left_comes_from_earlier_benchmark_records(tmp_path):
     assert state.time_left(0.0) == pytest.approx(69.0)
     assert state.time_left(1.0) == pytest.approx(68.0)
     assert "~1m08s left" in status_line(state, 1.0, 0.0)
-    record(tmp_path / "benchmarks/embed_shard/bbb/shard-0-of-1.tsv", 10.0)  # this job's own earlier record
+    record(tmp_path / "results/benchmarks/embed_shard/bbb/shard-0-of-1.tsv", 10.0)  # this job's own earlier record
     feed(state, FINISH_PLAN + SHARD + "[date]\n", now=3.0)
     assert state.running[16].expected == 10.0
 
@@ -151,21 +151,21 @@ def test_durations_read_as_a_person_says_them():
 
 
 def test_a_failed_jobs_error_line_comes_first_then_its_logs_last_lines(tmp_path):
-    log = tmp_path / "logs/score/x.log"
+    log = tmp_path / "results/logs/score/x.log"
     log.parent.mkdir(parents=True)
     log.write_text("loading\nTraceback (most recent call last):\n  File \"m.py\", line 3, in f\n"
                    "ValueError: metric 'boom' raised\n", encoding="utf-8")
-    lines = failure_report("score", 5, ["logs/score/x.log"], tmp_path)
-    assert lines[0] == "vertebrae: job failed: score (jobid 5); its log: logs/score/x.log"
+    lines = failure_report("score", 5, ["results/logs/score/x.log"], tmp_path)
+    assert lines[0] == "vertebrae: job failed: score (jobid 5); its log: results/logs/score/x.log"
     assert lines[1] == "  ValueError: metric 'boom' raised"
     assert lines[2] == "  last lines of its log:" and lines[-1] == "    ValueError: metric 'boom' raised"
     assert error_line(["x", "vertebrae: error: bad row 5", "done"]) == "vertebrae: error: bad row 5"
     assert error_line(["a", "b", ""]) == "b" and error_line([]) is None
     log.write_text("vertebrae: error: endpoint 'samples': NaN in row 5\n", encoding="utf-8")
-    assert failure_report("score", 5, ["logs/score/x.log"], tmp_path)[1:] == [
+    assert failure_report("score", 5, ["results/logs/score/x.log"], tmp_path)[1:] == [
         "  vertebrae: error: endpoint 'samples': NaN in row 5"]
     assert "no log file" in failure_report("all", None, [], tmp_path)[0]
-    assert failure_report("score", 5, ["logs/none.log"], tmp_path)[1] == "  (its log file could not be read)"
+    assert failure_report("score", 5, ["results/logs/none.log"], tmp_path)[1] == "  (its log file could not be read)"
 
 
 def test_plain_lines_come_every_interval_while_jobs_finish(tmp_path, monkeypatch):
@@ -192,8 +192,8 @@ def test_plain_lines_come_every_interval_while_jobs_finish(tmp_path, monkeypatch
 def test_watch_logs_snakemakes_output_and_reports_a_failed_job(tmp_path):
     """``watch`` on a stand-in for Snakemake (a script printing its text): the log file holds every line, the
     screen has the job table's line, the failure with its error line and the outcome naming the log."""
-    (tmp_path / "logs/embed_shard/bbb").mkdir(parents=True)
-    (tmp_path / "logs/embed_shard/bbb/shard-0-of-1.log").write_text("vertebrae: error: row 5 is NaN\n")
+    (tmp_path / "results/logs/embed_shard/bbb").mkdir(parents=True)
+    (tmp_path / "results/logs/embed_shard/bbb/shard-0-of-1.log").write_text("vertebrae: error: row 5 is NaN\n")
     script = tmp_path / "fake.py"
     script.write_text(f"import sys\nsys.stderr.write({START + FINISH_PLAN + SHARD + FAIL_SHARD!r})\n"
                       "print('Exiting because a job execution failed.')\nsys.exit(1)\n")
@@ -201,11 +201,11 @@ def test_watch_logs_snakemakes_output_and_reports_a_failed_job(tmp_path):
     code = watch([sys.executable, str(script)], None, resume="vertebrae run my.yaml", root=tmp_path, stream=out)
     assert code == 1
     lines = out.getvalue().splitlines()
-    logs = list((tmp_path / "logs/snakemake").iterdir())
+    logs = list((tmp_path / "results/logs/snakemake").iterdir())
     assert len(logs) == 1 and "Exiting because a job execution failed." in logs[0].read_text()
     shown = str(logs[0])  # Snakemake's folder given by its full path: so is the log
     assert lines[0].startswith("vertebrae: 6 jobs to run (plan 3, embed_shard 2); Snakemake's log: " + shown)
-    assert lines[1:3] == ["vertebrae: job failed: embed_shard (jobid 16); its log: logs/embed_shard/bbb/shard-0-of-1.log",
+    assert lines[1:3] == ["vertebrae: job failed: embed_shard (jobid 16); its log: results/logs/embed_shard/bbb/shard-0-of-1.log",
                           "  vertebrae: error: row 5 is NaN"]
     assert lines[-1].startswith("vertebrae: 1/6 jobs done, 1 failed (embed_shard); Snakemake's log: " + shown)
     assert lines[-1].endswith("the same command resumes (finished jobs are kept): vertebrae run my.yaml")
@@ -218,7 +218,7 @@ def test_a_run_that_stops_before_any_job_prints_snakemakes_last_lines(tmp_path):
     out = io.StringIO()
     assert watch([sys.executable, str(script)], None, resume="r", root=tmp_path, stream=out) == 1
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith(f"vertebrae: Snakemake stopped (exit status 1); its log: {tmp_path}/logs/snakemake/")
+    assert lines[0].startswith(f"vertebrae: Snakemake stopped (exit status 1); its log: {tmp_path}/results/logs/snakemake/")
     assert lines[-1] == "vertebrae: error: config key benchmarks.x: bad"
 
 

@@ -1,7 +1,7 @@
 """``vertebrae eval`` (and ``vertebrae run`` under it) shows a progress display, not Snakemake's log (issue 45): on a
 small data set, outside a terminal (captured, as in CI), it prints at most 40 lines in all, stdout and stderr
 together and the progress lines counted, and ends with the ranking and the verdicts; Snakemake's log is in the file
-under logs/snakemake/ that it names. ``--verbose`` prints Snakemake's log as before. A failing job's error line is
+under results/logs/snakemake/ that it names. ``--verbose`` prints Snakemake's log as before. A failing job's error line is
 on screen, with its log and Snakemake's; an interrupted run (Ctrl-C) says how to resume, and the same command does."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from workflow_support import BIN
 MAX_LINES = 40
 EVAL = [str(BIN / "vertebrae"), "eval", "--protocol", "labelled", "--data", "sklearn:iris", "--model",
         "precomputed:a.npy", "--model", "precomputed:b.npy", "--cores", "2"]
-LOG = re.compile(r"logs/snakemake/[\w.:-]+\.log")
+LOG = re.compile(r"results/logs/snakemake/[\w.:-]+\.log")
 
 
 def _data(folder: Path, nan_row: int | None = None) -> Path:
@@ -82,12 +82,12 @@ def test_verbose_prints_snakemakes_log(evaluated):
     folder, _ = evaluated
     for report in (folder / "results" / "reports" / "iris").iterdir():
         report.unlink()
-    logs = set((folder / "logs" / "snakemake").iterdir())
+    logs = set((folder / "results" / "logs" / "snakemake").iterdir())
     proc = _eval(folder, "--verbose")
     assert proc.returncode == 0, proc.stderr[-3000:]
     screen = proc.stdout + proc.stderr
     assert "Job stats:" in screen and re.search(r"^(local)?rule report:$", screen, re.M), screen[-3000:]
-    assert "jobs to run" not in screen and set((folder / "logs" / "snakemake").iterdir()) == logs
+    assert "jobs to run" not in screen and set((folder / "results" / "logs" / "snakemake").iterdir()) == logs
     assert "## Ranking" in proc.stdout
 
 
@@ -98,11 +98,11 @@ def test_a_failed_job_shows_its_error_line_and_the_logs(tmp_path):
     screen = _screen(proc)
     assert len(screen) <= MAX_LINES, "\n".join(screen)
     failed = next(i for i, line in enumerate(screen) if line.startswith("vertebrae: job failed: embed_shard"))
-    assert re.search(r"its log: logs/embed_shard/\w+/shard-0-of-1\.log$", screen[failed])
+    assert re.search(r"its log: results/logs/embed_shard/\w+/shard-0-of-1\.log$", screen[failed])
     assert screen[failed + 1] == ("  vertebrae: error: endpoint 'samples' embeddings from extractor 'b.npy': 1 row(s) "
                                   "contain NaN or infinite values: row id 5 (index 5)")
     last = screen[-1]
-    assert last.startswith("vertebrae: ") and "1 failed (embed_shard); Snakemake's log: logs/snakemake/" in last
+    assert last.startswith("vertebrae: ") and "1 failed (embed_shard); Snakemake's log: results/logs/snakemake/" in last
     assert last.endswith(f"(finished jobs are kept): vertebrae eval {' '.join(EVAL[2:])}")
     assert "## Ranking" not in proc.stdout
 

@@ -89,6 +89,8 @@ OPTIONAL_PROTOCOL = arg("--protocol", help="the protocol artifact; by default th
                                            "names")
 CONFIG = arg("config", metavar="CONFIG", help="a workflow config file (YAML or JSON); paths in it are relative to "
                                               "the current directory")
+OUT_FOLDER = arg("--out", metavar="DIR", help="the run's one folder: reports, artifacts, logs, benchmark records and "
+                "the run's state all go under it (default: the config's out, else results/); the config key out")
 CONFIGS = arg("config", metavar="CONFIG", nargs="+", help="workflow config file(s) (YAML or JSON), merged in order "
                                                           "as Snakemake merges --configfile a.yaml b.yaml; paths in "
                                                           "them are relative to the current directory")
@@ -225,8 +227,8 @@ COMMANDS: dict[str, Command] = {
                    "to Snakemake (e.g. -n, --cores 8, --profile slurm: a profile of yours, or the one vertebrae carries)", f"{USER}:run_workflow",
                    (arg("--verbose", action="store_true",
                         help="print Snakemake's output as it comes instead of the progress display (which writes it "
-                             "to logs/snakemake/); before CONFIG (after it, --verbose is Snakemake's own option)"),
-                    CONFIGS, arg("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
+                             "to OUT/logs/snakemake/); before CONFIG (after it, --verbose is Snakemake's own option)"),
+                    OUT_FOLDER, CONFIGS, arg("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
                                  help="passed to Snakemake as they are"))),
     "validate": Command("check CONFIG (schema and plan) and list its benchmarks, candidates and the jobs a run would "
                         "start now; runs no job", f"{USER}:validate", (CONFIGS,)),
@@ -238,7 +240,7 @@ COMMANDS: dict[str, Command] = {
                     (CONFIG, arg("benchmark", nargs="?", metavar="BENCHMARK", help="show this benchmark only"),
                      JSON_FLAG)),
     "eval": Command("evaluate models by name on one data set through the workflow (the config a user would write, "
-                    "in results/eval/), then print the ranking and the verdicts",
+                    "in OUT/eval/), then print the ranking and the verdicts",
                     "vertebrae.cli.eval_command:run_eval",
                     (arg("--protocol", required=True, choices=["labelled", "retrieval"]),
                      arg("--data", required=True, metavar="PREFIX:PATH[,key=value...]",
@@ -254,9 +256,10 @@ COMMANDS: dict[str, Command] = {
                      arg("--cores", type=positive_int, help="Snakemake's --cores (default 1 without --profile)"),
                      arg("--profile", help="a Snakemake profile, e.g. slurm"),
                      arg("--print-config", action="store_true", help="print the config and run nothing"),
+                     OUT_FOLDER,
                      arg("--verbose", action="store_true",
                          help="print Snakemake's output as it comes instead of the progress display (which writes it "
-                              "to logs/snakemake/)"))),
+                              "to OUT/logs/snakemake/)"))),
     "profile": Command("write a Snakemake profile for a SLURM cluster with your account and partitions, where "
                        "`--profile slurm` finds it (or --out DIR); no checkout needed",
                        "vertebrae.workflow.slurm_profile:run_profile",
@@ -287,7 +290,8 @@ COMMANDS: dict[str, Command] = {
                   "per vector, then dim; the same on every run), throughput (steady-state embedding seconds per "
                   "1,000 rows, measured: it varies by run and machine), bytes_per_vector or dim"),
          arg("--records", dest="records_dir", metavar="DIR",
-             help="Snakemake benchmark records (default: benchmarks/ beside RESULTS_DIR)"))),
+             help="Snakemake benchmark records (default: RESULTS_DIR/benchmarks, else benchmarks/ beside "
+                  "RESULTS_DIR: a folder of the old layout)"))),
 }
 # the commands a user types, listed first by --help; the others are the jobs the workflow's rules run
 USER_COMMANDS = ("run", "eval", "validate", "status", "show", "verify", "leaderboard", "summary", "figures",

@@ -8,8 +8,9 @@
 it returns. A config file given on the command line
 replaces the workflow's default config (the Snakefile reads ``config/config.yaml`` only when none is given), so
 CONFIG is the whole config. Snakemake is never imported here: it runs in its own process. A run of jobs is shown by
-the progress display (``vertebrae.cli.progress``: Snakemake's output goes to ``logs/snakemake/``); ``--verbose``
-(before CONFIG) prints Snakemake's output instead.
+the progress display (``vertebrae.cli.progress``: Snakemake's output goes to ``OUT/logs/snakemake/``); ``--verbose``
+(before CONFIG) prints Snakemake's output instead. Everything the run writes goes under its out folder ``OUT``
+(``--out DIR``, else the config's ``out:``, else ``results/``; ``vertebrae.core.out_folder``).
 
 ``validate`` checks CONFIG without running a job: the schema and every plan-time check (the same ``plan`` the
 Snakefile makes; an error names the file or config key), then prints each benchmark with its candidates, and the
@@ -44,11 +45,11 @@ from typing import Any
 
 from vertebrae.core.config import require_benchmarks
 from vertebrae.core.errors import ConfigError, VertebraeError
+from vertebrae.core.out_folder import check_out_folder, config_out, normal_out
 from vertebrae.reports.text import terminal_text
 from vertebrae.planning import plan
 from vertebrae.workflow.bundled import packaged_profile, profile_args, snakefile
 from vertebrae.planning.config import load_config_file
-from vertebrae.planning.paths import report_paths
 from vertebrae.planning.plan_once import plan_once
 from vertebrae.planning.retrieval import check_retrieval_sources
 from vertebrae.cli.serving import serving
@@ -93,16 +94,26 @@ def _config_file(config: str | Path) -> Path:
 
 
 def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequence[str] = (), verbose: bool = False,
-                 resume: str | None = None) -> int:
-    """``vertebrae run CONFIG... [snakemake args]``: Snakemake's exit status; each config is read as data first
-    (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses.
+                 resume: str | None = None, out: str | None = None) -> int:
+    """``vertebrae run CONFIG... [--out DIR] [snakemake args]``: Snakemake's exit status; each config is read as data
+    first (``load_config_file``: no YTE, bounded aliases) so that Snakemake never sees a file vertebrae refuses.
 
-    A run of jobs is shown by the progress display (``vertebrae.cli.progress``; Snakemake's own output goes to a file
-    under ``logs/snakemake/`` that it names); ``verbose``, Snakemake's own ``--verbose`` or ``--quiet``, and every
-    invocation that runs no job (a dry run, ``--version``, ``--summary``, ``--unlock``, ... ``PASS_THROUGH``) print
-    Snakemake's output as it is. ``resume``: the command that resumes an interrupted run (default: this one)."""
-    require_benchmarks(merged_config(_configs(config)), _configs(config))  # an empty config: say what it lacks
-    command = snakemake_command(config, *profile_args(snakemake_args))
+    ``out`` (``--out DIR``, before or after CONFIG): the run's one folder, given to Snakemake as ``--config out=DIR``
+    (the config key ``out``, ``vertebrae.core.out_folder``); refused at once, naming it, where it is a file or a
+    folder the run cannot write in. A run of jobs is shown by the progress display (``vertebrae.cli.progress``;
+    Snakemake's own output goes to a file under ``OUT/logs/snakemake/`` that it names); ``verbose``, Snakemake's own
+    ``--verbose`` or ``--quiet``, and every invocation that runs no job (a dry run, ``--version``, ``--summary``,
+    ``--unlock``, ... ``PASS_THROUGH``) print Snakemake's output as it is. ``resume``: the command that resumes an
+    interrupted run (default: this one)."""
+    given, snakemake_args = out_option(snakemake_args)
+    out = given if out is None else out
+    merged = merged_config(_configs(config))
+    require_benchmarks(merged, _configs(config))  # an empty config: say what it lacks
+    workdir = _workdir(snakemake_args)
+    if out is not None:
+        check_out_folder(normal_out(out), workdir, where="--out")
+    folder = normal_out(out) if out is not None else _config_out_arg(snakemake_args) or config_out(merged)
+    command = snakemake_command(config, *with_out(profile_args(snakemake_args), out))
     if str(packaged_profile("slurm")) in command:  # the test cluster's account and partition, not the user's site's
         from vertebrae.workflow.slurm_profile import UNSET
 
@@ -115,8 +126,57 @@ def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequ
             return subprocess.call(command, env=environ)
         from vertebrae.cli.progress import watch
 
-        resume = resume or shlex.join(["vertebrae", "run", *map(str, _configs(config)), *snakemake_args])
-        return watch(command, environ, resume=resume, root=_workdir(snakemake_args))
+        again = [*(["--out", out] if out is not None else []), *map(str, _configs(config)), *snakemake_args]
+        resume = resume or shlex.join(["vertebrae", "run", *again])
+        return watch(command, environ, resume=resume, root=workdir, out=folder)
+
+
+def out_option(snakemake_args: Sequence[str]) -> tuple[str | None, list[str]]:
+    """``--out DIR`` (or ``--out=DIR``) taken out of the arguments after CONFIG (before a ``--``): vertebrae's, not
+    Snakemake's (which would read it as an abbreviation of its --output-wait); the last one given wins."""
+    out, rest, it = None, [], iter(snakemake_args)
+    for arg in it:
+        if arg == "--":
+            rest += [arg, *it]
+            break
+        if arg == "--out":
+            out = next(it, None)
+            if out is None:
+                raise ConfigError("--out: name the folder the run writes in (--out DIR)")
+        elif arg.startswith("--out="):
+            out = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+    if out is not None and not out.strip():
+        raise ConfigError("--out: name the folder the run writes in (--out DIR), not an empty name")
+    return out, rest
+
+
+def with_out(snakemake_args: Sequence[str], out: str | None) -> list[str]:
+    """Snakemake's arguments with ``out=DIR`` among its ``--config`` values (the config key ``out``; quoted, so that
+    ``--out 2024`` stays a folder name, not a number); unchanged without ``out``."""
+    args = list(snakemake_args)
+    if out is None:
+        return args
+    entry = f"out={json.dumps(normal_out(out))}"
+    for flag in ("--config", "-C"):  # the user's own --config: Snakemake keeps the last one, so join it
+        if flag in args:
+            index = args.index(flag) + 1
+            return [*args[:index], entry, *args[index:]]
+    return ["--config", entry, *args]
+
+
+def _config_out_arg(snakemake_args: Sequence[str]) -> str | None:
+    """The ``out=DIR`` of a ``--config`` given to Snakemake (``vertebrae run CONFIG --config out=DIR``), if any."""
+    found, inside = None, False
+    for arg in snakemake_args:
+        if arg in ("--config", "-C"):
+            inside = True
+        elif arg.startswith("-"):
+            inside = False
+        elif inside and arg.startswith("out="):
+            found = normal_out(arg.partition("=")[2].strip("'\""))
+    return found
 
 
 #: Snakemake arguments after which ``vertebrae run`` shows Snakemake's output as it is: they run no job (a listing, a
@@ -419,7 +479,7 @@ def show(config: str | Path, benchmark: str | None = None, json_output: bool = F
     for index, (section, kind, name, fp) in enumerate(shown):
         spec = planned.spec(fp)
         protocol = spec["protocol"]
-        reports = report_paths(name)
+        reports = planned.report_paths(name)
         print(("\n" if index else "") + f"{kind} benchmark {name} ({section}.{name})")
         print(f"  dataset: {terminal_text(planned.spec(protocol['fingerprint']).get('identity', 'unknown'))}")
         print(f"  protocol: {protocol['path']} ({_written(protocol['path'])})")
@@ -444,7 +504,7 @@ def show(config: str | Path, benchmark: str | None = None, json_output: bool = F
 
 def _show_entry(planned, section: str, kind: str, name: str, fp: str) -> dict[str, Any]:
     spec = planned.spec(fp)
-    protocol, reports = spec["protocol"], report_paths(name)
+    protocol, reports = spec["protocol"], planned.report_paths(name)
     try:
         ranking = json.loads(Path(reports["json"]).read_text(encoding="utf-8")).get("ranking")
     except (OSError, ValueError, AttributeError):
@@ -458,5 +518,5 @@ def _show_entry(planned, section: str, kind: str, name: str, fp: str) -> dict[st
             "ranking": ranking if isinstance(ranking, list) else None}
 
 
-__all__ = ["benchmark_fingerprints", "describe", "job_table", "run_workflow", "show",
-           "snakemake_command", "status", "summary_rows", "validate"]
+__all__ = ["benchmark_fingerprints", "describe", "job_table", "out_option", "run_workflow", "show",
+           "snakemake_command", "status", "summary_rows", "validate", "with_out"]

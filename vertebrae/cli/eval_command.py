@@ -3,7 +3,8 @@
 ``vertebrae eval --protocol retrieval --data manifest:texts.csv,text_column=text --model st:FOLDER-OR-ID
 --model timm:NAME [--conventions NAME] [--shards N] [--cores N] [--profile P] [--print-config] [--verbose]`` builds the config a
 user would have written (one benchmark, one candidate per ``--model``; ``--conventions``: the retrieval benchmark's
-``retrieval.conventions``, docs/conventions.md), writes it to ``results/eval/NAME.yaml`` and runs it with
+``retrieval.conventions``, docs/conventions.md), writes it to ``OUT/eval/NAME.yaml`` (``--out DIR``, default
+``results``: the run's one folder) and runs it with
 ``vertebrae run`` (the same Snakemake workflow, so the same fingerprints and cache as that YAML run by hand); then
 prints the report's ranking and its paired comparison (the verdicts). The run shows ``vertebrae run``'s progress
 display (``vertebrae.cli.progress``; ``--verbose``: Snakemake's own output). ``--print-config`` prints the YAML and
@@ -220,7 +221,7 @@ def _section(markdown: str, title: str) -> list[str]:
 
 def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None = None, cores: int | None = None,
              profile: str | None = None, print_config: bool = False, conventions: str | None = None,
-             verbose: bool = False) -> int:
+             verbose: bool = False, out: str | None = None) -> int:
     """``vertebrae eval``: Snakemake's exit status (0 after printing the ranking and the verdicts). The run is shown
     by ``vertebrae run``'s progress display (``verbose``: Snakemake's output instead); an interrupted run is resumed
     by the same ``vertebrae eval`` command."""
@@ -232,6 +233,7 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
     from vertebrae.reports.text import terminal_text
     from vertebrae.planning import plan
     from vertebrae.cli.commands import run_workflow
+    from vertebrae.core.out_folder import check_out_folder, normal_out
     from vertebrae.planning.paths import report_paths
 
     name, config = build_config(protocol, data, models, shards, conventions)
@@ -239,8 +241,10 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
     if print_config:
         print(text, end="")
         return 0
-    plan(config)  # every plan-time check (models, layers, prompts) before any job starts
-    path = Path("results") / "eval" / f"{name}.yaml"
+    folder = normal_out(out)  # --out DIR, else results/: the run's one folder (vertebrae.core.out_folder)
+    check_out_folder(folder, where="--out")
+    plan({**config, "out": folder})  # every plan-time check (the out folder, models, layers, prompts) before any job
+    path = Path(folder) / "eval" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     args = ["--profile", profile] if profile else []
@@ -249,11 +253,13 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
     again = ["vertebrae", "eval", "--protocol", protocol, "--data", data, *(a for m in models for a in ("--model", m)),
              *(["--conventions", conventions] if conventions else []), *(["--shards", str(shards)] if shards else []),
              *(["--cores", str(cores)] if cores else []), *(["--profile", profile] if profile else [])]
-    status = run_workflow(path, args, verbose=verbose, resume=shlex.join(again))
+    again += ["--out", out] if out is not None else []
+    status = run_workflow(path, args, verbose=verbose, resume=shlex.join(again), out=out)
     if status:
         return status
-    markdown = Path(report_paths(name)["markdown"]).read_text(encoding="utf-8")
-    print(f"\n{name} ({protocol}; config {path}, report {report_paths(name)['markdown']})")
+    report = report_paths(name, folder)["markdown"]
+    markdown = Path(report).read_text(encoding="utf-8")
+    print(f"\n{name} ({protocol}; config {path}, report {report})")
     lines = _section(markdown, "Ranking") + [""] + _section(markdown, TITLE)
     print("\n".join(terminal_text(line) for line in lines).rstrip())
     return 0

@@ -1,7 +1,7 @@
 """The progress display of ``vertebrae run`` and ``vertebrae eval``: one display instead of Snakemake's log.
 
 ``watch(command, env, ...)`` starts Snakemake (its stdout and stderr merged into one pipe), writes every line it
-prints to ``logs/snakemake/<date>T<time>.log`` and reads the same lines for a handful of landmarks of Snakemake's
+prints to ``OUT/logs/snakemake/<date>T<time>.log`` (``OUT``: the run's out folder) and reads the same lines for a handful of landmarks of Snakemake's
 text output (9.x: its ``Job stats`` table, a job's ``rule NAME:`` block with its ``jobid``, ``log`` and
 ``benchmark`` fields, ``Finished jobid: N (Rule: NAME)``, ``Error in rule NAME:``, ``Nothing to be done``). From
 them it shows:
@@ -12,7 +12,7 @@ them it shows:
   every ``PLAIN_EVERY`` seconds while jobs finish (``12/40 jobs done (score 3/5, ...), 1m20s elapsed, ~2m left``), a
   heartbeat every ``HEARTBEAT`` seconds when none does, and a last one when Snakemake ends.
 
-The time left is the work left (per job: its own benchmark record under ``benchmarks/`` from an earlier run where one
+The time left is the work left (per job: its own benchmark record under ``OUT/benchmarks/`` from an earlier run where one
 exists, else the mean of its rule's records, else of the jobs of its rule done in this run) divided by the run's
 parallelism so far (job-seconds finished per second elapsed, at most the cores Snakemake was given). A failed job is
 reported as it fails: its rule and log file, the log's error line first, then the log's last lines. A run that
@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from vertebrae.core.out_folder import LOGS, RESULTS, records_dir
 from vertebrae.reports.text import terminal_text
 
-LOG_FOLDER = Path("logs") / "snakemake"
+LOG_FOLDER = Path(LOGS) / "snakemake"  # under the out folder
 PLAIN_EVERY = 30.0  # seconds between two plain progress lines while jobs finish
 HEARTBEAT = 600.0  # seconds between two plain lines when no job finishes
 READ_AFTER_EXIT = 10.0  # seconds to read what Snakemake printed last, once it has exited
@@ -71,7 +72,8 @@ class Job:
 class RunState:
     """What Snakemake's output said so far: jobs per rule, started, finished and failed."""
 
-    root: Path = Path(".")
+    root: Path = Path(".")  # Snakemake's working folder: the jobs' log and benchmark paths are relative to it
+    out: str = RESULTS  # the run's out folder (relative to root): the earlier runs' records are under it
     totals: dict[str, int] = field(default_factory=dict)
     done: Counter = field(default_factory=Counter)
     running: dict[int, Job] = field(default_factory=dict)
@@ -102,7 +104,7 @@ class RunState:
                 if parts[0] == "total":
                     self.totals, self._stats = self._stats, None
                     self.prior = {rule: mean for rule in self.totals
-                                  if (mean := rule_mean(self.root / "benchmarks" / rule)) is not None}
+                                  if (mean := rule_mean(self.root / records_dir(self.out) / rule)) is not None}
                     return (*events, "stats")
                 self._stats[parts[0]] = int(parts[1])
             elif parts and not set(line.strip()) <= {"-", " "} and parts != ["job", "count"]:
@@ -358,9 +360,9 @@ def display_for(stream: IO[str]):
     return PlainDisplay(stream)
 
 
-def log_path(root: Path) -> Path:
-    """A new file for Snakemake's output under ``root/logs/snakemake/``, named by the date and time."""
-    folder = root / LOG_FOLDER
+def log_path(root: Path, out: str = RESULTS) -> Path:
+    """A new file for Snakemake's output under ``root/OUT/logs/snakemake/``, named by the date and time."""
+    folder = root / out / LOG_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H%M%S")
     path, n = folder / f"{stamp}.log", 2
@@ -370,13 +372,15 @@ def log_path(root: Path) -> Path:
 
 
 def watch(command: Sequence[str], env: dict[str, str] | None, *, resume: str, root: Path = Path("."),
-          stream: IO[str] | None = None, clock: Callable[[], float] = time.monotonic) -> int:
+          out: str = RESULTS, stream: IO[str] | None = None, clock: Callable[[], float] = time.monotonic) -> int:
     """Run Snakemake's ``command`` under the progress display; its exit status (130 when interrupted by Ctrl-C
-    while it still said 0). ``resume``: the command that resumes the run; ``root``: Snakemake's working folder."""
+    while it still said 0). ``resume``: the command that resumes the run; ``root``: Snakemake's working folder;
+    ``out``: the run's out folder (relative to ``root``, or absolute)."""
     stream = sys.stderr if stream is None else stream
-    path = log_path(root)
+    path = log_path(root, out)
     shown = path.relative_to(root) if not path.is_absolute() else path
-    state, lock, tail, interrupted = RunState(root=root), threading.Lock(), deque(maxlen=200), threading.Event()
+    state, lock = RunState(root=root, out=out), threading.Lock()
+    tail, interrupted = deque(maxlen=200), threading.Event()
     display = display_for(stream)
     started = clock()
 
