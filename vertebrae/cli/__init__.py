@@ -242,13 +242,24 @@ COMMANDS: dict[str, Command] = {
     "eval": Command("evaluate models by name on one data set through the workflow (the config a user would write, "
                     "in OUT/eval/), then print the ranking and the verdicts",
                     "vertebrae.cli.eval_command:run_eval",
-                    (arg("--protocol", required=True, choices=["labelled", "retrieval"]),
+                    (arg("--protocol", required=True, choices=["labelled", "retrieval", "zero-shot"]),
                      arg("--data", required=True, metavar="PREFIX:PATH[,key=value...]",
                          help="npz:, csv:, manifest:, sklearn:, npz_pair: ... (a source type and its keys)"),
                      arg("--model", dest="models", action="append", required=True,
                          metavar="PREFIX:VALUE[,key=value...]",
                          help="timm:, st:, open_clip:NAME/PRETRAINED, hf_text:, hf_vision:, hf_multimodal:, "
                               "precomputed:FILE; name=... names the candidate; repeatable"),
+                     arg("--metric", dest="metrics", action="append", metavar="TYPE[,key=value...]",
+                         help="labelled: a metric beside OverlapIndex, as the YAML's metrics: entries (knn, "
+                              "linear_probe, few_shot, clustering, label_retrieval, callable,path=MOD:FN), e.g. "
+                              "knn,k=20; repeatable"),
+                     arg("--primary", metavar="METRIC",
+                         help="the metric that ranks: labelled overlap or a --metric's name; retrieval map, mrr, "
+                              "ndcg@K, ...; zero-shot accuracy, macro_f1 or balanced_accuracy"),
+                     arg("--prompts", metavar="FILE",
+                         help="zero-shot: the prompts, a YAML/JSON file of the zero-shot benchmark's keys "
+                              "(templates, prompts, template_ids, class_names) or a .txt of templates, one a line"),
+                     arg("--name", help="the benchmark's name (default: the data's)"),
                      arg("--conventions", metavar="NAME",
                          help="retrieval: whose metric definitions to follow, vertebrae (default), trec_eval, beir, "
                               "mteb or sentence_transformers (docs/conventions.md)"),

@@ -25,7 +25,8 @@ from typing import Any
 
 from vertebrae.core.errors import ConfigError
 
-PROTOCOLS = {"labelled": "benchmarks", "retrieval": "retrieval"}
+PROTOCOLS = {"labelled": "benchmarks", "retrieval": "retrieval", "zero-shot": "zero_shot"}
+PROMPT_KEYS = ("prompts", "templates", "template_ids", "class_names")  # a zero-shot benchmark's prompt keys
 SPLIT_KEYS = ("query_every", "grade")  # retrieval over a labelled source: options of the label_split
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -181,10 +182,128 @@ def candidates(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def metric_entry(spec: str) -> dict[str, Any]:
+    """A ``--metric TYPE[,key=value...]`` as the YAML's ``metrics:`` entry ``{type: TYPE, key: value...}``, checked
+    as the YAML's entries are (the schema, then the metric's own validation); an error names the flag."""
+    from vertebrae.planning.config import config_schema
+
+    types = config_schema()["$defs"]["metric"]["properties"]["type"]["enum"]
+    kind, sep, rest = spec.partition(",")
+    if kind not in types:
+        raise ConfigError(f"--metric {spec!r}: unknown metric {kind!r}; metrics: {', '.join(types)} "
+                          "(TYPE[,key=value...], the keys of the YAML's metrics: entries)")
+    options: dict[str, Any] = {}
+    for pair in re.split(r",(?![^\[]*\])", rest) if sep else []:  # as --model's options: [lists] keep their commas
+        key, eq, text = pair.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"--metric {spec!r}: option {pair!r} is not key=value")
+        options[key] = _option_value(text, f"--metric {spec!r}: option {key}") if text else ""
+    return {"type": kind, **options}
+
+
+def _check_metric(spec: str, entry: Mapping[str, Any], dataset: Mapping[str, Any]) -> None:
+    from vertebrae.planning.config import validate_config
+    from vertebrae.scoring.metric_registry import metric_from_config
+
+    try:  # the metric's own keys first (their names per type), then the schema's value checks
+        metric_from_config(dict(entry))
+        validate_config({"benchmarks": {"b": {"dataset": dataset, "extractors": {"x": {"type": "precomputed"}},
+                                              "metrics": [dict(entry)]}}})
+    except (ConfigError, ValueError, TypeError) as exc:
+        text = re.sub(r"config key benchmarks\.b\.metrics\.0\.?", "key ", str(exc)).replace("key :", "")
+        raise ConfigError(f"--metric {spec!r}: {text}") from None
+
+
+def _check_primary(protocol: str, bench: Mapping[str, Any], primary: str) -> None:
+    """``--primary`` is one of the metrics the benchmark reports (as the plan checks it), or an error naming it."""
+    if protocol == "labelled":
+        from vertebrae.scoring.metric_registry import metric_from_config
+
+        names = ["overlap"]
+        for entry in bench.get("metrics", []):
+            metric = metric_from_config(entry)
+            names += list(getattr(metric, "metric_names", lambda: [metric.name])())
+        if primary not in names:
+            raise ConfigError(f"--primary {primary!r}: not one of the benchmark's metrics {names} (add one with "
+                              "--metric TYPE[,key=value...])")
+    elif protocol == "retrieval":
+        from vertebrae.scoring.retrieval.config import RetrievalConfig
+
+        try:
+            RetrievalConfig.from_dict(dict(bench["retrieval"]))
+        except (ConfigError, ValueError) as exc:
+            raise ConfigError(f"--primary {primary!r}: {exc}") from None
+
+
+def read_prompts(path: str) -> dict[str, Any]:
+    """The zero-shot prompt keys of ``--prompts FILE``: a YAML or JSON mapping of the zero-shot benchmark's keys
+    (``prompts``, ``templates``, ``template_ids``, ``class_names``), or a text file of templates, one a line."""
+    import yaml
+
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--prompts {path}: cannot read it ({exc})") from None
+    if file.suffix.lower() == ".txt":
+        templates = [line.strip() for line in text.splitlines() if line.strip()]
+        if not templates:
+            raise ConfigError(f"--prompts {path}: no template in it (one a line, with {{label}})")
+        return {"templates": templates}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--prompts {path}: not YAML or JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, Mapping) or not data or set(map(str, data)) - set(PROMPT_KEYS):
+        found = sorted(map(str, data)) if isinstance(data, Mapping) else type(data).__name__
+        raise ConfigError(f"--prompts {path}: expected a mapping of {', '.join(PROMPT_KEYS)} (a zero-shot benchmark's "
+                          f"prompt keys), got {found}")
+    return dict(data)
+
+
+def _asks(protocol: str, bench: dict[str, Any], metrics: Sequence[str], primary: str | None,
+          prompts: str | None) -> None:
+    """``--metric``, ``--primary`` and ``--prompts`` into the benchmark declaration, where the YAML holds them."""
+    if metrics and protocol != "labelled":
+        raise ConfigError(f"--metric {metrics[0]!r}: applies to --protocol labelled only (retrieval: --primary "
+                          "METRIC picks among its metrics; zero-shot: --primary accuracy | macro_f1 | "
+                          "balanced_accuracy)")
+    entries = [metric_entry(spec) for spec in metrics]
+    for spec, entry in zip(metrics, entries):
+        _check_metric(spec, entry, bench["dataset"])
+    if entries:
+        bench["metrics"] = entries
+    if primary is not None:
+        key = {"labelled": None, "retrieval": "retrieval", "zero-shot": "zero_shot"}[protocol]
+        if key is None:
+            bench["primary_metric"] = primary
+        else:
+            bench[key] = {**bench.get(key, {}), "primary_metric": primary}
+        _check_primary(protocol, bench, primary)
+    if protocol == "zero-shot":
+        if prompts is None:
+            raise ConfigError("--protocol zero-shot needs --prompts FILE (templates, or prompts per class)")
+        bench.update(read_prompts(prompts))
+    elif prompts is not None:
+        raise ConfigError(f"--prompts {prompts}: applies to --protocol zero-shot only")
+
+
+def _primary_error(exc: Exception, protocol: str, primary: str | None) -> Exception:
+    """A schema or plan error of ``--primary``, naming the flag."""
+    text = str(exc)
+    if primary is not None and "primary_metric" in text:
+        return ConfigError(f"--primary {primary!r}: {text}")
+    return exc
+
+
 def build_config(protocol: str, data: str, models: Sequence[str], shards: int | None = None,
-                 conventions: str | None = None) -> tuple[str, dict[str, Any]]:
+                 conventions: str | None = None, *, metrics: Sequence[str] = (), primary: str | None = None,
+                 prompts: str | None = None, name: str | None = None) -> tuple[str, dict[str, Any]]:
     """(benchmark name, the config a user would have written), validated by the schema. ``conventions``: the
-    retrieval benchmark's ``retrieval.conventions`` (an unknown name is refused naming the known ones)."""
+    retrieval benchmark's ``retrieval.conventions`` (an unknown name is refused naming the known ones); ``metrics``
+    (``--metric TYPE[,key=value...]``, labelled: the YAML's ``metrics:`` entries), ``primary`` (the benchmark's
+    primary metric), ``prompts`` (zero-shot: ``read_prompts``), ``name`` (the benchmark's name; default: the
+    data's)."""
     from vertebrae.planning.config import validate_config
 
     if protocol not in PROTOCOLS:
@@ -197,13 +316,21 @@ def build_config(protocol: str, data: str, models: Sequence[str], shards: int | 
         if protocol != "retrieval":
             raise ConfigError(f"--conventions {conventions!r}: applies to --protocol retrieval only")
         known_conventions(conventions, owner="--conventions")
-    name, dataset = data_source(data, protocol)
+    default, dataset = data_source(data, protocol)
+    if name is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise ConfigError(f"--name {name!r}: letters, digits, '_', '-' and '.', starting with a letter, digit or '_' "
+                          "(one safe path component)")
+    name = name or default
     config: dict[str, Any] = {"embedding": {"shards": shards}} if shards is not None else {}
     bench: dict[str, Any] = {"dataset": dataset, "extractors": candidates(models)}
     if conventions is not None:
         bench["retrieval"] = {"conventions": conventions}
+    _asks(protocol, bench, metrics, primary, prompts)
     config[PROTOCOLS[protocol]] = {name: bench}
-    validate_config(config)
+    try:
+        validate_config(config)
+    except ConfigError as exc:
+        raise _primary_error(exc, protocol, primary) from None
     return name, config
 
 
@@ -221,7 +348,8 @@ def _section(markdown: str, title: str) -> list[str]:
 
 def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None = None, cores: int | None = None,
              profile: str | None = None, print_config: bool = False, conventions: str | None = None,
-             verbose: bool = False, out: str | None = None) -> int:
+             verbose: bool = False, out: str | None = None, metrics: Sequence[str] | None = None, primary: str | None = None,
+             prompts: str | None = None, name: str | None = None) -> int:
     """``vertebrae eval``: Snakemake's exit status (0 after printing the ranking and the verdicts). The run is shown
     by ``vertebrae run``'s progress display (``verbose``: Snakemake's output instead); an interrupted run is resumed
     by the same ``vertebrae eval`` command."""
@@ -236,7 +364,10 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
     from vertebrae.core.out_folder import check_out_folder, normal_out
     from vertebrae.planning.paths import report_paths
 
-    name, config = build_config(protocol, data, models, shards, conventions)
+    metrics = list(metrics or ())
+    asked = name
+    name, config = build_config(protocol, data, models, shards, conventions, metrics=metrics, primary=primary,
+                                prompts=prompts, name=name)
     text = yaml.safe_dump(config, sort_keys=False)
     if print_config:
         print(text, end="")
@@ -252,7 +383,9 @@ def run_eval(protocol: str, data: str, models: Sequence[str], shards: int | None
         args += ["--cores", str(cores or 1)]
     again = ["vertebrae", "eval", "--protocol", protocol, "--data", data, *(a for m in models for a in ("--model", m)),
              *(["--conventions", conventions] if conventions else []), *(["--shards", str(shards)] if shards else []),
-             *(["--cores", str(cores)] if cores else []), *(["--profile", profile] if profile else [])]
+             *(["--cores", str(cores)] if cores else []), *(["--profile", profile] if profile else []),
+             *(a for m in metrics for a in ("--metric", m)), *(["--primary", primary] if primary else []),
+             *(["--prompts", prompts] if prompts else []), *(["--name", asked] if asked else [])]
     again += ["--out", out] if out is not None else []
     status = run_workflow(path, args, verbose=verbose, resume=shlex.join(again), out=out)
     if status:
