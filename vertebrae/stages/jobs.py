@@ -18,6 +18,7 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.core.throughput import KEY as THROUGHPUT, BatchClock, merged as merged_throughput
 from vertebrae.data.declared.labelled import load_declared_dataset, load_declared_rows
 from vertebrae.data.declared.retrieval import load_retrieval_source
+from vertebrae.extractors.precomputed import PrecomputedExtractor, PrecomputedFileExtractor
 from vertebrae.stages.common import EmbeddingBlock, embed_rows, embed_rows_layers, merge_blocks, shard_segments
 from vertebrae.stages.plan import BASE_DIR, load_plan, shard_fingerprint, spec_extractor, spec_kind
 
@@ -44,7 +45,7 @@ def write_shard(output: str | Path, spec: Mapping[str, Any], shard_index: int, e
     fingerprint, with its throughput record (``vertebrae.core.throughput``; ``clock``: started before the extractor
     was built, so that its load time is known) in the manifest's metadata."""
     clock = clock or BatchClock()
-    clock.precomputed = bool(getattr(extractor, "reads_rows", False))
+    clock.precomputed = isinstance(extractor, (PrecomputedExtractor, PrecomputedFileExtractor))  # rows as given or read
     start, stop = spec["shards"][shard_index]
     block = embed_rows(extractor, inputs, row_ids, batch_size=spec["batch_size"], endpoint=endpoint, branch=branch,
                        offset=start, segments=shard_segments(spec.get("segments"), start, stop), clock=clock)
