@@ -30,6 +30,16 @@ class Extractor:
     def recipe(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def branch_recipe(self, branch: str) -> dict[str, Any]:
+        """What determines ``branch``'s outputs, as a recipe: the whole ``recipe()`` unless a subclass holds
+        settings that only other branches read (a retrieval query prompt never changes the gallery's bytes)."""
+        return self.recipe()
+
+    def branch_decl(self, decl: dict[str, Any], branch: str) -> dict[str, Any]:
+        """The declaration a job that embeds ``branch`` only needs: ``decl`` unless a subclass holds settings of
+        other branches; an extractor built from it gives the same ``branch_recipe(branch)``."""
+        return decl
+
     @property
     def reusable(self) -> bool:
         return True

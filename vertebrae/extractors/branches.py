@@ -39,6 +39,14 @@ class CallableBranchExtractor(Extractor):
     def recipe(self) -> dict[str, Any]:
         return {"type": "callable", "paths": dict(self.paths), "cache_identity": self.cache_identity}
 
+    def branch_recipe(self, branch: str) -> dict[str, Any]:
+        """The recipe with ``branch``'s own function only: each branch encodes independently."""
+        return {**self.recipe(), "paths": {b: path for b, path in self.paths.items() if b == branch}}
+
+    def branch_decl(self, decl: dict[str, Any], branch: str) -> dict[str, Any]:
+        """``decl`` with ``branch``'s function only."""
+        return {**decl, "branches": {b: path for b, path in decl["branches"].items() if b == branch}}
+
     def transform(self, inputs: Any, *, branch: str | None = None) -> Any:
         self.check_branch(branch)
         return self.functions[branch](inputs)

@@ -160,6 +160,24 @@ class SentenceTransformerExtractor(ModelExtractor, Extractor):
                 "truncate_dim": self.truncate_dim, "sentence_transformers_version": version("sentence-transformers"),
                 **self.runtime_recipe()}
 
+    def branch_recipe(self, branch: str) -> dict[str, Any]:
+        """The recipe with ``branch``'s own prompt only: one side's prompt edit leaves the other side's embeddings."""
+        recipe = self.recipe()
+        recipe["branch_prompts"] = {b: v for b, v in recipe["branch_prompts"].items() if b == branch}
+        return recipe
+
+    def branch_decl(self, decl: dict[str, Any], branch: str) -> dict[str, Any]:
+        """``decl`` with ``branch``'s own prompt only (a per-branch prompt_name / prompt mapping cut to it)."""
+        trimmed = dict(decl)
+        for key in ("prompt_name", "prompt"):
+            if isinstance(decl.get(key), Mapping):
+                own = {b: v for b, v in decl[key].items() if b == branch}
+                if own:
+                    trimmed[key] = own
+                else:
+                    trimmed.pop(key)
+        return trimmed
+
     def _load(self) -> Any:
         module = self._live
         if module is None:

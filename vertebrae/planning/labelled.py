@@ -26,7 +26,7 @@ from vertebrae.scoring.overlap import (
 )
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
-from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+from vertebrae.stages.common import embedding_recipe, extractor_entry, fit_recipe, shard_bounds
 from vertebrae.stages.plan import endpoint_layout
 from vertebrae.stages.labelled import ScoringPlan, compression_recipe, protocol_recipe, score_recipe
 from vertebrae.planning.comparison import comparison_config
@@ -162,7 +162,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
             if dataset_ids is None:
                 dataset_ids = load_declared_rows(dataset, base_dir=base_dir, where=f"{where}.dataset", start=0, stop=n_rows)[1]
             extractor.check_rows(dataset_ids, endpoint=ENDPOINT)
-        job = {**common, "extractor": {"name": ext_name, "decl": decl, "where": ext_where}, "endpoint": ENDPOINT}
+        job = {**common, "extractor": extractor_entry(ext_name, decl, ext_where), "endpoint": ENDPOINT}
         fit_ref = None
         if extractor.learns:
             f_recipe = fit_recipe(identity_key, ENDPOINT, extractor)

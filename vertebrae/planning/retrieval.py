@@ -15,7 +15,7 @@ from vertebrae.compression import variant_name
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared.retrieval import retrieval_endpoint_keys, retrieval_identity, retrieval_identity_key
 from vertebrae.extractors.registry import build_extractor
-from vertebrae.stages.common import embedding_recipe, fit_recipe, shard_bounds
+from vertebrae.stages.common import embedding_recipe, extractor_entry, fit_recipe, shard_bounds
 from vertebrae.stages.plan import endpoint_layout
 from vertebrae.stages.retrieval_fanout import fanout_specs
 from vertebrae.planning.comparison import comparison_config
@@ -79,7 +79,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
         if dataset["source"].get("type") == "label_split":
             check_own_rows(dataset["source"]["source"], extractor, base_dir=base_dir, where=f"{where}.dataset.source",
                            ext_where=ext_where)
-        job = {**common, "extractor": {"name": ext_name, "decl": decl, "where": ext_where}}
+        job = {**common, "extractor": extractor_entry(ext_name, decl, ext_where)}
         fit_ref = None
         if extractor.learns:
             f_recipe = fit_recipe(endpoint_keys[FIT_ENDPOINT], FIT_ENDPOINT, extractor)
@@ -101,6 +101,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                                   batch_size=config["embedding"]["batch_size"], segments=side_segments[side])
             fp = result.add({
                 "stage": "embed", "fingerprint": fingerprint("embedding", e_recipe), "recipe": e_recipe, **job,
+                "extractor": extractor_entry(ext_name, decl, ext_where, extractor, branch),
                 "identity": endpoint_keys[side], "endpoint": side, "side": side, "branch": branch,
                 "fit_endpoint": FIT_ENDPOINT, "n_rows": counts[side],
                 **({"fit_identity": endpoint_keys[FIT_ENDPOINT]} if extractor.learns else {}),  # a fit reads the gallery

@@ -22,7 +22,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.zero_shot import build_zero_shot_dataset
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.planning.labelled import check_own_rows
-from vertebrae.stages.common import shard_bounds
+from vertebrae.stages.common import extractor_entry, shard_bounds
 from vertebrae.stages.plan import endpoint_layout
 from vertebrae.planning.comparison import comparison_config
 from vertebrae.planning.config import (
@@ -94,7 +94,6 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
         if getattr(extractor, "reads_rows", False):  # precomputed files: every sample / prompt row and no other
             extractor.check_rows(protocol.sample_ids, branch=sample_branch, endpoint="samples")
             extractor.check_rows(protocol.prompt_ids(), branch=text_branch, endpoint="prompts")
-        ext = {"name": ext_name, "decl": decl, "where": ext_where}
         refs = {}
         for side, branch, recipe, n_rows, extra in (
             ("samples", sample_branch, sample_embedding_recipe(identity_key, extractor, sample_branch),
@@ -108,13 +107,15 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
             shards = [list(b) for b in shard_bounds(n_rows, n_shards, batch_size=batch_size, segments=segments)]
             fp = fingerprint("embedding", recipe)
             if side == "samples" and branch is None:  # the labelled protocol's embedding job, shared
-                result.add({"stage": "embed", "fingerprint": fp, "recipe": recipe, **extra, "extractor": ext,
+                result.add({"stage": "embed", "fingerprint": fp, "recipe": recipe, **extra,
+                            "extractor": extractor_entry(ext_name, decl, ext_where),
                             "endpoint": side, "n_rows": n_rows, "shards": shards, "batch_size": batch_size, "fit": None,
                             **segment_key(segments, tars)})
                 path = result.artifact_path("embedding", fp)
             else:
                 result.add({"stage": "zero-shot-embed", "fingerprint": fp, "recipe": recipe, "side": side,
-                            "endpoint": side, "branch": branch, "extractor": ext, "n_rows": n_rows, "shards": shards,
+                            "endpoint": side, "branch": branch, "n_rows": n_rows, "shards": shards,
+                            "extractor": extractor_entry(ext_name, decl, ext_where, extractor, branch),
                             "batch_size": batch_size, **extra, **segment_key(segments, tars)}, protocol=PROTOCOL)
                 path = result.artifact_path("embedding", fp, protocol=PROTOCOL, side=side)
             result.size(fp, extractor, rows=max(b - a for a, b in shards), batch_size=batch_size)

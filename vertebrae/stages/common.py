@@ -121,12 +121,22 @@ def fit_recipe(identity_key: str, endpoint: str, extractor: Extractor) -> dict[s
     return {"dataset": identity_key, "endpoint": endpoint, "extractor": extractor.recipe()}
 
 
+def extractor_entry(name: str, decl: dict[str, Any], where: str, extractor: Extractor | None = None,
+                    branch: str | None = None) -> dict[str, Any]:
+    """A job spec's extractor: its name, declaration and config location; an embedding job of one ``branch`` gets
+    only the declaration that branch reads (``Extractor.branch_decl``), so another branch's edit leaves its spec."""
+    if extractor is not None and branch is not None:
+        decl = extractor.branch_decl(decl, branch)
+    return {"name": name, "decl": decl, "where": where}
+
+
 def embedding_recipe(identity_key: str, endpoint: str, extractor: Extractor, branch: str | None = None,
                      fit_endpoint: str | None = None, fit_identity: str | None = None) -> dict[str, Any]:
     """Recipe of one endpoint's embeddings; a learning extractor's fit (on ``fit_endpoint``, by default the
     endpoint itself, whose identity is ``fit_identity``, by default ``identity_key``) is part of it. A retrieval
     endpoint passes its own endpoint key (``RetrievalDataset.endpoint_key``), never the dataset's."""
-    recipe = {"dataset": identity_key, "endpoint": endpoint, "extractor": extractor.recipe()}
+    recipe = {"dataset": identity_key, "endpoint": endpoint,
+              "extractor": extractor.recipe() if branch is None else extractor.branch_recipe(branch)}
     if branch is not None:
         recipe["branch"] = branch
     if extractor.learns:
