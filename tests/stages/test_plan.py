@@ -26,15 +26,33 @@ def written(tmp_path, spec: dict):
     return path
 
 
-def test_the_name_is_the_fingerprint_and_the_texts_sha256():
-    spec = protocol_spec()
+def test_the_name_is_the_fingerprint_and_the_sha256_of_the_text_without_context():
+    spec = {**protocol_spec(), "where": "benchmarks.a.dataset"}
     name, text = spec_file_text(spec)
     assert json.loads(text) == spec and " " not in text  # canonical: compact, sorted keys
     assert text.index('"fingerprint"') < text.index('"recipe"') < text.index('"stage"')
-    assert name == f"{spec['fingerprint']}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
-    # a field outside the recipe changes the name, not the fingerprint
-    other = spec_file_text({**spec, "where": "benchmarks.x"})[0]
+    content = json.dumps({k: v for k, v in spec.items() if k != "where"}, sort_keys=True, separators=(",", ":"))
+    assert name == f"{spec['fingerprint']}-{hashlib.sha256(content.encode()).hexdigest()[:16]}.json"
+    # a field outside the recipe that the job reads changes the name, not the fingerprint
+    other = spec_file_text({**spec, "batch_size": 7})[0]
     assert other != name and other.startswith(spec["fingerprint"])
+    # context (where it was declared, the candidate's name in this config) changes neither: a config that plans
+    # the same job under another benchmark or candidate name names the same spec file
+    extractor = {"name": "raw", "decl": {"type": "precomputed", "name": "kept"}, "where": "benchmarks.a.extractors.raw"}
+    renamed = {"name": "pixels", "decl": {"type": "precomputed", "name": "kept"}, "where": "benchmarks.b.extractors.pixels"}
+    assert spec_file_text({**spec, "where": "benchmarks.b.dataset", "extractor": renamed})[0] == \
+        spec_file_text({**spec, "extractor": extractor})[0]
+    # a declaration's own keys are content (a declared identity's name, a name inside decl)
+    assert spec_file_text({**spec, "extractor": {**extractor, "decl": {"type": "precomputed", "name": "other"}}})[0] \
+        != spec_file_text({**spec, "extractor": extractor})[0]
+
+
+def test_a_spec_file_written_by_another_config_is_read_with_its_context(tmp_path):
+    """Two configs plan one job under different names: one file name; the text read is whichever was written."""
+    spec = protocol_spec()
+    path = written(tmp_path, {**spec, "where": "benchmarks.other.dataset"})
+    assert path.name == spec_file_text(spec)[0]
+    assert read_spec_file(path)["where"] == "benchmarks.other.dataset"
 
 
 def test_a_spec_file_plans_like_the_spec_text(tmp_path):

@@ -3,13 +3,15 @@
 Linux caps one argument at 128 KiB (``MAX_ARG_STRLEN``) and ``bash -c`` gets a job's whole shell line as one, so a
 spec passed as ``--spec TEXT`` broke the report's plan job at about 150 candidates. ``write_spec_files`` writes each
 spec that has a plan job as ``OUT/.vertebrae/specs/{fingerprint}-{digest}.json`` (``OUT``: the run's out folder,
-``vertebrae.core.out_folder``) under the working directory when the Snakefile is parsed (``vertebrae.stages.plan.spec_file_text``: the digest hashes the whole spec text, so a name
-always holds the same bytes, and a spec whose non-recipe fields change gets a new name). The plan rule takes the
-file as an input and runs ``vertebrae plan --spec-file``, which refuses a file whose text does not hash to its name.
+``vertebrae.core.out_folder``) under the working directory when the Snakefile is parsed
+(``vertebrae.stages.plan.spec_file_text``: the digest hashes the spec without its context, ``spec_content``: a spec
+whose non-recipe fields change gets a new name, one planned by another config under other benchmark or candidate
+names keeps it). The plan rule takes the file as an input and runs ``vertebrae plan --spec-file``, which refuses a
+file whose content does not hash to its name.
 
-Reruns: the spec file's name changes exactly when the spec's text does, which Snakemake's ``input`` rerun trigger
-sees as it saw the former ``params: spec``; the rule marks the file ``ancient`` so that a spec file written again
-(a deleted ``OUT/.vertebrae/``, a fresh checkout of the results) reruns nothing. A folder of the old layout
+Reruns: the spec file's name changes exactly when what the job reads does, which Snakemake's ``input`` rerun
+trigger sees; the rule marks the file ``ancient`` so that a spec file written again (a deleted
+``OUT/.vertebrae/``, a fresh checkout of the results, another config's context) reruns nothing. A folder of the old layout
 (``.vertebrae/specs/`` beside ``results/``) has its plan jobs' inputs recorded at the old path: Snakemake's input
 trigger reruns them once (docs: "The out folder").
 

@@ -188,15 +188,38 @@ def check_tars(spec: Mapping[str, Any]) -> None:
         raise ValidationError(f"{spec['where']}: the source's tar files changed since the plan was made; re-plan")
 
 
+#: Keys of a job spec that only say where it came from (a config key path, a candidate's name in one config): they
+#: word messages and never change what the job writes, so the spec file's name leaves them out.
+CONTEXT_KEYS = frozenset({"where", "name"})
+
+
+def spec_content(value: Any) -> Any:
+    """``value`` (a job spec, or part of one) without its context: every ``where`` key at any depth, and ``name``
+    where it names a candidate (a mapping that also holds its ``decl``). A dataset or extractor declaration keeps
+    its own keys: a declared identity's ``name`` is data, not context."""
+    if isinstance(value, Mapping):
+        context = {"where"} | ({"name"} if "decl" in value else set())
+        return {k: v if k in ("decl", "dataset", "recipe") else spec_content(v)
+                for k, v in value.items() if k not in context}
+    if isinstance(value, list):
+        return [spec_content(item) for item in value]
+    return value
+
+
 def spec_file_text(spec: Mapping[str, Any]) -> tuple[str, str]:
     """The name (``{fingerprint}-{digest}.json``) and text (canonical JSON) of ``spec``'s spec file.
 
-    ``digest``: the first 16 hex digits of the SHA-256 of the text, so the name covers the whole spec (the
-    fingerprint covers its recipe only) and a file's content never changes under its name. Not a fingerprint:
-    it names no artifact and is recorded nowhere but in the spec file's name.
+    ``digest``: the first 16 hex digits of the SHA-256 of the canonical JSON of ``spec_content(spec)``: everything
+    the job reads to write its output, its context left out, so two configs that plan the same job (a shared
+    candidate under another benchmark or candidate name) name the same file and rerun nothing of each other's;
+    the text keeps the context of the config that wrote it last, for the job's messages. Not a fingerprint: it
+    names no artifact and is recorded nowhere but in the spec file's name.
     """
-    text = canonical_json(spec)
-    return f"{spec['fingerprint']}-{sha256_hex(text)[:FINGERPRINT_LENGTH]}.json", text
+    return f"{spec['fingerprint']}-{_content_digest(spec)}.json", canonical_json(spec)
+
+
+def _content_digest(spec: Mapping[str, Any]) -> str:
+    return sha256_hex(canonical_json(spec_content(spec)))[:FINGERPRINT_LENGTH]
 
 
 def read_spec_file(path: str | Path) -> dict[str, Any]:
@@ -209,13 +232,14 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ArtifactError(f"{path}: cannot read the job spec file: {exc}") from None
-    if sha256_hex(text)[:FINGERPRINT_LENGTH] != name["digest"]:
-        raise ValidationError(f"{path}: its content does not hash to the digest in its name (edited or truncated); "
-                              "delete it: the next Snakemake start writes it again")
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValidationError(f"{path}: the job spec is not JSON: {exc}") from None
+        raise ValidationError(f"{path}: the job spec is not JSON (edited or truncated): {exc}; delete it: the next "
+                              "Snakemake start writes it again") from None
+    if not isinstance(spec, dict) or _content_digest(spec) != name["digest"] or canonical_json(spec) != text:
+        raise ValidationError(f"{path}: its content does not hash to the digest in its name (edited or truncated); "
+                              "delete it: the next Snakemake start writes it again")
     if not isinstance(spec, dict) or spec.get("fingerprint") != name["fp"]:
         found = spec.get("fingerprint") if isinstance(spec, dict) else None
         raise ValidationError(f"{path}: holds the job spec {found!r}, not {name['fp']}")
@@ -269,5 +293,5 @@ def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
     return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
 
 
-__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
+__all__ = ["BASE_DIR", "CONTEXT_KEYS", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
            "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_text", "spec_kind"]
