@@ -107,8 +107,17 @@ def test_two_reports_of_one_name_are_shown_apart():
                      {("big", "small"): "behind"}, identity="declared:b@2")
     rows = leaderboard_rows([("a/flowers/report.json", FLOWERS), ("b/flowers/report.json", other)])
     keys = list(dict.fromkeys(r.benchmark for r in rows))
-    assert keys == ["flowers [declared:a@1] (a/flowers/report.json)", "flowers [declared:b@2] (b/flowers/report.json)"]
+    # each named by its dataset as a person knows it (a declared name@revision), the identity key in the long table
+    assert keys == ["flowers [a@1] (a/flowers/report.json)", "flowers [b@2] (b/flowers/report.json)"]
     assert [r.rank for r in rows if r.benchmark == keys[1]] == [2, 1]
+    assert {r.dataset_identity for r in rows} == {"declared:a@1", "declared:b@2"}
+    # a files identity: the name the config's declaration gave (its source path), never the digest
+    files = "files:v1:" + "7" * 64
+    named = {**other, "dataset_summary": {"name": "data/flowers.csv", "identity": files}}
+    unnamed = {**other, "dataset_summary": {"identity": files}}  # a report written before names: the key
+    keys = list(dict.fromkeys(r.benchmark for r in leaderboard_rows([("a/flowers/report.json", named),
+                                                                      ("b/flowers/report.json", unnamed)])))
+    assert keys == ["flowers [data/flowers.csv] (a/flowers/report.json)", f"flowers [{files}] (b/flowers/report.json)"]
 
 
 def test_across_benchmarks_mean_rank_interval_and_head_to_head():
@@ -300,8 +309,8 @@ def test_markdown_shows_hostile_names_and_metrics_as_text(metric):
     page.feed(MarkdownIt("commonmark").enable("table").render(text))
     # only the page's own structure: one title, one heading per table, tables and paragraphs; no link, image, script
     assert set(page.tags) <= {"h1", "h2", "p", "table", "thead", "tbody", "tr", "th", "td"}, set(page.tags)
-    keys = [f"{EVIL_BENCH} [declared:{HOSTILE}@1] (a/r/report.json)",
-            f"{EVIL_BENCH} [declared:{HOSTILE} <i>two</i>@2] (b/r/report.json)"]
+    keys = [f"{EVIL_BENCH} [{HOSTILE}@1] (a/r/report.json)",
+            f"{EVIL_BENCH} [{HOSTILE} <i>two</i>@2] (b/r/report.json)"]
     assert page.tags.count("h1") == 1 and page.tags.count("h2") == 3 + len(keys)
     # no cell split or line ended by data: every table has its rows (a header and one per line), each with the
     # header's cells (markdown-it pads a short row and drops a long one's extra cells, so count the source too)

@@ -348,3 +348,31 @@ def test_zero_shot_report_without_compression_has_no_compression_note():
     result = _zero_shot_run()
     raw_only = _replace(result, candidate_results=[r for r in result.candidate_results if r.compression_metadata is None])
     assert "## Compression" not in render_zero_shot_markdown(raw_only)
+
+
+def test_the_dataset_is_named_as_declared_and_its_identity_folded_away(tmp_path, monkeypatch):
+    """Issue 44: a config's dataset without a declared identity (tracked by its files) is named in the report by
+    its source path, not by its ``files:v1:...`` digest; the digest follows as a "Dataset identity" line, which the
+    HTML page folds into a details element; a declared identity shows its name."""
+    from vertebrae.planning import benchmarks_from_config
+    from vertebrae.reports.html_items import report_items
+
+    monkeypatch.chdir(tmp_path)
+    X, y = _blobs()
+    np.savez(tmp_path / "blobs.npz", embeddings=X, labels=np.asarray(y))
+    source = {"type": "npz", "path": "blobs.npz"}
+
+    def report(dataset: dict) -> str:
+        config = {"benchmarks": {"b": {"dataset": dataset, "extractors": {"raw": {"type": "precomputed"}},
+                                       "scoring": {"k": 3}}}}
+        return render_markdown(benchmarks_from_config(config)["b"].run())
+
+    text = report({"source": source})
+    intro = text.split("## Ranking")[0]
+    key = re.search(r"files:v1:[0-9a-f]{64}", text).group(0)
+    assert "on dataset blobs.npz:" in intro and key not in intro.split("\n\n")[1]  # the introduction names the file
+    assert f"Dataset identity: {key} (what the fingerprints key on)." in intro
+    page = report_items(text, benchmark="b")["ranking"]
+    assert f"<details><summary>Dataset identity</summary><p>{key}" in page and page.count(key) == 1
+    declared = report({"source": source, "identity": {"kind": "declared", "name": "blobs-v", "revision": "3"}})
+    assert "on dataset blobs-v:" in declared and "Dataset identity: declared:blobs-v@3" in declared

@@ -374,7 +374,11 @@ class BenchmarkDataset:
         return self.inputs[start:stop]
 
     def summary(self) -> dict[str, Any]:
+        """What reports say of the dataset; ``name`` (a person's name for it: ``metadata["name"]``, which a config's
+        declaration sets, ``vertebrae.data.declared.names``) only where one is known."""
+        name = self.metadata.get("name")
         return {
+            **({"name": name} if isinstance(name, str) and name else {}),
             "identity": self.identity_key(),
             "n_rows": self.n_rows,
             "n_features": None if self.is_raw else int(self.inputs.shape[1]),

@@ -13,6 +13,7 @@ from typing import Any
 
 from vertebrae.compression import variant_name
 from vertebrae.core.fingerprint import fingerprint
+from vertebrae.data.declared.names import dataset_name
 from vertebrae.data.declared.retrieval import retrieval_endpoint_keys, retrieval_identity, retrieval_identity_key
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.stages.common import embedding_recipe, extractor_entry, fit_recipe, shard_bounds
@@ -132,7 +133,7 @@ def plan_retrieval(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 "retrieval": retrieval_config.to_dict()}
     result.retrieval_reports[name] = result.add({
         **r_recipe, "candidates": candidates, "stage": "retrieval-report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
-        "protocol": protocol_ref, "identity": identity_key,
+        "protocol": protocol_ref, "identity": identity_key, "dataset_name": dataset_name(dataset),
     }, protocol="retrieval")
 
 
@@ -187,7 +188,8 @@ def retrieval_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str
         data = load_retrieval_source(decl["source"], base_dir=Path(base_dir), where=f"{where}.dataset.source")
         dataset = replace(data.to_dataset(retrieval_identity(decl, base_dir=Path(base_dir), where=f"{where}.dataset"),
                                           exclude_same_id=decl["exclude_same_id"]),
-                          endpoint_keys=retrieval_endpoint_keys(decl, base_dir=Path(base_dir), where=f"{where}.dataset"))
+                          endpoint_keys=retrieval_endpoint_keys(decl, base_dir=Path(base_dir), where=f"{where}.dataset"),
+                          metadata={"name": dataset_name(decl)})
         extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
         compression = paired_compression(bench, where)
         benchmarks[name] = RetrievalBenchmark(

@@ -127,5 +127,6 @@ class RetrievalBenchmark:
                                  "score_s": time.perf_counter() - embedded}},
                 ))
         report = retrieval_report(candidates, protocol, benchmark=self.name, config=self.config,
-                                  dataset_summary=retrieval_protocol_summary(protocol, dataset.identity_key()))
+                                  dataset_summary=retrieval_protocol_summary(protocol, dataset.identity_key(),
+                                                                             dataset.metadata.get("name")))
         return report.with_comparison(self.comparison_config).with_costs(measured=True)

@@ -31,7 +31,7 @@ from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.reports.comparison import TITLE as COMPARISON_TITLE
 from vertebrae.reports.cost_report import FIGURES_TITLE
 from vertebrae.reports.cost_report import TITLE as COST_TITLE
-from vertebrae.reports.text import html_text, markdown_plain
+from vertebrae.reports.text import IDENTITY_LINE, html_text, markdown_plain
 
 ITEMS = ("ranking", "detail", "comparison", "warnings")
 TITLES = {"ranking": "Ranking", "detail": "Detail", "comparison": COMPARISON_TITLE, "warnings": "Warnings"}
@@ -171,7 +171,11 @@ def report_items(markdown: str, *, benchmark: str) -> dict[str, str]:
         raise ArtifactError(f"report of benchmark {benchmark!r}: its Markdown has no '## Ranking' section")
     parts: dict[str, list[str]] = {item: [] for item in ITEMS}
     notes: list[str] = []
-    parts["ranking"].append(f"<h1>{_inline(title or benchmark)}</h1>" + _blocks(intro))
+    identity = [line for line in intro if line.startswith(IDENTITY_LINE)]
+    intro = [line for line in intro if not line.startswith(IDENTITY_LINE)]
+    parts["ranking"].append(f"<h1>{_inline(title or benchmark)}</h1>" + _blocks(intro) + "".join(
+        f"<details><summary>Dataset identity</summary><p>{_inline(line[len(IDENTITY_LINE):])}</p></details>"
+        for line in identity))
     for heading, lines in sections:
         if heading == "Ranking":
             parts["ranking"].append(f"<h2>Ranking</h2>{_blocks(lines)}")

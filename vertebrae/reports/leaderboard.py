@@ -30,6 +30,7 @@ from typing import Any
 from vertebrae.core.errors import ValidationError
 from vertebrae.reports.costs import Cost, embedding_endpoints
 from vertebrae.reports.summary import PROTOCOLS, _primary_metric
+from vertebrae.reports.text import dataset_label
 
 VERDICT_WORDS = {"ahead": "ahead", "behind": "behind", "indistinguishable": "tied"}
 
@@ -198,7 +199,8 @@ def _benchmark_rows(path: str, document: Mapping[str, Any], key: str, metric: st
 
 
 def benchmark_keys(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """Each report's benchmark key: its name, or ``name [identity] (path)`` where two reports share a name."""
+    """Each report's benchmark key: its name, or ``name [dataset] (path)`` where two reports share a name (the
+    dataset as ``vertebrae.reports.text.dataset_label`` names it; the long table keeps its identity key)."""
     names = []
     for path, document in reports:
         if not isinstance(document, Mapping) or document.get("schema") not in PROTOCOLS:
@@ -209,8 +211,7 @@ def benchmark_keys(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str
         if names.count(name) == 1:
             keys.append(name)
         else:
-            identity = (document.get("dataset_summary") or {}).get("identity")
-            keys.append(f"{name} [{identity}] ({path})")
+            keys.append(f"{name} [{dataset_label(document.get('dataset_summary') or {})}] ({path})")
     return keys
 
 

@@ -25,6 +25,7 @@ because its embedding collapsed gets a ``Not ranked`` line under the table sayin
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -34,13 +35,18 @@ from vertebrae.reports.comparison import result_comparison_lines
 from vertebrae.reports.comparison import table as _table
 from vertebrae.reports.cost_report import cost_lines, figure_lines
 from vertebrae.reports.separatix import separatix_lines, separatix_warnings
+from vertebrae.reports.text import IDENTITY_LINE, dataset_label
 from vertebrae.scoring.degenerate import CODE as COLLAPSE_CODE
 from vertebrae.scoring.retrieval.conventions import describe as describe_conventions
 
 
-def _opening(title: str, introduction: str) -> list[str]:
-    """The title, the introduction paragraph and the ``## Ranking`` heading."""
-    return [title, "", introduction, "", "## Ranking", ""]
+def _opening(title: str, introduction: str, summary: Mapping[str, Any] | None = None) -> list[str]:
+    """The title, the introduction paragraph (then the dataset's identity key, where the introduction names the
+    dataset otherwise) and the ``## Ranking`` heading."""
+    lines = [title, "", introduction, ""]
+    if summary is not None and dataset_label(summary) != str(summary.get("identity")):
+        lines += [f"{IDENTITY_LINE}{_cell(summary.get('identity'))} (what the fingerprints key on).", ""]
+    return lines + ["## Ranking", ""]
 
 
 def _row_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -67,7 +73,7 @@ def _all_candidates(result) -> list:
 def _cohort_opening(result, title: str, introduction: str) -> list[str]:
     """The opening, a table of ``result.table_rows()``, Not-ranked lines and the quality cohort line (retrieval,
     zero-shot)."""
-    return _opening(title, introduction) + _row_table(result.table_rows()) + _not_ranked(result) + [
+    return _opening(title, introduction, result.dataset_summary) + _row_table(result.table_rows()) + _not_ranked(result) + [
         "", f"Quality cohort (within 0.01 of the best): {', '.join(map(_cell, result.quality_cohort())) or '–'}", ""]
 
 
@@ -182,9 +188,9 @@ def render_markdown(result) -> str:
             "regression": f"regression target(s) {_cell(', '.join(map(str, summary.get('target_names') or [])))}"}[target_type]
     lines = _opening(
         f"# vertebrae report: {_cell(name)}",
-        f"Labelled protocol ({target_type}) on dataset {_cell(summary.get('identity'))}: {summary.get('n_rows')} rows, {what}. "
+        f"Labelled protocol ({target_type}) on dataset {_cell(dataset_label(summary))}: {summary.get('n_rows')} rows, {what}. "
         "OverlapIndex score: 1 = the targets occupy separate regions of the embedding, 0 = complete overlap "
-        f"(the permutation null for regression). Seed {result.metadata.get('seed')}.",
+        f"(the permutation null for regression). Seed {result.metadata.get('seed')}.", summary,
     )
     rows = result.table_rows()
     if not result.ranking_available:
@@ -260,7 +266,7 @@ def render_retrieval_markdown(result) -> str:
         result,
         f"# vertebrae retrieval report: {_cell(meta.get('benchmark', 'benchmark'))}",
         f"Exact {meta.get('similarity')} ranking of {summary.get('n_queries')} queries against {summary.get('n_gallery')} "
-        f"gallery items (dataset {_cell(summary.get('identity'))}). Primary metric: {meta.get('primary_metric')}"
+        f"gallery items (dataset {_cell(dataset_label(summary))}). Primary metric: {meta.get('primary_metric')}"
         f"{' (mean of both directions)' if meta.get('bidirectional') else ''}. "
         + describe_conventions(meta.get("conventions")),
     )
@@ -285,7 +291,7 @@ def render_zero_shot_markdown(result) -> str:
         result,
         f"# vertebrae zero-shot report: {_cell(meta.get('benchmark', 'benchmark'))}",
         f"{summary.get('n_samples')} samples of {summary.get('n_classes')} classes scored against "
-        f"{summary.get('n_prompts')} fixed prompts (dataset {_cell(summary.get('identity'))}), {meta.get('similarity')} "
+        f"{summary.get('n_prompts')} fixed prompts (dataset {_cell(dataset_label(summary))}), {meta.get('similarity')} "
         f"similarity to per-class prompt prototypes. Primary metric: {meta.get('primary_metric')}. Ties go to the first "
         "class in declared order. OverlapIndex on the same sample embeddings is reported beside it, never combined.",
     )

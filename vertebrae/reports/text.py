@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
+from typing import Any
 
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _BIDI = re.compile(r"[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
@@ -84,4 +86,23 @@ def terminal_text(value: object, *, lines: bool = False) -> str:
     return "".join(c if c.isprintable() or (lines and c == "\n") else _escape(c) for c in str(value))
 
 
-__all__ = ["html_text", "markdown_plain", "markdown_text", "terminal_text"]
+#: The paragraph after a report's introduction that gives the dataset's identity key (the Markdown report writes it,
+#: the HTML page folds it into a details element).
+IDENTITY_LINE = "Dataset identity: "
+
+
+def dataset_label(summary: Mapping[str, Any]) -> str:
+    """The dataset as a person knows it: the summary's ``name`` (a config's declared name or source path), else
+    the name in a declared (``name@revision``) or manifest identity, else the identity key itself."""
+    name, key = summary.get("name"), str(summary.get("identity"))
+    if isinstance(name, str) and name:
+        return name
+    kind, _, rest = key.partition(":")
+    if kind == "declared" and rest:
+        return rest
+    if kind == "manifest" and rest:
+        return rest.rsplit(":", 1)[0]
+    return key
+
+
+__all__ = ["IDENTITY_LINE", "dataset_label", "html_text", "markdown_plain", "markdown_text", "terminal_text"]

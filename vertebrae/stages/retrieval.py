@@ -107,11 +107,13 @@ def retrieval_report(
     )
 
 
-def retrieval_protocol_summary(protocol: RetrievalProtocol, identity_key: str) -> dict[str, Any]:
-    """Dataset summary derivable from the protocol alone (the same in-process and from artifacts)."""
+def retrieval_protocol_summary(protocol: RetrievalProtocol, identity_key: str, name: str | None = None) -> dict[str, Any]:
+    """Dataset summary derivable from the protocol alone (the same in-process and from artifacts); ``name``: the
+    dataset's name for reports (``vertebrae.data.declared.names``), where one is known."""
     grades = protocol.relevance.data
     eligible = protocol.eligible_relevance()
     return {
+        **({"name": name} if isinstance(name, str) and name else {}),
         "identity": identity_key,
         "n_queries": protocol.n_queries,
         "n_gallery": protocol.n_gallery,

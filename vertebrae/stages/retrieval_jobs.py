@@ -84,7 +84,8 @@ def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | P
         ))
     retrieval_protocol = _read_protocol(spec["protocol"], protocol)
     return retrieval_report(candidates, retrieval_protocol, benchmark=spec["benchmark"], config=config,
-                            dataset_summary=retrieval_protocol_summary(retrieval_protocol, spec["identity"]))
+                            dataset_summary=retrieval_protocol_summary(retrieval_protocol, spec["identity"],
+                                                                       spec.get("dataset_name")))
 
 
 def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,

@@ -27,6 +27,7 @@ from vertebrae.core.file_digests import FileDigests
 from vertebrae.core.identity import DatasetIdentity, grouped_key
 from vertebrae.core.labels import semantic_key
 from vertebrae.data.labelled import BenchmarkDataset, group_keys
+from vertebrae.data.declared.names import dataset_name
 from vertebrae.data.sources.files import source_files_recipe
 from vertebrae.data.sources import load_source, source_groups, source_row_count
 
@@ -66,7 +67,8 @@ def load_declared_dataset(decl: Mapping[str, Any], *, base_dir: Path, where: str
     build = BenchmarkDataset.from_arrays if decl["source"]["type"] in FEATURE_SOURCES else BenchmarkDataset.from_embeddings
     dataset = build(data.features, data.labels, identity=dataset_identity(decl, base_dir=base_dir, where=where),
                     row_ids=data.row_ids, target_type=decl.get("target_type", "classification"),
-                    label_names=decl.get("label_names"), target_names=decl.get("target_names"))
+                    label_names=decl.get("label_names"), target_names=decl.get("target_names"),
+                    metadata={"name": dataset_name(decl)})
     if data.groups is None:
         return dataset
     return dataset.with_groups(data.groups, name=data.groups_name)
