@@ -221,7 +221,8 @@ def validate_times(root: Path, shards: int) -> None:
                           f"'{pattern}', image_key: png}}\n    extractors:\n      clip: {{type: open_clip, model: "
                           "ViT-B-32, pretrained: laion2b_s34b_b79k}\n", encoding="utf-8")
         if not digests:
-            (root / ".vertebrae" / "digests.json").unlink(missing_ok=True)
+            for state in (root / "results" / ".vertebrae", root / ".vertebrae"):  # the out folder's; the layout before
+                (state / "digests.json").unlink(missing_ok=True)
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "vertebrae", "validate", str(config)], cwd=root, env=env,
                               capture_output=True, text=True)
