@@ -21,6 +21,15 @@ inner fold and C), when a fit reached no stopping rule within ``max_iter`` itera
 Seeded and deterministic (with ``vertebrae``, whatever the thread count; with ``sklearn``, at a given BLAS thread
 count).
 
+``recipe``: ``vertebrae`` (the default: everything above) or a published recipe computed as its tool computes it
+(``scoring.probe_recipes``), on the same outer splits: ``clip_benchmark`` (a torch linear layer trained with AdamW
+on L2-normalised rows, ``lr`` 0.1, ``epochs`` 10, ``batch_size`` 64, a weight-decay search on a ``val_proportion``
+of each split's train rows when set, else weight decay 0) or ``mteb`` (``LogisticRegression(max_iter=100)``
+fitted on ``samples_per_label`` (8) rows per class, ``n_experiments`` (10) undersampled experiments, the scores
+averaged over them). Both take classification targets only; a key another recipe uses, set away from its default,
+is refused naming the recipe it belongs to. A recipe other than ``vertebrae`` enters the metric's recipe (and so its
+fingerprint) with its own keys; the default adds nothing.
+
 Regression targets: a ridge probe (``alpha = 1 / C`` over the same grid, chosen by inner K-fold mean squared error;
 ``vertebrae``: every alpha from one eigendecomposition per inner fold, ``sklearn``: ``RidgeCV``) on the
 standardised rows; the score is R² over the predicted rows (``knn.r2``). Multi-label targets are refused naming
@@ -38,14 +47,22 @@ from vertebrae.core.arrays import to_unit_peak
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.knn import r2
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, check_policy, choice, class_names, classification_scores, flag, fold_plan, parse_split, per_sample,
-    positive, sample_paired, small_classes_entry, split_group_warnings,
+    BuiltinMetric, check_name, check_policy, choice, class_names, classification_scores, flag, fold_plan, l2_normalised,
+    parse_split, per_sample, positive, positive_float, sample_paired, small_classes_entry, split_group_warnings,
 )
 from vertebrae.scoring.metrics import MetricResult
 from vertebrae.scoring.probe_solver import logistic_probe, ridge_probe, thread_limits
 
 DEFAULT_CS = (1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3)
 SOLVERS = ("vertebrae", "sklearn")
+RECIPES = ("vertebrae", "clip_benchmark", "mteb")
+#: each published recipe's own keys and defaults (CLIP_benchmark's CLI defaults; MTEB's AbsTaskClassification)
+RECIPE_KEYS: dict[str, dict[str, Any]] = {
+    "vertebrae": {"Cs": DEFAULT_CS, "inner_folds": 3, "solver": "vertebrae"},
+    "clip_benchmark": {"lr": 0.1, "epochs": 10, "batch_size": 64, "val_proportion": None},
+    "mteb": {"n_experiments": 10, "samples_per_label": 8},
+}
+MAX_ITER = {"vertebrae": 1000, "clip_benchmark": 1000, "mteb": 100}
 
 
 def _grid(values: Any, owner: str) -> tuple[float, ...]:
@@ -65,8 +82,10 @@ class LinearProbeMetric(BuiltinMetric):
     TARGET_TYPES = ("classification", "regression")
 
     def __init__(self, Cs: Sequence[float] = DEFAULT_CS, folds: int = 5, inner_folds: int = 3, split: Any = None,
-                 primary: str = "accuracy", max_iter: int = 1000, group_folds: bool = True,
-                 small_classes: str = "refuse", solver: str = "vertebrae", *, name: str = "linear_probe") -> None:
+                 primary: str = "accuracy", max_iter: int | None = None, group_folds: bool = True,
+                 small_classes: str = "refuse", solver: str = "vertebrae", recipe: str = "vertebrae", lr: float = 0.1,
+                 epochs: int = 10, batch_size: int = 64, val_proportion: float | None = None, n_experiments: int = 10,
+                 samples_per_label: int = 8, *, name: str = "linear_probe") -> None:
         owner = "LinearProbeMetric"
         self.name = check_name(name, owner)
         self.Cs = _grid(Cs, owner)
@@ -74,15 +93,33 @@ class LinearProbeMetric(BuiltinMetric):
         self.inner_folds = positive(inner_folds, owner, "inner_folds", minimum=2)
         self.split = parse_split(split, owner)
         self.primary = choice(primary, ("accuracy", "balanced_accuracy"), owner, "primary")
-        self.max_iter = positive(max_iter, owner, "max_iter")
+        self.recipe_name = choice(recipe, RECIPES, owner, "recipe")
+        self.max_iter = MAX_ITER[self.recipe_name] if max_iter is None else positive(max_iter, owner, "max_iter")
         self.group_folds = flag(group_folds, owner, "group_folds")
         self.small_classes = check_policy(small_classes, owner)
         self.solver = choice(solver, SOLVERS, owner, "solver")
+        self.lr = positive_float(lr, owner, "lr")
+        self.epochs = positive(epochs, owner, "epochs")
+        self.batch_size = positive(batch_size, owner, "batch_size")
+        if val_proportion is not None:
+            val_proportion = positive_float(val_proportion, owner, "val_proportion")
+            if val_proportion >= 1:
+                raise ConfigError(f"{owner}: key 'val_proportion' must lie strictly between 0 and 1, got {val_proportion!r}")
+        self.val_proportion = val_proportion
+        self.n_experiments = positive(n_experiments, owner, "n_experiments")
+        self.samples_per_label = positive(samples_per_label, owner, "samples_per_label")
+        for other, keys in RECIPE_KEYS.items():
+            changed = [key for key, default in keys.items() if other != self.recipe_name and getattr(self, key) != default]
+            if changed:
+                raise ConfigError(f"{owner}: key(s) {changed} belong to recipe {other!r}, not to recipe "
+                                  f"{self.recipe_name!r} (recipes: {list(RECIPES)})")
 
     def recipe(self) -> dict[str, Any]:
+        own = {} if self.recipe_name == "vertebrae" else {
+            "recipe": self.recipe_name, **{key: getattr(self, key) for key in RECIPE_KEYS[self.recipe_name]}}
         return {"type": "linear_probe", "name": self.name, "Cs": list(self.Cs), "folds": self.folds,
                 "inner_folds": self.inner_folds, "split": self.split, "primary": self.primary, "max_iter": self.max_iter,
-                "group_folds": self.group_folds, **small_classes_entry(self), "solver": self.solver}
+                "group_folds": self.group_folds, **small_classes_entry(self), "solver": self.solver, **own}
 
     def _inner(self, train: np.ndarray, codes: np.ndarray | None, seed: int, groups: np.ndarray | None
                ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -146,6 +183,8 @@ class LinearProbeMetric(BuiltinMetric):
         return "the declared split" if len(splits) == 1 else f"outer fold {j + 1} of {len(splits)}"
 
     def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
+        if self.recipe_name != "vertebrae":
+            return self._recipe_plan(targets, keys, where, seed, groups)
         needed = (self.folds, f"key 'folds' = {self.folds}") if self.split is None else \
             (self.inner_folds, f"key 'inner_folds' = {self.inner_folds}")
         codes, splits, grouped, notes = fold_plan(self, targets, keys, where, seed, groups, needed)
@@ -164,9 +203,73 @@ class LinearProbeMetric(BuiltinMetric):
                                       "independence groups of a fold's train rows")
         return codes, splits, grouped, notes
 
+    def _recipe_plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
+        """The outer splits of a published recipe: classification only; with ``val_proportion`` every split's train
+        rows must leave both a fit part and a validation part."""
+        if targets.target_type != "classification":
+            raise ValidationError(f"{where}: recipe {self.recipe_name!r} is defined for classification targets only "
+                                  f"(target type {targets.target_type!r}); recipe 'vertebrae' also takes regression")
+        needed = (self.folds, f"key 'folds' = {self.folds}") if self.split is None else (1, "a declared split")
+        codes, splits, grouped, notes = fold_plan(self, targets, keys, where, seed, groups, needed)
+        if self.recipe_name == "clip_benchmark" and self.val_proportion is not None:
+            from vertebrae.scoring.probe_recipes import random_split_lengths
+
+            for j, (train, _) in enumerate(splits):
+                n_fit, n_val = random_split_lengths(len(train), self.val_proportion)
+                if not n_fit or not n_val:
+                    part = "validation" if not n_val else "fit"
+                    raise ValidationError(f"{where}: recipe 'clip_benchmark': key 'val_proportion' = "
+                                          f"{self.val_proportion:g} leaves no {part} rows among the {len(train)} train "
+                                          f"rows of {self._fold_name(j, splits)}: its weight-decay search needs both")
+        return codes, splits, grouped, notes
+
+    def _published(self, matrix, codes, splits, keys, seed: int, where: str):
+        """(predictions per experiment, each a list over splits; diagnostics; warnings) of a published recipe."""
+        from vertebrae.scoring.probe_recipes import clip_benchmark_probe, mteb_probe
+
+        if self.recipe_name == "clip_benchmark":
+            unit = l2_normalised(matrix, keys, where)
+            fits = [clip_benchmark_probe(unit, codes, train, test, lr=self.lr, epochs=self.epochs,
+                                         batch_size=self.batch_size, val_proportion=self.val_proportion, seed=seed)
+                    for train, test in splits]
+            return [[f[0] for f in fits]], {"weight_decay": [f[1] for f in fits]}, []
+        fits = [mteb_probe(matrix, codes, train, test, n_experiments=self.n_experiments,
+                           samples_per_label=self.samples_per_label, max_iter=self.max_iter, seed=seed)
+                for train, test in splits]
+        warnings = [f"{where}: recipe 'mteb': {self._fold_name(j, splits)}: {f[1]} of {self.n_experiments} fits stopped "
+                    f"at max_iter = {self.max_iter} before converging (as MTEB's do)" for j, f in enumerate(fits) if f[1]]
+        return [[f[0][e] for f in fits] for e in range(self.n_experiments)], {}, warnings
+
+    def _compute_published(self, matrix, targets, keys, where, seed, groups, plan) -> MetricResult:
+        codes, splits, grouped, notes = plan
+        experiments, extra, warned = self._published(matrix, codes, splits, keys, seed, where)
+        test = np.concatenate([t for _, t in splits])
+        true = codes[test]
+        runs = [np.concatenate(e) for e in experiments]
+        per_run = [classification_scores(true, p) for p in runs]
+        scores = {k: float(np.mean([r[k] for r in per_run])) for k in per_run[0]}
+        from sklearn.metrics import f1_score
+
+        scores["f1_macro"] = float(np.mean([f1_score(true, p, average="macro") for p in runs]))
+        samples = per_sample(keys, test, true, runs[0])
+        if len(runs) > 1:  # a row's correctness: its share of correct experiments, so the mean is the score
+            order = np.argsort(test, kind="stable")
+            samples["correct"] = np.mean([(p == true)[order] for p in runs], axis=0).tolist()
+        diagnostics = {**scores, **extra, "per_sample": samples, "paired": sample_paired(self.primary),
+                       "statistic": self.primary}
+        if len(runs) > 1:
+            diagnostics["per_experiment"] = per_run
+        warnings = notes + warned + split_group_warnings(self.split, *splits[0], groups, where, grouped)
+        metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
+                    "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
+        return MetricResult(self.name, scores[self.primary], True, diagnostics, warnings, metadata)
+
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
-        matrix, keys, where, (codes, splits, grouped, notes) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
+        matrix, keys, where, plan = self._planned(embeddings, targets, row_ids, seed, groups, plan)
+        if self.recipe_name != "vertebrae":
+            return self._compute_published(matrix, targets, keys, where, seed, groups, plan)
+        codes, splits, grouped, notes = plan
         matrix = to_unit_peak(matrix)  # one exact power of two for all rows: standardisation neither over- nor underflows
         regression = targets.target_type == "regression"
         values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1) if regression else codes
@@ -190,4 +293,4 @@ class LinearProbeMetric(BuiltinMetric):
         return MetricResult(self.name, scores[self.primary], True, diagnostics, warnings, metadata)
 
 
-__all__ = ["DEFAULT_CS", "LinearProbeMetric", "SOLVERS"]
+__all__ = ["DEFAULT_CS", "LinearProbeMetric", "RECIPES", "RECIPE_KEYS", "SOLVERS"]
