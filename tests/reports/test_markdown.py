@@ -376,3 +376,28 @@ def test_the_dataset_is_named_as_declared_and_its_identity_folded_away(tmp_path,
     assert f"<details><summary>Dataset identity</summary><p>{key}" in page and page.count(key) == 1
     declared = report({"source": source, "identity": {"kind": "declared", "name": "blobs-v", "revision": "3"}})
     assert "on dataset blobs-v:" in declared and "Dataset identity: declared:blobs-v@3" in declared
+
+
+def test_retrieval_and_zero_shot_reports_name_the_dataset_too(tmp_path, monkeypatch):
+    """The same in the other protocols: a config's retrieval and zero-shot datasets are named by their source."""
+    from vertebrae.planning import retrieval_benchmarks_from_config, zero_shot_benchmarks_from_config
+    from vertebrae.reports.markdown import render_retrieval_markdown, render_zero_shot_markdown
+
+    monkeypatch.chdir(tmp_path)
+    X, y = _blobs()
+    np.savez(tmp_path / "blobs.npz", embeddings=X, labels=np.asarray(y))
+    source = {"type": "npz", "path": "blobs.npz"}
+    retrieval = {"retrieval": {"r": {"dataset": {"source": {"type": "label_split", "source": source, "query_every": 5}},
+                                     "extractors": {"raw": {"type": "precomputed"}}}}}
+    text = render_retrieval_markdown(retrieval_benchmarks_from_config(retrieval)["r"].run())
+    assert "(dataset blobs.npz)" in text and re.search(r"Dataset identity: files:v1:[0-9a-f]{64}", text)
+    prompts = [{"label": label, "texts": [f"a {label}"]} for label in ("a", "b", "c")]
+    zero_shot = {"zero_shot": {"z": {"dataset": {"source": source}, "prompts": prompts, "sample_branch": "samples",
+                                     "text_branch": "text",
+                                     "extractors": {"raw": {"type": "callable", "branches": {
+                                         "samples": "numpy:asarray", "text": "zs_text:encode"}}}}}}
+    (tmp_path / "zs_text.py").write_text("import numpy as np\n\ndef encode(texts):\n"
+                                         "    return np.eye(len(texts), 5)[:, :5] + 1\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = render_zero_shot_markdown(zero_shot_benchmarks_from_config(zero_shot)["z"].run())
+    assert "(dataset blobs.npz)" in text and re.search(r"Dataset identity: files:v1:[0-9a-f]{64}", text)

@@ -19,6 +19,7 @@ from typing import Any
 from vertebrae.compression import variant_name
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import fingerprint
+from vertebrae.data.declared.names import dataset_name
 from vertebrae.data.zero_shot import build_zero_shot_dataset
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.planning.labelled import check_own_rows
@@ -148,7 +149,7 @@ def plan_zero_shot(result: WorkflowPlan, name: str, bench: Mapping[str, Any], co
                 "zero_shot": zs_config.to_dict(), "overlap": overlap_config.to_dict(), "seed": config["seed"]}
     result.zero_shot_reports[name] = result.add({
         **r_recipe, "candidates": candidates, "stage": "zero-shot-report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
-        "protocol": protocol_ref,
+        "protocol": protocol_ref, "dataset_name": dataset_name(bench["dataset"]),
     }, protocol=PROTOCOL)
 
 

@@ -160,5 +160,6 @@ class ZeroShotBenchmark:
                      "timings": {"embed_s": embedded - started, "embed_peak_mb": peak,
                                  "score_s": time.perf_counter() - begun}}))
         report = zero_shot_report(results, protocol, benchmark=self.name, config=self.config,
-                                  overlap_config=self.overlap_config, seed=self.seed, protocol_fingerprint=protocol_fp)
+                                  overlap_config=self.overlap_config, seed=self.seed, protocol_fingerprint=protocol_fp,
+                                  dataset_name=self.dataset.dataset.metadata.get("name"))
         return report.with_comparison(self.comparison_config).with_costs(measured=True)

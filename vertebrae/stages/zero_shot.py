@@ -148,23 +148,24 @@ def endpoint_metadata(samples: EmbeddingBlock, prompts: EmbeddingBlock) -> dict[
     return {"dim": int(samples.matrix.shape[1]), "samples": samples.metadata(), "prompts": prompts.metadata()}
 
 
-def zero_shot_protocol_summary(protocol: ZeroShotProtocol) -> dict[str, Any]:
-    """Derivable from the protocol alone (the same in-process and from artifacts); keeps the prompt texts."""
+def zero_shot_protocol_summary(protocol: ZeroShotProtocol, name: str | None = None) -> dict[str, Any]:
+    """Derivable from the protocol alone (the same in-process and from artifacts); keeps the prompt texts.
+    ``name``: the dataset's name for reports (``vertebrae.data.declared.names``), where one is known."""
     catalog = protocol.catalog
-    return {**protocol.summary(),
+    return {**({"name": name} if isinstance(name, str) and name else {}), **protocol.summary(),
             "prompts": [{**row.to_dict(), "display": catalog.display(row.label)} for row in protocol.prompts],
             "protocol_metadata": dict(protocol.metadata)}
 
 
 def zero_shot_report(candidates: Sequence[ZeroShotCandidateResult], protocol: ZeroShotProtocol, *, benchmark: str,
                      config: ZeroShotConfig, overlap_config: OverlapScoringConfig, seed: int,
-                     protocol_fingerprint: str) -> ZeroShotBenchmarkResult:
+                     protocol_fingerprint: str, dataset_name: str | None = None) -> ZeroShotBenchmarkResult:
     check_unique_names([c.name for c in candidates], benchmark)
     for c in candidates:
         if c.zero_shot.config != config:
             raise ValidationError(f"benchmark {benchmark!r}: candidate {c.name!r} was scored under other zero-shot settings")
     return ZeroShotBenchmarkResult(
-        list(candidates), zero_shot_protocol_summary(protocol),
+        list(candidates), zero_shot_protocol_summary(protocol, dataset_name),
         {"benchmark": benchmark, "protocol": "zero-shot", "protocol_fingerprint": protocol_fingerprint,
          "primary_metric": config.primary_metric, "similarity": config.similarity, "zero_shot": config.to_dict(),
          "overlap": overlap_config.to_dict(), "seed": seed, "vertebrae_version": __version__, "numpy": version("numpy")},

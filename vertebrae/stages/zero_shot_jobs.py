@@ -170,7 +170,8 @@ def load_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[
                                  {"score_fingerprint": score_fp, THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD)}))
     name = benchmark or (spec["benchmark"] if spec is not None else "zero_shot")
     return zero_shot_report(results, zs_protocol, benchmark=name, config=config, overlap_config=overlap_config,
-                            seed=setting["seed"], protocol_fingerprint=protocol_fp)
+                            seed=setting["seed"], protocol_fingerprint=protocol_fp,
+                            dataset_name=None if spec is None else spec.get("dataset_name"))
 
 
 def run_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
