@@ -35,7 +35,7 @@ from vertebrae.reports.comparison import result_comparison_lines
 from vertebrae.reports.comparison import table as _table
 from vertebrae.reports.cost_report import cost_lines, figure_lines
 from vertebrae.reports.separatix import separatix_lines, separatix_warnings
-from vertebrae.reports.text import IDENTITY_LINE, dataset_label
+from vertebrae.reports.text import IDENTITY_LINE, dataset_label, markdown_text
 from vertebrae.scoring.degenerate import CODE as COLLAPSE_CODE
 from vertebrae.scoring.retrieval.conventions import describe as describe_conventions
 
@@ -172,6 +172,19 @@ def _closing_note(result, target_type: str) -> list[str]:
     return ["", text, ""]
 
 
+def _recipe_lines(ranked, metrics) -> list[str]:
+    """A line per metric computed with a published recipe (its metadata's ``recipe``, e.g. the linear probe's
+    clip_benchmark or mteb), so a reader knows whose number the column is."""
+    named = {}
+    for r in ranked:
+        for m in metrics:
+            recipe = (r.custom_metrics[m].metadata or {}).get("recipe") if m in r.custom_metrics else None
+            if isinstance(recipe, str):
+                named.setdefault(m, recipe)
+    return ["", *(f"- {markdown_text(m)} is computed with recipe {markdown_text(named[m])} "
+                  "(docs/conventions.md, 'Labelled metrics')." for m in sorted(named))] if named else []
+
+
 def _metric_cell(candidate, metric: str, interval) -> str | None:
     if metric not in candidate.custom_metrics:
         return None
@@ -216,6 +229,7 @@ def render_markdown(result) -> str:
                   "metric keeps per-unit values (samples, episodes or k-means seeds).", ""]
         lines += _table(["extractor"] + custom, [[r.name] + [_metric_cell(r, m, interval(r.name, m)) for m in custom]
                                                  for r in ranked])
+        lines += _recipe_lines(ranked, custom)
     lines += separatix_lines(ranked)
     lines += result_comparison_lines(result)
     lines += cost_lines(result)
