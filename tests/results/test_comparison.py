@@ -167,7 +167,9 @@ def _dim(embeddings, labels, **context):
 
 
 def test_labelled_comparison_pairs_the_candidates_on_their_classes():
-    result = _labelled()
+    from vertebrae.scoring.paired.rows import RowResamplingConfig
+
+    result = _labelled(row_resampling=RowResamplingConfig(mode="class"))  # 4 classes: rows by default
     units = result.comparison_units()
     assert units.unit == "class" and units.unit_ids == ("c0", "c1", "c2", "c3")
     np.testing.assert_allclose(units.point_values(), [r.overlap.score for r in result.ranked_results()], atol=1e-9)

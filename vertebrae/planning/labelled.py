@@ -101,6 +101,25 @@ def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_d
             raise ConfigError(f"{where}.stability: {exc}") from None
 
 
+def _row_resampling(plan: ScoringPlan, dataset: Mapping[str, Any], base_dir: Path, where: str,
+                    comparison_enabled: bool) -> ScoringPlan:
+    """The plan with the row resampling its comparison needs (``vertebrae.scoring.paired.rows.resolve``: a
+    single-label benchmark ranked by OverlapIndex with fewer than 10 classes); the labels are read for it."""
+    from dataclasses import replace
+
+    from vertebrae.scoring.paired.rows import resolve
+
+    if dataset.get("target_type", "classification") != "classification" or plan.primary_metric != "overlap" \
+            or not comparison_enabled:
+        return plan
+    loaded = load_declared_dataset(dataset, base_dir=base_dir, where=f"{where}.dataset")
+    try:
+        rows = resolve(None, loaded.targets, primary_metric=plan.primary_metric, comparison_enabled=comparison_enabled)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.comparison: {exc}") from None
+    return plan if rows is None else replace(plan, row_resampling=rows)
+
+
 def fans_out(bench: Mapping[str, Any]) -> bool:
     """A labelled benchmark's ``fanout``: true/false as declared; ``auto`` fans out when a metric besides
     OverlapIndex is declared (adding or changing one then reruns only its job), else one score job a candidate."""
@@ -145,6 +164,8 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     batch_size = config["embedding"]["batch_size"]
     scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
     _check_against_targets(scoring_plan, dataset, base_dir, where)
+    scoring_plan = _row_resampling(scoring_plan, dataset, base_dir, where,
+                                   comparison_config(config, "benchmarks", name).enabled)
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
     # a WebDataset source's tar files: shards and batches follow them, and a shard job opens its own only

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from vertebrae.core.errors import ValidationError
@@ -26,6 +27,7 @@ from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapInd
 from vertebrae.scoring.separatix import SeparatixConfig
 from vertebrae.scoring.stability import StabilityConfig
 from vertebrae.scoring.paired import ComparisonConfig
+from vertebrae.scoring.paired.rows import RowResamplingConfig, resolve
 from vertebrae.stages.common import comparison_config_or_default, embed_cached, embed_endpoint, embedding_recipe, EmbeddingBlock
 from vertebrae.stages.labelled import (
     ScoringPlan,
@@ -60,7 +62,9 @@ class Benchmark:
     Each extractor is scored raw and, for every entry of ``compression_configs``, as a compressed variant
     (``name[suffix]``). ``metrics`` adds custom metrics next to OverlapIndex (which always runs);
     ``primary_metric`` picks the ranking metric. ``stability_config`` and ``separatix_config`` add the
-    stability analysis and the gated Separatix diagnostic to every candidate.
+    stability analysis and the gated Separatix diagnostic to every candidate. ``row_resampling`` decides when the
+    comparison resamples rows instead of pairing over classes (default: with fewer than 10 classes; see
+    ``vertebrae.scoring.paired.rows``); a dataset too small for an explicit ``mode="rows"`` is refused here.
     """
 
     def __init__(
@@ -79,6 +83,7 @@ class Benchmark:
         seed: int = 0,
         name: str = "benchmark",
         comparison_config: ComparisonConfig | None = None,
+        row_resampling: RowResamplingConfig | None = None,
     ) -> None:
         if not isinstance(dataset, BenchmarkDataset):
             raise ValidationError(f"Benchmark needs a BenchmarkDataset, got {type(dataset).__name__}")
@@ -106,6 +111,10 @@ class Benchmark:
         self.cache_config = cache_config or CacheConfig()
         self.name = name
         self.comparison_config = comparison_config_or_default(comparison_config, seed)
+        rows = resolve(row_resampling, dataset.targets, primary_metric=primary_metric,
+                       comparison_enabled=self.comparison_config.enabled)
+        if rows is not None:
+            self.plan = replace(self.plan, row_resampling=rows)
         for extractor in extractors:
             self.add_extractor(extractor)
 

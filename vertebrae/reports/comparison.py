@@ -26,11 +26,13 @@ from vertebrae.reports.text import markdown_text
 
 SCHEMA = "vertebrae.comparison/v1"
 TITLE = "Is the leader really ahead?"
-UNITS = {"query": "queries", "sample": "samples", "class": "classes", "repeat": "repeats"}
+UNITS = {"query": "queries", "sample": "samples", "class": "classes", "repeat": "repeats",
+         "row subsample": "row subsamples"}
 TESTS = {
     "mcnemar-exact": "McNemar's exact test (a binomial test on the {units} exactly one of the two candidates gets right)",
     "randomization": "a paired randomization test ({resamples} random sign flips of the per-{unit} differences)",
     "randomization-exact": "an exact paired randomization test (every sign flip of the per-{unit} differences)",
+    "subsampling": "the symmetric subsampling test (the rate-corrected spread of Δ over the {units})",
 }
 VERDICTS = ("ahead", "behind", "indistinguishable")
 ADJUSTMENTS = {"holm": "Holm", "bonferroni": "Bonferroni", "none": "no adjustment"}
@@ -202,7 +204,29 @@ def _plural(n: int, unit: str) -> str:
     return f"{n} {unit if n == 1 else UNITS[unit]}"
 
 
+def _row_method(document: Mapping[str, Any]) -> str:
+    """The method paragraph of a row-resampled comparison (``vertebrae.scoring.paired.rows``)."""
+    config, method = document["config"], document["method"]
+    adjustment = ADJUSTMENTS.get(config["adjustment"], config["adjustment"])
+    return (
+        f"**Row-resampled comparison** ({cell(method.get('name'))}; {cell(method.get('reference'))}). With "
+        f"{method.get('n_classes')} classes the per-class comparison cannot reach significance, so every candidate is "
+        f"compared with the leader, **{cell(document['leader'])}**, on {cell(document['statistic'])} over the same "
+        f"{method.get('resamples')} row subsamples ({method.get('subsample_rows')} of {method.get('n_rows')} rows, "
+        f"stratified by class, drawn without replacement, seed {method.get('random_state')}), paired subsample by "
+        f"subsample. Δ is the candidate's score minus the leader's on all rows; its "
+        f"{config['confidence_level']:.0%} interval and the symmetric subsampling test of Δ = 0 come from the spread "
+        f"of Δ over the subsamples, rate-corrected by {cell(method.get('rate_correction'))}. p-values are adjusted "
+        f"across all {len(document['pairs'])} pairs ({adjustment}); a candidate is ahead or behind when its adjusted "
+        f"p is below alpha = {config['alpha']}, indistinguishable otherwise. The smallest p-value the test can reach "
+        f"here is {_p(document['min_p_value'])} (before adjustment). This answers how the verdict varies over the rows "
+        "of this dataset, not over other datasets."
+    )
+
+
 def _method(document: Mapping[str, Any]) -> str:
+    if isinstance(document.get("method"), Mapping) and document["method"].get("unit") == "rows":
+        return _row_method(document)
     config, unit = document["config"], document["unit"]
     tests = sorted({pair["test"] for pair in document["pairs"]})
     described = " and ".join(TESTS[t].format(units=UNITS[unit], unit=unit, resamples=config["resamples"]) for t in tests)

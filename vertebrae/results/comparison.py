@@ -143,4 +143,25 @@ def labelled_units(candidates: Sequence[Any]) -> PairedUnits:
     raise ComparisonUnavailable("the scores have no per-class values and no stability repeats to pair on")
 
 
-__all__ = ["ComparisonUnavailable", "labelled_units", "metric_units", "retrieval_units", "zero_shot_units"]
+def row_resampled_comparison(candidates: Sequence[Any], config: Any, rows: Any, n_classes: int) -> Any:
+    """The row-resampled comparison (``vertebrae.scoring.paired.rows``) of candidates that every one carry their
+    OverlapIndex scores on the same row subsamples (``row_resamples``: same sampling and scoring seeds, same sizes)."""
+    from vertebrae.scoring.paired.rows import compare_row_resamples
+
+    missing = [c.name for c in candidates if c.row_resamples is None]
+    if missing:
+        raise ComparisonUnavailable(f"candidates {missing} have no row-resampled scores")
+    first = candidates[0].row_resamples
+    for candidate in candidates[1:]:
+        other = candidate.row_resamples
+        for key in ("sampling_seeds", "scoring_seeds", "effective_sample_counts"):
+            if getattr(other, key) != getattr(first, key):
+                raise ComparisonUnavailable(f"candidate {candidate.name!r} was scored on other row subsamples than "
+                                            f"{candidates[0].name!r} ({key} differ); they cannot be paired")
+    count, share = first.effective_sample_counts[0], first.effective_subsample_fractions[0]
+    return compare_row_resamples([c.name for c in candidates], [c.overlap.score for c in candidates],
+                                 [c.row_resamples.scores for c in candidates], n_rows=int(round(count / share)),
+                                 subsample_rows=count, n_classes=n_classes, config=config, rows=rows)
+
+
+__all__ = ["ComparisonUnavailable", "labelled_units", "row_resampled_comparison", "metric_units", "retrieval_units", "zero_shot_units"]

@@ -17,7 +17,9 @@ from vertebrae.core.fingerprint import to_json_value
 from vertebrae.reports.markdown import render_markdown
 from vertebrae.reports.schemas import LABELLED_SCHEMA
 from vertebrae.results.base import RankedReport, compression_method
-from vertebrae.results.comparison import ComparisonUnavailable, labelled_units, metric_units
+from vertebrae.results.comparison import (
+    ComparisonUnavailable, labelled_units, metric_units, row_resampled_comparison,
+)
 from vertebrae.scoring.degenerate import invalid_reasons
 from vertebrae.scoring.metrics import MetricResult
 from vertebrae.scoring.overlap import OverlapScoreResult
@@ -52,6 +54,7 @@ class ExtractorResult:
     stability: StabilityResult | None = None
     separatix: Any = None
     compression_metadata: dict[str, Any] | None = None
+    row_resamples: StabilityResult | None = None  # OverlapIndex on the matched row subsamples of a row-resampled comparison
 
     @property
     def metrics(self) -> dict[str, MetricResult]:
@@ -79,6 +82,7 @@ class ExtractorResult:
         return self.overlap.labels[key], scores[key]
 
     def to_dict(self) -> dict[str, Any]:
+        resamples = {} if self.row_resamples is None else {"row_resamples": self.row_resamples.to_dict()}
         return {
             "name": self.name,
             "primary_metric_name": self.primary_metric_name,
@@ -92,6 +96,7 @@ class ExtractorResult:
             "embedding_metadata": to_json_value(self.embedding_metadata),
             "warnings": list(self.warnings),
             "metadata": to_json_value(self.metadata),
+            **resamples,
         }
 
     @classmethod
@@ -107,6 +112,7 @@ class ExtractorResult:
             stability=None if data.get("stability") is None else StabilityResult.from_dict(data["stability"]),
             separatix=None if data.get("separatix") is None else SeparatixResult.from_dict(data["separatix"]),
             compression_metadata=data.get("compression_metadata"),
+            row_resamples=None if data.get("row_resamples") is None else StabilityResult.from_dict(data["row_resamples"]),
         )
 
 
@@ -142,6 +148,21 @@ class BenchmarkResult(RankedReport):
     def declared_metrics(self) -> list[str]:
         """The custom and built-in metric names of the candidates, first-seen order."""
         return list(dict.fromkeys(m for c in self.extractor_results for m in c.custom_metrics))
+
+    def compare(self, config: ComparisonConfig | None = None) -> PairedComparison:
+        """Over the classes (``RankedReport.compare``), or over matched row subsamples when the scoring plan ran a
+        row-resampled comparison (``metadata["plan"]["row_resampling"]``: the benchmark has too few classes)."""
+        from vertebrae.scoring.paired.rows import RowResamplingConfig
+
+        rows = (self.metadata.get("plan") or {}).get("row_resampling")
+        if rows is None:
+            return super().compare(config)
+        ranked = self.ranked_results()
+        if len(ranked) < 2:
+            raise ComparisonUnavailable(f"{len(ranked)} ranked candidate(s); a comparison needs at least two")
+        n_classes = int(self.dataset_summary.get("n_classes") or len(ranked[0].overlap.aggregation_classes))
+        return row_resampled_comparison(ranked, config or ComparisonConfig(), RowResamplingConfig.from_dict(rows),
+                                        n_classes)
 
     def with_comparison(self, config: ComparisonConfig | None = None) -> BenchmarkResult:
         """The primary metric's comparison (``RankedReport.with_comparison``) plus, in ``metric_comparisons``, one

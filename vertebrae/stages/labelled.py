@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -22,6 +23,7 @@ from vertebrae.scoring.overlap import (
     OverlapScoringConfig,
     scoring_config_from_dict,
 )
+from vertebrae.scoring.paired.rows import RowResamplingConfig
 from vertebrae.scoring.separatix import SeparatixConfig, SeparatixScorer
 from vertebrae.scoring.stability import StabilityConfig, run_stability_analysis
 from vertebrae.stages.common import EmbeddingBlock, check_row_ids, check_unique_names
@@ -41,6 +43,9 @@ class ScoringPlan:
     """Everything computed for each candidate: OverlapIndex (always), custom metrics, stability, Separatix.
 
     ``primary_metric`` names the metric that ranks candidates ("overlap" or a custom metric's name).
+    ``row_resampling``: the matched row subsamples every candidate's OverlapIndex is also scored on, for a
+    row-resampled comparison (``vertebrae.scoring.paired.rows.resolve``); None (and absent from ``to_dict``, so
+    the fingerprints of benchmarks compared over classes stay as they were) when the comparison pairs classes.
     """
 
     scoring: OverlapScoringConfig | ContinuousOverlapScoringConfig
@@ -49,6 +54,7 @@ class ScoringPlan:
     stability: StabilityConfig | None = None
     separatix: SeparatixConfig | None = None
     primary_metric: str = "overlap"
+    row_resampling: RowResamplingConfig | None = None
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.metrics]
@@ -72,6 +78,7 @@ class ScoringPlan:
             "stability": None if self.stability is None else self.stability.to_dict(),
             "separatix": None if self.separatix is None else self.separatix.to_dict(),
             "primary_metric": self.primary_metric,
+            **({} if self.row_resampling is None else {"row_resampling": self.row_resampling.to_dict()}),
         }
 
     @classmethod
@@ -86,6 +93,8 @@ class ScoringPlan:
             stability=None if data["stability"] is None else StabilityConfig.from_dict(data["stability"]),
             separatix=None if data["separatix"] is None else SeparatixConfig.from_dict(data["separatix"]),
             primary_metric=data["primary_metric"],
+            row_resampling=None if data.get("row_resampling") is None
+            else RowResamplingConfig.from_dict(data["row_resampling"]),
         )
 
 
@@ -139,6 +148,13 @@ def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: Sc
     if plan.stability is not None and plan.stability.enabled:
         stability = run_stability_analysis(block.matrix, protocol.targets, scoring_config=plan.scoring,
                                            stability_config=plan.stability, seed=plan.seed, row_ids=block.row_ids).to_dict()
+    resamples = {}
+    if plan.row_resampling is not None:  # the subsamples' warnings are recorded in the result, not repeated R times
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            resamples["row_resamples"] = run_stability_analysis(
+                block.matrix, protocol.targets, scoring_config=plan.scoring,
+                stability_config=plan.row_resampling.stability_config(), seed=plan.seed, row_ids=block.row_ids).to_dict()
     separatix = None
     if plan.separatix is not None:
         separatix = SeparatixScorer(plan.separatix).run(
@@ -146,7 +162,7 @@ def score_embeddings(block: EmbeddingBlock, protocol: LabelledProtocol, plan: Sc
             normalize_embeddings=plan.scoring.normalize_embeddings, fallback_max_dense_bytes=plan.scoring.max_dense_bytes,
         ).to_dict()
     return {"overlap": overlap.to_dict(), "metrics": metrics, "stability": stability, "separatix": separatix,
-            "embedding_metadata": block.metadata()}
+            "embedding_metadata": block.metadata(), **resamples}
 
 
 def candidate_result(
@@ -170,6 +186,7 @@ def candidate_result(
         "embedding_metadata": {**score_payload["embedding_metadata"], **embedding_metadata},
         "warnings": [],
         "metadata": dict(metadata),
+        **({"row_resamples": score_payload["row_resamples"]} if score_payload.get("row_resamples") else {}),
     })
 
 

@@ -54,6 +54,15 @@ def part_recipes(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> list
                             "scoring_seed": scoring_seeds[r],
                             "subsample": {"fraction": stability.subsample_fraction, "sampling_seed": sampling_seeds[r]}
                             if subsample else None, "backend": overlap_backend})
+    rows = plan.row_resampling  # the matched row subsamples of a row-resampled comparison: a job each, as a repeat
+    if rows is not None:
+        scoring_seeds = scoring_seeds_for(plan.seed, rows.resamples)
+        sampling_seeds = sampling_seeds_for(rows.random_state, rows.resamples)
+        for r in range(rows.resamples):
+            recipes.append({**base, "part": "row-resample", "repeat": r, "scoring": scoring, "mode": "subsample",
+                            "scoring_seed": scoring_seeds[r],
+                            "subsample": {"fraction": rows.fraction, "sampling_seed": sampling_seeds[r]},
+                            "backend": overlap_backend})
     for metric in plan.metrics:
         recipe = metric.recipe()
         if recipe is None:
@@ -70,7 +79,8 @@ def part_recipes(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> list
 def part_name(recipe: Mapping[str, Any]) -> str:
     """``overlap``, ``stability[3]``, ``metric knn`` or ``separatix``: the part a recipe computes."""
     part = recipe["part"]
-    return {"stability": f"stability[{recipe.get('repeat')}]", "metric": f"metric {recipe.get('name')}"}.get(part, part)
+    return {"stability": f"stability[{recipe.get('repeat')}]", "row-resample": f"row-resample[{recipe.get('repeat')}]",
+            "metric": f"metric {recipe.get('name')}"}.get(part, part)
 
 
 def fanout_specs(score_spec: Mapping[str, Any], plan: ScoringPlan, partial_path: Any
@@ -124,7 +134,7 @@ def compute_part(recipe: Mapping[str, Any], block: EmbeddingBlock, protocol: Lab
     scorer = OverlapIndexScorer(scoring_config_from_dict(recipe["scoring"], target_type))
     if part == "overlap":
         return scorer.score_targets(block.matrix, targets, seed=recipe["seed"], row_ids=block.row_ids).to_dict()
-    if part == "stability":
+    if part in ("stability", "row-resample"):
         from vertebrae.scoring.stability import check_subsample_minimums, draw_subsample, stability_repeat
 
         rows = None
@@ -193,10 +203,18 @@ def merge_parts(plan: ScoringPlan, parts: Sequence[tuple[Mapping[str, Any], Mapp
             plan.stability, [payload["result"] for _, payload in repeats], first["embedding_metadata"]["n_rows"],
             [recipe["scoring_seed"] for recipe, _ in repeats],
             [recipe["subsample"]["sampling_seed"] for recipe, _ in repeats] if subsample else []).to_dict()
+    resamples = {}
+    if plan.row_resampling is not None:
+        repeats = sorted(by_part["row-resample"], key=lambda item: item[0]["repeat"])
+        resamples["row_resamples"] = stability_result(
+            plan.row_resampling.stability_config(), [payload["result"] for _, payload in repeats],
+            first["embedding_metadata"]["n_rows"], [recipe["scoring_seed"] for recipe, _ in repeats],
+            [recipe["subsample"]["sampling_seed"] for recipe, _ in repeats]).to_dict()
     metrics = {recipe["name"]: payload["result"] for recipe, payload in by_part.get("metric", [])}
     separatix = by_part["separatix"][0][1]["result"] if "separatix" in by_part else None
     return {"overlap": first["result"], "metrics": metrics, "stability": stability, "separatix": separatix,
-            "embedding_metadata": first["embedding_metadata"], "compression_metadata": first["compression_metadata"]}
+            "embedding_metadata": first["embedding_metadata"], "compression_metadata": first["compression_metadata"],
+            **resamples}
 
 
 def run_merge_partials(plan: str | Path, embeddings: str | Path, protocol: str | Path, output: str | Path,

@@ -15,7 +15,7 @@ from vertebrae.scoring.paired.config import ComparisonConfig
 from vertebrae.scoring.paired.reducers import REDUCERS
 
 COMPARISON_SCHEMA = "vertebrae.comparison/v1"
-TESTS = ("mcnemar-exact", "randomization-exact", "randomization")
+TESTS = ("mcnemar-exact", "randomization-exact", "randomization", "subsampling")
 VERDICTS = ("ahead", "behind", "indistinguishable")
 CANDIDATE_KEYS = ("name", "score", "ci_low", "ci_high")
 PAIR_KEYS = ("a", "b", "delta", "ci_low", "ci_high", "test", "p_value", "p_adjusted", "min_p_value", "verdict")
@@ -62,6 +62,7 @@ class PairedComparison:
     min_p_value: float
     leader: str
     notes: list[str]
+    method: dict[str, Any] | None = None  # a row-resampled comparison's method (``rows``); absent from older documents
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, ComparisonConfig):
@@ -88,6 +89,13 @@ class PairedComparison:
         if not isinstance(self.notes, list) or not all(isinstance(note, str) for note in self.notes):
             raise ValidationError(f"{_OWNER}.notes must be a list of strings")
         object.__setattr__(self, "notes", list(self.notes))
+        if self.method is not None and not isinstance(self.method, Mapping):
+            raise ValidationError(f"{_OWNER}.method must be a mapping or None, got {type(self.method).__name__}")
+
+    @property
+    def row_resampled(self) -> bool:
+        """True when the candidates were compared over matched row subsamples (``vertebrae.scoring.paired.rows``)."""
+        return self.method is not None and self.method.get("unit") == "rows"
 
     def _check_candidates(self) -> list[dict[str, Any]]:
         if not isinstance(self.candidates, list) or len(self.candidates) < 2:
@@ -165,7 +173,8 @@ class PairedComparison:
         return [self.leader] + [row["name"] for row in self.versus_leader() if row["verdict"] == "indistinguishable"]
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "config"}
+        doc = {name: getattr(self, name) for name in self.__dataclass_fields__
+               if name != "config" and (name != "method" or self.method is not None)}
         return {"schema": COMPARISON_SCHEMA, "config": self.config.to_dict(), **to_json_value(doc)}
 
     def __eq__(self, other: object) -> bool:
@@ -182,14 +191,14 @@ class PairedComparison:
             raise ArtifactError(f"comparison has schema {data.get('schema')!r}, expected {COMPARISON_SCHEMA!r}")
         fields = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - fields - {"schema"})
-        missing = sorted(fields - set(data))
+        missing = sorted(fields - set(data) - {"method"})
         if unknown or missing:
             raise ArtifactError(f"comparison document: unknown fields {unknown}, missing fields {missing}")
         try:
             config = ComparisonConfig.from_dict(data["config"])
         except ValidationError as exc:
             raise ArtifactError(f"comparison document: invalid recorded config: {exc}") from None
-        values = {name: data[name] for name in fields if name != "config"}
+        values = {name: data[name] for name in fields if name != "config" and name in data}
         try:
             return cls(config=config, **values)
         except (ValidationError, TypeError) as exc:
