@@ -56,6 +56,10 @@ def get_summary_outputs():
     return vertebrae.reports.summary.summary_targets(PLAN.final_outputs(), PLAN.out)
 
 
+def out_folder_of(wildcards, output):
+    return os.path.dirname(output[0])
+
+
 def get_report_names_pattern():
     return vertebrae.reports.figures.report_names_pattern(PLAN.final_outputs())
 

@@ -121,7 +121,7 @@ rule leaderboard_page:
     output:
         page=PLAN.path("leaderboard.html"),
     params:
-        out=PLAN.out,
+        out=out_folder_of,  # the folder the output lies in: the run's out folder
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -139,7 +139,7 @@ rule results_index:
     output:
         index=PLAN.path("index.html"),
     params:
-        out=PLAN.out,
+        out=out_folder_of,  # the folder the output lies in: the run's out folder
     conda:
         "../../envs/vertebrae.yaml"
     log:
