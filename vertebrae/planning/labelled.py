@@ -62,7 +62,8 @@ def scoring_plan_from_decl(bench: Mapping[str, Any], seed: int, *, where: str) -
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_dir: Path, where: str) -> None:
+def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_dir: Path, where: str,
+                           loaded: _Loaded) -> None:
     """What the score jobs would refuse from the targets alone, refused at plan time so that validate catches it:
     a ``k`` mapping or ``exclude_classes`` naming classes, classes too small for a prototype
     (``scoring.small_classes``), and multi-label targets whose labels always come together; every built-in metric's
@@ -73,14 +74,14 @@ def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_d
 
     scoring = plan.scoring
     overlap = isinstance(scoring, OverlapScoringConfig)
-    sharded = isinstance(dataset.get("source"), Mapping) and dataset["source"].get("type") == "webdataset"
+    sharded = _sharded(dataset)
     named = overlap and (isinstance(scoring.k, Mapping) or bool(scoring.exclude_classes) or not sharded
                          or dataset.get("target_type") == "multilabel")
     builtin = [(i, m) for i, m in enumerate(plan.metrics) if isinstance(m, BuiltinMetric)]
     subsample = plan.stability is not None and plan.stability.enabled and plan.stability.mode == "subsample"
     if not (named or builtin or subsample):
         return
-    loaded = load_declared_dataset(dataset, base_dir=base_dir, where=f"{where}.dataset")
+    loaded = loaded.dataset()
     if named:
         for check, key in ((check_config_classes, "scoring"), (check_separable, "dataset")):
             try:
@@ -101,23 +102,49 @@ def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_d
             raise ConfigError(f"{where}.stability: {exc}") from None
 
 
-def _row_resampling(plan: ScoringPlan, dataset: Mapping[str, Any], base_dir: Path, where: str,
-                    comparison_enabled: bool) -> ScoringPlan:
+class _Loaded:
+    """A benchmark's dataset, loaded on the first ask only and then kept (the plan-time checks share one load)."""
+
+    def __init__(self, dataset: Mapping[str, Any], base_dir: Path, where: str) -> None:
+        self._args, self._loaded = (dataset, base_dir, where), None
+
+    def dataset(self):
+        if self._loaded is None:
+            dataset, base_dir, where = self._args
+            self._loaded = load_declared_dataset(dataset, base_dir=base_dir, where=f"{where}.dataset")
+        return self._loaded
+
+
+def _row_resampling(plan: ScoringPlan, dataset: Mapping[str, Any], where: str, comparison_enabled: bool,
+                    loaded: _Loaded) -> ScoringPlan:
     """The plan with the row resampling its comparison needs (``vertebrae.scoring.paired.rows.resolve``: a
-    single-label benchmark ranked by OverlapIndex with fewer than 10 classes); the labels are read for it."""
+    single-label benchmark ranked by OverlapIndex with fewer than 10 classes); the labels are read for it, except
+    a WebDataset source's (a pass over every shard at each plan): its comparison pairs over classes."""
     from dataclasses import replace
 
     from vertebrae.scoring.paired.rows import resolve
 
     if dataset.get("target_type", "classification") != "classification" or plan.primary_metric != "overlap" \
-            or not comparison_enabled:
+            or not comparison_enabled or _sharded(dataset):
         return plan
-    loaded = load_declared_dataset(dataset, base_dir=base_dir, where=f"{where}.dataset")
     try:
-        rows = resolve(None, loaded.targets, primary_metric=plan.primary_metric, comparison_enabled=comparison_enabled)
+        rows = resolve(None, loaded.dataset().targets, primary_metric=plan.primary_metric,
+                       comparison_enabled=comparison_enabled)
     except ValueError as exc:
         raise ConfigError(f"{where}.comparison: {exc}") from None
     return plan if rows is None else replace(plan, row_resampling=rows)
+
+
+def _row_resampling_of(dataset: Mapping[str, Any]):
+    """The in-process benchmark's row resampling, decided as the workflow's plan decides it (``_row_resampling``)."""
+    from vertebrae.scoring.paired.rows import RowResamplingConfig
+
+    return RowResamplingConfig(mode="class") if _sharded(dataset) else None
+
+
+def _sharded(dataset: Mapping[str, Any]) -> bool:
+    """A WebDataset source: reading its labels is a pass over every shard."""
+    return isinstance(dataset.get("source"), Mapping) and dataset["source"].get("type") == "webdataset"
 
 
 def fans_out(bench: Mapping[str, Any]) -> bool:
@@ -163,9 +190,10 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
     batch_size = config["embedding"]["batch_size"]
     scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
-    _check_against_targets(scoring_plan, dataset, base_dir, where)
-    scoring_plan = _row_resampling(scoring_plan, dataset, base_dir, where,
-                                   comparison_config(config, "benchmarks", name).enabled)
+    loaded = _Loaded(dataset, base_dir, where)
+    _check_against_targets(scoring_plan, dataset, base_dir, where, loaded)
+    scoring_plan = _row_resampling(scoring_plan, dataset, where, comparison_config(config, "benchmarks", name).enabled,
+                                   loaded)
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
     # a WebDataset source's tar files: shards and batches follow them, and a shard job opens its own only
@@ -249,6 +277,7 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
             stability_config=scoring_plan.stability, separatix_config=scoring_plan.separatix,
             embedding_config=embedding, seed=config["seed"], name=name,
             comparison_config=comparison_config(config, "benchmarks", name),
+            row_resampling=_row_resampling_of(bench["dataset"]),
         )
     return benchmarks
 
