@@ -123,7 +123,8 @@ def test_validate_refuses_a_broken_qrels_file_before_any_job(tmp_path):
     proc = vertebrae(tmp_path, "validate", "beir.yaml", check=False)
     assert proc.returncode == 2 and "1 record(s) name 1 gallery id(s) absent from" in proc.stderr
     assert "'doc99' (line 2)" in proc.stderr
-    assert not (tmp_path / "results").exists()
+    # no job ran: the out folder holds the run's own state only (results/.vertebrae: digests, plans, spec files)
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [".vertebrae"]
 
 
 def _planned(workdir: Path) -> dict[str, int]:

@@ -86,7 +86,8 @@ def test_vertebrae_validate_and_run_from_another_directory(tmp_path):
     assert dry["report"] == 1 and dry["embed_shard"] == 4, dry
     assert lines[2] == (f"jobs to run now: {sum(dry.values())} ("
                         + ", ".join(f"{rule} {count}" for rule, count in dry.items()) + ")")
-    assert not (tmp_path / "results").exists()
+    # no job ran: the out folder holds the run's own state only (results/.vertebrae: digests, plans, spec files)
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [".vertebrae"]
 
 
 def test_vertebrae_validate_names_the_config_key(tmp_path):
