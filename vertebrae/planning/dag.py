@@ -17,7 +17,7 @@ from vertebrae.core.fingerprint import canonical_json
 from vertebrae.core.out_folder import RESULTS, records_dir, write_out_record
 from vertebrae.planning.paths import artifact_path, in_results, log_path, out_path, record_path, report_paths
 from vertebrae.planning.resources import embed_mem_mb, part_priority, partial_mem_mb
-from vertebrae.planning.spec_files import spec_file, write_spec_files
+from vertebrae.planning.spec_files import spec_path, write_spec_files
 
 # rule input name -> the spec key of the {fingerprint, path} reference it reads, by stage (None refs are skipped)
 INPUTS = {
@@ -145,7 +145,7 @@ class WorkflowPlan:
         """The spec file the plan job of ``fp`` reads (relative to the working directory; see
         ``write_spec_files``, which must have run for the file to exist)."""
         if fp not in self.spec_files:
-            self.spec_files[fp] = spec_file(self.specs[fp], out=self.out)[0]
+            self.spec_files[fp] = spec_path(self.specs[fp], out=self.out)
         return self.spec_files[fp]
 
     def fingerprints(self, stage: str) -> list[str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.out_folder import RESULTS, state_dir
-from vertebrae.stages.plan import spec_file_text
+from vertebrae.stages.plan import spec_file_name, spec_file_text
 
 SPEC_DIR = "specs"  # under the run's state folder, OUT/.vertebrae/
 
@@ -42,6 +42,11 @@ def spec_file(spec: Mapping[str, Any], out: str = RESULTS) -> tuple[str, str]:
     """``spec``'s file path relative to the working directory (under the out folder ``out``), and its text."""
     name, text = spec_file_text(spec)
     return f"{spec_dir(out)}/{name}", text
+
+
+def spec_path(spec: Mapping[str, Any], out: str = RESULTS) -> str:
+    """``spec``'s file path as ``spec_file`` gives it, without encoding its text."""
+    return f"{spec_dir(out)}/{spec_file_name(spec)}"
 
 
 def write_spec_file(path: str | Path, text: str) -> bool:
@@ -77,4 +82,4 @@ def write_spec_files(specs: Mapping[str, Mapping[str, Any]], directory: str | Pa
     return paths
 
 
-__all__ = ["SPEC_DIR", "spec_dir", "spec_file", "write_spec_file", "write_spec_files"]
+__all__ = ["SPEC_DIR", "spec_dir", "spec_file", "spec_path", "write_spec_file", "write_spec_files"]

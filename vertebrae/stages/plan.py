@@ -201,8 +201,8 @@ def spec_content(value: Any) -> Any:
         context = {"where"} | ({"name"} if "decl" in value else set())
         return {k: v if k in ("decl", "dataset", "recipe") else spec_content(v)
                 for k, v in value.items() if k not in context}
-    if isinstance(value, list):
-        return [spec_content(item) for item in value]
+    if isinstance(value, list) and value and isinstance(value[0], Mapping):  # a spec's lists are homogeneous:
+        return [spec_content(item) for item in value]  # only lists of mappings (candidates, layers) hold context
     return value
 
 
@@ -215,7 +215,12 @@ def spec_file_text(spec: Mapping[str, Any]) -> tuple[str, str]:
     the text keeps the context of the config that wrote it last, for the job's messages. Not a fingerprint: it
     names no artifact and is recorded nowhere but in the spec file's name.
     """
-    return f"{spec['fingerprint']}-{_content_digest(spec)}.json", canonical_json(spec)
+    return spec_file_name(spec), canonical_json(spec)
+
+
+def spec_file_name(spec: Mapping[str, Any]) -> str:
+    """The name of ``spec``'s spec file (``spec_file_text``), without its text."""
+    return f"{spec['fingerprint']}-{_content_digest(spec)}.json"
 
 
 def _content_digest(spec: Mapping[str, Any]) -> str:
@@ -294,4 +299,5 @@ def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
 
 
 __all__ = ["BASE_DIR", "CONTEXT_KEYS", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
-           "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_text", "spec_kind"]
+           "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_name", "spec_file_text",
+           "spec_kind"]
