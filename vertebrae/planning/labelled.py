@@ -115,31 +115,44 @@ class _Loaded:
         return self._loaded
 
 
-def _row_resampling(plan: ScoringPlan, dataset: Mapping[str, Any], where: str, comparison_enabled: bool,
+def _row_resampling(plan: ScoringPlan, bench: Mapping[str, Any], where: str, comparison_enabled: bool,
                     loaded: _Loaded) -> ScoringPlan:
-    """The plan with the row resampling its comparison needs (``vertebrae.scoring.paired.rows.resolve``: a
-    single-label benchmark ranked by OverlapIndex with fewer than 10 classes); the labels are read for it, except
-    a WebDataset source's (a pass over every shard at each plan): its comparison pairs over classes."""
+    """The plan with the row resampling its comparison needs (``vertebrae.scoring.paired.rows.resolve`` of the
+    benchmark's ``row_resampling``, by default a single-label benchmark ranked by OverlapIndex with fewer than 10
+    classes); the labels are read for it, except a WebDataset source's unless ``mode: rows`` asks."""
     from dataclasses import replace
 
     from vertebrae.scoring.paired.rows import resolve
 
-    if dataset.get("target_type", "classification") != "classification" or plan.primary_metric != "overlap" \
-            or not comparison_enabled or _sharded(dataset):
+    declared = row_resampling_of(bench, where)
+    dataset = bench["dataset"]
+    asked = declared.mode == "rows"
+    if not asked and (dataset.get("target_type", "classification") != "classification"
+                      or plan.primary_metric != "overlap" or not comparison_enabled or declared.mode == "class"):
         return plan
     try:
-        rows = resolve(None, loaded.dataset().targets, primary_metric=plan.primary_metric,
+        rows = resolve(declared, loaded.dataset().targets, primary_metric=plan.primary_metric,
                        comparison_enabled=comparison_enabled)
     except ValueError as exc:
-        raise ConfigError(f"{where}.comparison: {exc}") from None
+        raise ConfigError(f"{where}.row_resampling: {exc}") from None
     return plan if rows is None else replace(plan, row_resampling=rows)
 
 
-def _row_resampling_of(dataset: Mapping[str, Any]):
-    """The in-process benchmark's row resampling, decided as the workflow's plan decides it (``_row_resampling``)."""
+def row_resampling_of(bench: Mapping[str, Any], where: str):
+    """A labelled benchmark's ``row_resampling`` (a RowResamplingConfig: ConfigError naming the key), decided as
+    the workflow's plan and the in-process benchmark both use it: ``auto`` over a WebDataset source pairs over
+    classes (deciding would read every shard's label at each plan)."""
     from vertebrae.scoring.paired.rows import RowResamplingConfig
 
-    return RowResamplingConfig(mode="class") if _sharded(dataset) else None
+    try:
+        declared = RowResamplingConfig.from_dict(bench.get("row_resampling") or {})
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}.row_resampling: {exc}") from None
+    if declared.mode == "auto" and _sharded(bench["dataset"]):
+        from dataclasses import replace
+
+        return replace(declared, mode="class")
+    return declared
 
 
 def _sharded(dataset: Mapping[str, Any]) -> bool:
@@ -192,7 +205,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
     loaded = _Loaded(dataset, base_dir, where)
     _check_against_targets(scoring_plan, dataset, base_dir, where, loaded)
-    scoring_plan = _row_resampling(scoring_plan, dataset, where, comparison_config(config, "benchmarks", name).enabled,
+    scoring_plan = _row_resampling(scoring_plan, bench, where, comparison_config(config, "benchmarks", name).enabled,
                                    loaded)
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")
     common = {"dataset": dataset, "identity": identity_key, "where": f"{where}.dataset"}
@@ -277,7 +290,7 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
             stability_config=scoring_plan.stability, separatix_config=scoring_plan.separatix,
             embedding_config=embedding, seed=config["seed"], name=name,
             comparison_config=comparison_config(config, "benchmarks", name),
-            row_resampling=_row_resampling_of(bench["dataset"]),
+            row_resampling=row_resampling_of(bench, where),
         )
     return benchmarks
 
