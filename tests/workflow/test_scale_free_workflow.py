@@ -39,6 +39,9 @@ def _config(root):
                 {"type": "clustering", "n_init": 2, "repeats": 2},
             ],
             "comparison": {"resamples": 200},
+            # scale is what this test is about: the per-class comparison keeps it to 6 score fan-outs (a
+            # row-resampled one adds a job per subsample and candidate: 1,200 here)
+            "row_resampling": {"mode": "class"},
         }},
     }
 
