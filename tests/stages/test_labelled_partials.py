@@ -107,3 +107,28 @@ def test_merge_refuses_a_partial_of_other_contents(tmp_path, dataset):
     write_embeddings(embedding, dataset.inputs * 2.0, list(dataset.row_ids), fingerprint="e" * 16, recipe={})
     with pytest.raises(StaleArtifactError, match="stale labelled partial: computed from other embedding"):
         run_merge_partials(merge_plan, embedding, protocol_path, out)
+
+
+def test_row_resamples_run_in_blocks_that_merge_to_the_one_job_and_stand_when_more_are_asked(dataset):
+    from vertebrae.scoring.paired.rows import RowResamplingConfig
+    from vertebrae.stages.labelled_partials import ROW_RESAMPLES_PER_JOB
+
+    size = ROW_RESAMPLES_PER_JOB
+    plan = ScoringPlan(OverlapScoringConfig(k=2), seed=3,
+                       row_resampling=RowResamplingConfig(mode="rows", resamples=2 * size + 7, fraction=0.5))
+    recipes = part_recipes("e" * 16, "p" * 16, plan)
+    assert [part_name(r) for r in recipes] == ["overlap", f"row-resamples[0:{size}]",
+                                               f"row-resamples[{size}:{2 * size}]",
+                                               f"row-resamples[{2 * size}:{2 * size + 7}]"]
+    protocol = build_protocol(dataset)
+    block = EmbeddingBlock(dataset.inputs, dataset.row_ids)
+    parts = [(r, {"result": json.loads(json.dumps(compute_part(r, block, protocol, "classification"))),
+                  "embedding_metadata": block.metadata(), "compression_metadata": None}) for r in recipes]
+    merged = merge_parts(plan, parts[:1] + parts[:0:-1])  # blocks merge by position, whatever their order
+    expected = json.loads(json.dumps(score_embeddings(block, protocol, plan)))
+    assert len(expected["row_resamples"]["scores"]) == 2 * size + 7
+    assert json.loads(json.dumps(merged))["row_resamples"] == expected["row_resamples"]
+    more = replace(plan, row_resampling=replace(plan.row_resampling, resamples=3 * size))
+    before = [fingerprint(KIND, r) for r in recipes]
+    after = [fingerprint(KIND, r) for r in part_recipes("e" * 16, "p" * 16, more)]
+    assert after[:3] == before[:3] and after[3] != before[3] and len(after) == 4  # full blocks stand

@@ -39,8 +39,8 @@ def _config(root):
                 {"type": "clustering", "n_init": 2, "repeats": 2},
             ],
             "comparison": {"resamples": 200},
-            # scale is what this test is about: the per-class comparison keeps it to 6 score fan-outs (a
-            # row-resampled one adds a job per subsample and candidate: 1,200 here)
+            # scale is what this test is about: the per-class comparison spares the 1,200 subsample fits of a
+            # row-resampled one (24 more partial jobs of 50 subsamples)
             "row_resampling": {"mode": "class"},
         }},
     }

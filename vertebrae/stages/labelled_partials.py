@@ -5,7 +5,10 @@ metric (built-in or custom) write a partial artifact of their own, and a merge w
 A partial is keyed by what decides it alone (``part_recipes``): the scored embedding, the protocol and that one
 part's configuration (and the backend it runs), never the other metrics. So adding or changing one metric plans
 only that metric's partial job, the merge and what follows it; a stability repeat is keyed by its own seeds, so
-more repeats reuse the earlier ones. Separatix is gated by the overlap score: its job also reads the OverlapIndex
+more repeats reuse the earlier ones. The matched row subsamples of a row-resampled comparison run in blocks of
+``ROW_RESAMPLES_PER_JOB`` (a subsample's OverlapIndex costs a fraction of a job's start, and a comparison draws
+hundreds): block ``b`` scores subsamples ``[b * size, (b + 1) * size)``, keyed by their seeds, so more resamples
+reuse the full blocks before them. Separatix is gated by the overlap score: its job also reads the OverlapIndex
 partial (and is keyed by it).
 
 Each partial records the content hashes of the embedding and protocol it read; the merge refuses partials that
@@ -14,6 +17,7 @@ disagree with each other or with the files in place, naming the file (a stale pa
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from pathlib import Path
@@ -29,6 +33,7 @@ from vertebrae.stages.labelled import ScoringPlan
 from vertebrae.stages.plan import load_plan
 
 PART_STAGE, MERGE_STAGE, KIND = "score-labelled-partial", "merge-labelled-partials", "labelled-partial"
+ROW_RESAMPLES_PER_JOB = 50  # the row subsamples one partial job scores
 
 
 # ------------------------------------------------------------------------------------------------ job specs
@@ -54,14 +59,15 @@ def part_recipes(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> list
                             "scoring_seed": scoring_seeds[r],
                             "subsample": {"fraction": stability.subsample_fraction, "sampling_seed": sampling_seeds[r]}
                             if subsample else None, "backend": overlap_backend})
-    rows = plan.row_resampling  # the matched row subsamples of a row-resampled comparison: a job each, as a repeat
+    rows = plan.row_resampling  # the matched row subsamples of a row-resampled comparison, in blocks
     if rows is not None:
         scoring_seeds = scoring_seeds_for(plan.seed, rows.resamples)
         sampling_seeds = sampling_seeds_for(rows.random_state, rows.resamples)
-        for r in range(rows.resamples):
-            recipes.append({**base, "part": "row-resample", "repeat": r, "scoring": scoring, "mode": "subsample",
-                            "scoring_seed": scoring_seeds[r],
-                            "subsample": {"fraction": rows.fraction, "sampling_seed": sampling_seeds[r]},
+        for start in range(0, rows.resamples, ROW_RESAMPLES_PER_JOB):
+            stop = min(start + ROW_RESAMPLES_PER_JOB, rows.resamples)
+            recipes.append({**base, "part": "row-resamples", "first": start, "scoring": scoring,
+                            "scoring_seeds": scoring_seeds[start:stop],
+                            "subsample": {"fraction": rows.fraction, "sampling_seeds": sampling_seeds[start:stop]},
                             "backend": overlap_backend})
     for metric in plan.metrics:
         recipe = metric.recipe()
@@ -77,10 +83,12 @@ def part_recipes(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> list
 
 
 def part_name(recipe: Mapping[str, Any]) -> str:
-    """``overlap``, ``stability[3]``, ``metric knn`` or ``separatix``: the part a recipe computes."""
+    """``overlap``, ``stability[3]``, ``row-resamples[50:100]``, ``metric knn`` or ``separatix``: the part a recipe
+    computes."""
     part = recipe["part"]
-    return {"stability": f"stability[{recipe.get('repeat')}]", "row-resample": f"row-resample[{recipe.get('repeat')}]",
-            "metric": f"metric {recipe.get('name')}"}.get(part, part)
+    if part == "row-resamples":
+        return f"row-resamples[{recipe['first']}:{recipe['first'] + len(recipe['scoring_seeds'])}]"
+    return {"stability": f"stability[{recipe.get('repeat')}]", "metric": f"metric {recipe.get('name')}"}.get(part, part)
 
 
 def fanout_specs(score_spec: Mapping[str, Any], plan: ScoringPlan, partial_path: Any
@@ -134,16 +142,27 @@ def compute_part(recipe: Mapping[str, Any], block: EmbeddingBlock, protocol: Lab
     scorer = OverlapIndexScorer(scoring_config_from_dict(recipe["scoring"], target_type))
     if part == "overlap":
         return scorer.score_targets(block.matrix, targets, seed=recipe["seed"], row_ids=block.row_ids).to_dict()
-    if part in ("stability", "row-resample"):
-        from vertebrae.scoring.stability import check_subsample_minimums, draw_subsample, stability_repeat
+    from vertebrae.scoring.stability import check_subsample_minimums, draw_subsample, stability_repeat
 
+    scorer.config_for(targets.target_type)
+    if part == "stability":
         rows = None
         if recipe["subsample"] is not None:
             fraction = recipe["subsample"]["fraction"]
             check_subsample_minimums(targets, fraction)
             rows = draw_subsample(targets, fraction, recipe["subsample"]["sampling_seed"], repeat=recipe["repeat"])
-        scorer.config_for(targets.target_type)
         return stability_repeat(scorer, block.matrix, targets, block.row_ids, recipe["scoring_seed"], rows)
+    if part == "row-resamples":  # as the one score job: the subsamples' warnings are in the result, not repeated
+        fraction, first = recipe["subsample"]["fraction"], recipe["first"]
+        check_subsample_minimums(targets, fraction)
+        results = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i, (scoring_seed, sampling_seed) in enumerate(zip(recipe["scoring_seeds"],
+                                                                   recipe["subsample"]["sampling_seeds"])):
+                rows = draw_subsample(targets, fraction, sampling_seed, repeat=first + i)
+                results.append(stability_repeat(scorer, block.matrix, targets, block.row_ids, scoring_seed, rows))
+        return results
     raise ValidationError(f"unknown labelled partial {part!r}")
 
 
@@ -205,11 +224,11 @@ def merge_parts(plan: ScoringPlan, parts: Sequence[tuple[Mapping[str, Any], Mapp
             [recipe["subsample"]["sampling_seed"] for recipe, _ in repeats] if subsample else []).to_dict()
     resamples = {}
     if plan.row_resampling is not None:
-        repeats = sorted(by_part["row-resample"], key=lambda item: item[0]["repeat"])
+        blocks = sorted(by_part["row-resamples"], key=lambda item: item[0]["first"])
         resamples["row_resamples"] = stability_result(
-            plan.row_resampling.stability_config(), [payload["result"] for _, payload in repeats],
-            first["embedding_metadata"]["n_rows"], [recipe["scoring_seed"] for recipe, _ in repeats],
-            [recipe["subsample"]["sampling_seed"] for recipe, _ in repeats]).to_dict()
+            plan.row_resampling.stability_config(), [result for _, payload in blocks for result in payload["result"]],
+            first["embedding_metadata"]["n_rows"], [seed for recipe, _ in blocks for seed in recipe["scoring_seeds"]],
+            [seed for recipe, _ in blocks for seed in recipe["subsample"]["sampling_seeds"]]).to_dict()
     metrics = {recipe["name"]: payload["result"] for recipe, payload in by_part.get("metric", [])}
     separatix = by_part["separatix"][0][1]["result"] if "separatix" in by_part else None
     return {"overlap": first["result"], "metrics": metrics, "stability": stability, "separatix": separatix,
@@ -247,5 +266,5 @@ def run_merge_partials(plan: str | Path, embeddings: str | Path, protocol: str |
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
-__all__ = ["KIND", "MERGE_STAGE", "PART_STAGE", "compute_part", "fanout_specs", "merge_parts", "part_name",
+__all__ = ["KIND", "MERGE_STAGE", "PART_STAGE", "ROW_RESAMPLES_PER_JOB", "compute_part", "fanout_specs", "merge_parts", "part_name",
            "part_recipes", "run_merge_partials", "run_score_partial"]
