@@ -173,6 +173,11 @@ COMMANDS: dict[str, Command] = {
                                         (PLAN, OPTIONAL_PROTOCOL, SCORE_KEY, JSON_OUTPUT, MARKDOWN_OUTPUT,
                                          arg("scores", nargs="*",
                                              help="score artifacts (or give them as --score-key)"))),
+    "views-report": Command("a labelled benchmark's target views: the candidates x views table, the nuisance "
+                            "verdicts and the score-by-level figure", "vertebrae.stages.views_job:run_views_report",
+                            (PLAN, JSON_OUTPUT, MARKDOWN_OUTPUT,
+                             arg("--figure-output", dest="figure_output", required=True),
+                             arg("reports", nargs="+", help="every view's report.json, in the planned order"))),
     "figures": Command("render a report's figures (ranking; per-class scores or confusion matrix; comparison)",
                        "vertebrae.stages.verify:run_figures",
                        (arg("--report", dest="report_path", metavar="REPORT", required=True,

@@ -34,6 +34,7 @@ SCHEMAS: dict[str, str] = {
     "embedding-sweep": "vertebrae.embedding-sweep/v1",  # a folder of layer shards (names a layer sweep job)
     "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
     "labelled-partial": "vertebrae.labelled-partial/v1",
+    "views": "vertebrae.views/v1",  # a labelled benchmark's views report (planning.views)
 }
 
 FINGERPRINT_LENGTH = 16

@@ -23,6 +23,7 @@ SECTION_OF_REPORTS = {"reports": "benchmarks", "retrieval_reports": "retrieval",
 
 def comparison_config(config: Mapping[str, Any], section: str, name: str) -> ComparisonConfig:
     """The ComparisonConfig of benchmark ``section.name`` (ConfigError naming the key)."""
+    name = name.partition("@")[0]  # a target view's report, BENCH@VIEW (planning.views), compares as BENCH
     decl = {"seed": config.get("seed", 0), **(config.get("comparison") or {}),
             **(config[section][name].get("comparison") or {})}
     try:

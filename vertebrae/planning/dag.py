@@ -73,6 +73,7 @@ class WorkflowPlan:
     zero_shot_reports: dict[str, str] = field(default_factory=dict)
     comparisons: dict[str, str] = field(default_factory=dict)  # report fingerprint -> its compare spec's
     fanouts: dict[str, str] = field(default_factory=dict)  # partial-score fingerprint -> its merge spec's
+    views: dict[str, str] = field(default_factory=dict)  # labelled benchmark -> its views spec (planning.views)
     threads: dict[str, int] = field(default_factory=lambda: {"embedding": 1, "scoring": 1})  # config `threads`
     spec_files: dict[str, str] = field(default_factory=dict)  # plan-job fingerprint -> its spec file (relative)
     memory: dict[str, int] = field(default_factory=dict)  # embedding / fit job fingerprint -> its mem_mb
@@ -190,6 +191,8 @@ class WorkflowPlan:
             named["scores"] = [candidate["score"]["path"] for candidate in spec["candidates"]]
         if "partials" in spec:
             named["partials"] = [partial["path"] for partial in spec["partials"]]
+        if "view_reports" in spec:  # a views job: every view's report.json
+            named["reports"] = [item["path"] for item in spec["view_reports"]]
         return named
 
     def partial_mem_mb(self, fp: str) -> int:
@@ -237,9 +240,16 @@ class WorkflowPlan:
     def gpus(self, fp: str) -> int:
         return gpus(self.specs[fp])
 
+    def views_pattern(self) -> str:
+        """A regular expression matching exactly the benchmarks with a views job (the views rule's wildcard)."""
+        import re
+
+        return "|".join(re.escape(name) for name in self.views) or "no-views"
+
     def final_outputs(self) -> list[str]:
         names = [*self.reports, *self.retrieval_reports, *self.zero_shot_reports]
-        return [path for name in names for path in self.report_paths(name).values()]
+        views = [path for fp in self.views.values() for path in self.specs[fp]["outputs"].values()]
+        return [path for name in names for path in self.report_paths(name).values()] + views
 
 
 __all__ = ["INPUTS", "WorkflowPlan", "gpus", "ref", "segment_key"]

@@ -15,6 +15,7 @@ from vertebrae.planning.dag import WorkflowPlan
 from vertebrae.planning.labelled import plan_labelled
 from vertebrae.planning.retrieval import plan_retrieval
 from vertebrae.planning.sweeps import group_layer_sweeps
+from vertebrae.planning.views import declares_views, plan_views
 from vertebrae.planning.zero_shot import plan_zero_shot
 
 
@@ -39,6 +40,8 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
 def _plan(config: Mapping[str, Any], base_dir: Path, result: WorkflowPlan) -> WorkflowPlan:
     for name, bench in config.get("benchmarks", {}).items():
         plan_labelled(result, name, bench, config, base_dir)
+        if declares_views(bench):
+            plan_views(result, name, bench, config, base_dir)
     for name, bench in config.get("retrieval", {}).items():
         if name in result.reports:
             raise ConfigError(f"retrieval.{name}: a labelled benchmark has the same name; report names must be unique")

@@ -12,6 +12,7 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, carried as carried_throughput
 from vertebrae.data.declared.labelled import load_declared_dataset
 from vertebrae.data.labelled import LabelledProtocol
+from vertebrae.data.target_views import declared_view_dataset
 from vertebrae.scoring.metrics import CallableMetric
 from vertebrae.stages.jobs import check_score_count, read_block
 from vertebrae.stages.labelled import (ScoringPlan, build_protocol, build_report, candidate_result, compress_block,
@@ -22,7 +23,10 @@ from vertebrae.stages.plan import BASE_DIR, load_plan
 def run_write_protocol(plan: str | Path, output: str | Path) -> None:
     """``vertebrae write-protocol``: row ids, targets and groups of the declared dataset, checked against the plan."""
     spec = load_plan(plan, "protocol")
-    dataset = load_declared_dataset(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
+    if spec.get("view") is not None:  # a target view or hierarchy level (vertebrae.planning.views)
+        dataset = declared_view_dataset(spec["dataset"], spec["view"], base_dir=BASE_DIR, where=spec["benchmark_where"])
+    else:
+        dataset = load_declared_dataset(spec["dataset"], base_dir=BASE_DIR, where=spec["where"])
     if dataset.identity_key() != spec["identity"]:
         raise ValidationError(f"{spec['where']}: dataset identity is now {dataset.identity_key()!r}, planned as {spec['identity']!r}; re-plan")
     if protocol_recipe(dataset.identity_key(), dataset.target_declaration) != spec["recipe"]:

@@ -33,6 +33,7 @@ KIND_OF_STAGE = {
     "zero-shot-embed": "embedding", "compress-zero-shot": "compressed", "score-zero-shot": "score",
     "zero-shot-report": "report", "compare": "comparison", "embed-sweep": "embedding-sweep",
     "score-labelled-partial": "labelled-partial", "merge-labelled-partials": "score",
+    "views": "views",
 }
 BASE_DIR = Path(".")  # relative data paths in job specs resolve against the working directory
 SPEC_FILE_NAME = re.compile(r"(?P<fp>[0-9a-f]{16})-(?P<digest>[0-9a-f]{16})\.json")

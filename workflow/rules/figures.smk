@@ -165,3 +165,29 @@ rule summary:
     shell:
         "vertebrae summary --output-csv {output.csv} --output-markdown {output.markdown}"
         " --output-json {output.json} {input.reports} > {log} 2>&1"
+
+
+# A labelled benchmark's target views (vertebrae.planning.views): every view's report.json -> the candidates x views
+# table, the nuisance verdicts and the score-by-level figure. Adding a view reruns its own jobs and this one.
+def get_views_inputs(wildcards):
+    return PLAN.inputs(PLAN.views[wildcards.benchmark])
+
+
+rule views_report:
+    input:
+        unpack(get_views_inputs),
+    output:
+        json=PLAN.path("reports/{benchmark}/views.json"),
+        markdown=PLAN.path("reports/{benchmark}/views.md"),
+        figure=PLAN.path("reports/{benchmark}/views.png"),
+    wildcard_constraints:
+        benchmark=PLAN.views_pattern(),
+    conda:
+        "../../envs/vertebrae.yaml"
+    log:
+        PLAN.log("views_report/{benchmark}"),
+    benchmark:
+        PLAN.record("views_report/{benchmark}")
+    shell:
+        "vertebrae views-report --plan-json {input.plan} --json-output {output.json} --markdown-output"
+        " {output.markdown} --figure-output {output.figure} {input.reports} > {log} 2>&1"
