@@ -19,8 +19,8 @@ IRIS = {"source": {"type": "sklearn", "name": "iris"}, "identity": {"kind": "dec
 
 
 def test_a_key_of_another_type_names_the_key_the_type_and_its_owners():
-    with pytest.raises(ConfigError, match=r"x\.path: a key of extractor type\(s\) precomputed, not of type 'sklearn', "
-                                          r"which would ignore it; type 'sklearn' takes steps, random_state"):
+    with pytest.raises(ConfigError, match=r"x\.path: a key of extractor type\(s\) precomputed, onnx, not of type "
+                                          r"'sklearn', which would ignore it; type 'sklearn' takes steps, random_state"):
         build_extractor("pca", {"type": "sklearn", "steps": PCA, "path": "emb.npz"}, where="x")
     with pytest.raises(ConfigError, match=r"x\.model: a key of extractor type\(s\) open_clip, hf_text, hf_vision, "
                                           r"hf_multimodal, timm, sentence_transformers, not of type 'callable'"):
@@ -43,7 +43,7 @@ def test_vertebrae_validate_refuses_path_on_sklearn_before_any_job(tmp_path):
     config = {"benchmarks": {"iris": {"dataset": IRIS, "extractors": {
         "pca": {"type": "sklearn", "steps": PCA, "path": "emb.npz"}}}}}
     with pytest.raises(ConfigError, match=r"benchmarks\.iris\.extractors\.pca\.path: a key of extractor type\(s\) "
-                                          r"precomputed, not of type 'sklearn'"):
+                                          r"precomputed, onnx, not of type 'sklearn'"):
         plan(config, base_dir=tmp_path)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     proc = subprocess.run([str(BIN / "vertebrae"), "validate", "c.yaml"], cwd=tmp_path, capture_output=True, text=True,

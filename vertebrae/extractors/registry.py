@@ -47,7 +47,8 @@ BUILDERS = {"precomputed": _precomputed, "sklearn": _sklearn, "callable": _calla
             "open_clip": _model("open_clip"), "hf_text": _model("huggingface", "HFTextExtractor"),
             "hf_vision": _model("huggingface", "HFVisionExtractor"),
             "hf_multimodal": _model("huggingface", "HFMultimodalExtractor"), "torch": _model("torch_module"),
-            "timm": _model("timm_models"), "sentence_transformers": _model("sentence_transformer_model")}
+            "timm": _model("timm_models"), "sentence_transformers": _model("sentence_transformer_model"),
+            "onnx": _model("onnx_model")}
 
 
 _MODEL = ("device", "dtype", "batch_size", "num_workers", "progress")
@@ -67,6 +68,8 @@ EXTRACTOR_KEYS: dict[str, tuple[str, ...]] = {
                               "cache_identity", *_MODEL),
     "torch": ("factory", "params", "weights", "collate", "output", "image_transform", "modality", "cache_identity",
               *_MODEL),
+    "onnx": ("path", "input_name", "output_name", "modality", "image_transform", "tokenizer", "max_length", "pooling",
+             "normalize", "device", "batch_size", "num_workers", "progress"),
 }
 _SCHEMA_DEFAULTS = {"random_state": 0, "allow_sparse": True}  # filled into every extractor by the schema
 
