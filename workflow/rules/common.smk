@@ -27,6 +27,11 @@ except VertebraeError as exc:
 os.environ[OUT_ENV] = PLAN.out
 PLAN.write_spec_files()  # OUT/.vertebrae/specs/{fp}-{digest}.json: the plan jobs' specs (never a shell argument)
 
+# The image every job runs in under `--software-deployment-method apptainer` (ignored otherwise): config `container`,
+# by default the one envs/Containerfile and envs/vertebrae.def build for this very version, so that the jobs run the
+# vertebrae that planned them (docs/cloud.md, "Containers").
+container: config.get("container") or f"docker://ghcr.io/vertebrae/vertebrae:{vertebrae.__version__}"
+
 
 wildcard_constraints:
     fp="[0-9a-f]{16}",
