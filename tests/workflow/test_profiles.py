@@ -175,3 +175,63 @@ def test_vertebrae_profile_slurm_refuses_a_bad_name_and_writes_nothing(tmp_path,
     proc = _vertebrae(tmp_path, "profile", "slurm", *args, xdg=tmp_path / "xdg")
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "xdg").exists()
+
+
+# --- profiles/kubernetes: a cloud executor on object storage (issue 47) ---------------------------------------------
+
+KUBERNETES_PROFILE = REPO / "profiles" / "kubernetes" / "config.v8+.yaml"
+# snakemake-executor-plugin-kubernetes 0.5.1's ExecutorSettings (its source): used where the plugin is not installed
+KUBERNETES_PLUGIN_SETTINGS = {"namespace", "cpu_scalar", "service_account_name", "privileged", "persistent_volumes",
+                              "omit_job_cleanup"}
+
+
+def _kubernetes_plugin_settings() -> tuple[set[str], bool]:
+    """The plugin's setting names (from the installed plugin where there is one) and whether it is installed."""
+    import dataclasses
+
+    try:
+        from snakemake_executor_plugin_kubernetes import ExecutorSettings
+    except ImportError:
+        return KUBERNETES_PLUGIN_SETTINGS, False
+    return {field.name for field in dataclasses.fields(ExecutorSettings)}, True
+
+
+def test_kubernetes_profile_names_only_settings_snakemake_and_its_plugins_accept(tmp_path, capsys):
+    """Snakemake's own parser reads the profile (an unknown key or a bad value ends it with `unrecognized arguments`
+    or `invalid choice`); the executor plugin's keys are checked against its settings (without the plugin installed,
+    Snakemake cannot know them: they and `executor` are set aside first)."""
+    import vertebrae
+    from snakemake.cli import get_argument_parser
+    from snakemake.profiles import ProfileConfigFileParser
+
+    with KUBERNETES_PROFILE.open(encoding="utf-8") as stream:
+        profile = yaml.safe_load(stream)
+        stream.seek(0)
+        ProfileConfigFileParser().parse(stream)  # Snakemake's reading of a profile: YAML mapping, key=value lists
+    settings, installed = _kubernetes_plugin_settings()
+    plugin_keys = {key for key in profile if key.startswith("kubernetes-")}
+    assert {key.removeprefix("kubernetes-").replace("-", "_") for key in plugin_keys} <= settings, plugin_keys
+    checked = tmp_path / "profile"
+    checked.mkdir()
+    kept = profile if installed else {k: v for k, v in profile.items() if k not in plugin_keys | {"executor"}}
+    (checked / "config.v8+.yaml").write_text(yaml.safe_dump(kept), encoding="utf-8")
+    try:
+        args = get_argument_parser(profiles=[str(checked)]).parse_args([])
+    except SystemExit:
+        raise AssertionError(f"Snakemake refuses the profile: {capsys.readouterr().err[-2000:]}") from None
+    assert profile["executor"] == "kubernetes" and (not installed or args.executor == "kubernetes")
+    assert args.default_storage_provider == "s3" and not args.shared_fs_usage  # `none`: no part of the work shared
+    # the pods run the image envs/Containerfile builds for this version, as the workflow's default `container`
+    assert args.container_image == f"ghcr.io/vertebrae/vertebrae:{vertebrae.__version__}"
+
+
+def test_kubernetes_profile_maps_the_rules_resources():
+    """Every rule that asks for a `gpu` (embedding and partial-score jobs: 0 without CUDA) needs a manufacturer, or
+    the plugin refuses the job; mem_mb and runtime stay the workflow profile's; the groups are the SLURM profile's."""
+    profile = yaml.safe_load(KUBERNETES_PROFILE.read_text(encoding="utf-8"))
+    rules = "".join(path.read_text(encoding="utf-8") for path in sorted((REPO / "workflow" / "rules").glob("*.smk")))
+    assert re.search(r"\bgpu=", rules)  # the rules do ask for GPUs
+    assert profile["default-resources"]["gpu_manufacturer"] in ("nvidia", "amd")
+    assert "set-resources" not in profile and "mem_mb" not in profile["default-resources"]  # the workflow profile's
+    slurm = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text(encoding="utf-8"))
+    assert profile["groups"] == slurm["groups"]
