@@ -404,3 +404,25 @@ def test_pairwise_and_adjacency_are_consistent():
         assert a in classes and a not in row
         assert all(isinstance(h, int) and 0 < h <= result.class_counts[a] for h in row.values())
     assert result.score < 1.0
+
+
+def test_the_fit_runs_on_one_openmp_thread_and_scores_as_the_unlimited_oracle(monkeypatch, digits_subset):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    X, y = digits_subset
+    openmp_threads = []
+    original = overlapindex.OverlapIndex.fit
+
+    def spy(self, *args, **kwargs):
+        openmp_threads.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(overlapindex.OverlapIndex, "fit", spy)
+    with threadpool_limits(limits=2, user_api="openmp"):
+        result = OverlapIndexScorer(OverlapScoringConfig(k=4)).score(X, y, seed=5)
+    assert openmp_threads and set(openmp_threads) == {1}  # scikit-learn's OpenMP runtime, inside the fit
+    monkeypatch.undo()
+    with threadpool_limits(limits=2, user_api="openmp"):  # the oracle: overlapindex on two OpenMP threads
+        oracle = overlapindex.OverlapIndex(model_type="MiniBatchKMeans", kmeans_k=4, kmeans_kwargs={"random_state": 5},
+                                           offline_chunk_size=10000).fit(normalize(X), y)
+    assert result.score == float(oracle.index)
