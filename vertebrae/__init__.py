@@ -20,6 +20,8 @@ _EXPORTS = {
     "vertebrae.data.labelled": ("BenchmarkDataset",),
     "vertebrae.extractors": ("PrecomputedExtractor", "SklearnExtractor"),
     "vertebrae.protocols.labelled": ("Benchmark", "Evaluator"),
+    "vertebrae.data.target_views": ("Hierarchy", "TargetView"),
+    "vertebrae.protocols.views": ("ViewsBenchmark", "ViewsResult"),
     "vertebrae.core.config": ("CacheConfig", "EmbeddingConfig"),
     "vertebrae.results": ("BenchmarkResult", "ExtractorResult"),
     "vertebrae.scoring.overlap": (

@@ -418,7 +418,9 @@ def resolve_views(views: Sequence[TargetView], hierarchy: Hierarchy | None, base
     names and a view grouping the rows exactly as another (a nuisance as a task above all, naming both)."""
     resolved: list[ResolvedView] = []
     for view in views:
-        resolved.append(ResolvedView(view, load(view), view.recipe(base_dir)))
+        targets = load(view)
+        own = targets.to_payload() == base.targets.to_payload()  # the dataset's own target, however named
+        resolved.append(ResolvedView(view, targets, None if own else view.recipe(base_dir)))
     if hierarchy is not None:
         hwhere = f"{where}.hierarchy"
         if hierarchy.column is not None:
