@@ -147,3 +147,26 @@ def test_a_remembered_meta_check_is_recalled_without_timm_and_gives_the_same_rec
         (folder / "config.json").write_text(json.dumps(config))
         with pytest.raises(ConfigError, match=r"x\.checkpoint: .* does not fit vit_tiny_patch16_224"):
             build_extractor("t", decl, where="x")
+
+
+def test_a_channels_last_swin_is_pooled_over_its_spatial_axes(tmp_path, images):
+    """A Swin's forward_features is an NHWC map: tokens_mean is its spatial mean, the very features its own head
+    pools (``forward_head(pre_logits=True)``), one value per channel (cls is refused: no class token)."""
+    import timm
+    import torch
+    from safetensors.torch import save_file
+
+    args = {"img_size": 32, "patch_size": 4, "window_size": 4, "embed_dim": 16, "depths": [1, 1], "num_heads": [1, 1],
+            "num_classes": 0}
+    torch.manual_seed(0)
+    model = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, **args).eval()
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "swin.safetensors"))
+    decl = {"type": "timm", "model": "swin_tiny_patch4_window7_224", "checkpoint": str(tmp_path / "swin.safetensors"),
+            "model_args": args, "preprocess": {"input_size": [3, 32, 32]}, "device": "cpu"}
+    pre_logits = build_extractor("s", decl, where="x").transform([str(p) for p in images])
+    extractor = build_extractor("s", {**decl, "pooling": "tokens_mean"}, where="x")
+    out = extractor.transform([str(p) for p in images])
+    assert out.shape == (len(images), 32)  # the channels, not height x channels
+    np.testing.assert_allclose(out, pre_logits, rtol=1e-5, atol=1e-6)
+    assert extractor.recipe()["final_pooling"] == "vertebrae.timm_final_pooling/v2"
+    assert "final_pooling" not in build_extractor("s", decl, where="x").recipe()  # pre_logits: unchanged

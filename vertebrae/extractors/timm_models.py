@@ -47,6 +47,9 @@ from vertebrae.extractors.model_names import require
 from vertebrae.extractors.torch_runtime import ModelExtractor, file_sha256, folder_digest, model_options
 
 POOLING = ("pre_logits", "tokens_mean", "cls")
+#: The final features pooled in the model's own layout (a Swin's NHWC map by its spatial mean; before, its last two
+#: axes were averaged, width and channels): recipes pooled with tokens_mean / cls carry it, so their embeddings rerun.
+FINAL_POOLING = "vertebrae.timm_final_pooling/v2"
 DATA_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
 _META_CHECK = "timm-meta-model"  # check_records: what the meta model of a declaration told
 _DECIDING = ("timm", "torch", "safetensors")  # the packages whose versions decide it
@@ -260,7 +263,9 @@ class TimmExtractor(ModelExtractor, Extractor):
                 "model_args": to_json_value(self.model_args, "model_args"), "weights": self._weights,
                 "data_config": to_json_value(self.data_config, "data_config"), "pooling": self.pooling,
                 "hidden_layer": self.hidden_layer, "normalize": self.normalize, "timm_version": version("timm"),
-                **({"layer_numbering": NUMBERING} if self.hidden_layer is not None else {}), **self.runtime_recipe()}
+                **({"layer_numbering": NUMBERING} if self.hidden_layer is not None else {}),
+                **({"final_pooling": FINAL_POOLING} if self.hidden_layer is None and self.pooling != "pre_logits"
+                   else {}), **self.runtime_recipe()}
 
     def _load(self) -> Any:
         import timm
@@ -292,12 +297,9 @@ class TimmExtractor(ModelExtractor, Extractor):
         return self._finish(self._pool_final(features))
 
     def _pool_final(self, features: Any) -> Any:
-        """``forward_features``' output pooled: a CNN's (B, C, H, W) map by its mean, tokens by cls or their mean."""
-        if features.dim() == 4:
-            return features.mean(dim=(2, 3))
-        if self.pooling == "cls":
-            return features[:, 0]
-        return features[:, self.prefix_tokens:].mean(dim=1)
+        """``forward_features``' output pooled as a block's (``_pool_block``): a CNN's feature map by its spatial
+        mean in the model's layout (NHWC for Swin and kin), tokens by cls or their mean."""
+        return self._pool_block(features)
 
     def _pool_block(self, hidden: Any) -> Any:
         """A block's input or output pooled: tokens (B, N, D) by cls or the mean of the non-prefix tokens; a map by
