@@ -118,3 +118,38 @@ def test_solver_is_a_config_key_in_the_recipe():
     assert metric.solver == "sklearn" and metric_from_config(metric.recipe()).recipe() == metric.recipe()
     with pytest.raises(ConfigError, match=r"'solver' must be one of \['vertebrae', 'sklearn'\]"):
         LinearProbeMetric(solver="lbfgs")
+
+
+def test_the_torch_device_fits_the_same_probe():
+    """``device: torch:cpu`` runs the same float32 fits with torch's products: only the summation order differs, so
+    the chosen C and the accuracy per fold meet the oracle bounds against NumPy's fits (here: equal)."""
+    pytest.importorskip("torch")
+    x, y = load_wine(return_X_y=True)
+    on_numpy, on_torch = (_per_fold(LinearProbeMetric(device=device), x, y) for device in ("cpu", "torch:cpu"))
+    assert on_torch[0] == on_numpy[0]
+    assert np.max(np.abs(np.subtract(on_torch[1], on_numpy[1]))) <= 0.005
+    assert LinearProbeMetric(device="torch:cpu").recipe()["device"] == "torch:cpu"
+    assert "device" not in LinearProbeMetric().recipe()  # the default adds nothing: no fingerprint moves
+
+
+def test_a_device_torch_cannot_use_is_refused_at_validate_naming_the_key(tmp_path, monkeypatch, capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible: device cuda is valid here")
+    import yaml
+
+    from vertebrae.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    config = {"benchmarks": {"flowers": {
+        "dataset": {"source": {"type": "sklearn", "name": "iris"}, "identity": {"kind": "content"}},
+        "extractors": {"raw": {"type": "precomputed"}},
+        "metrics": [{"type": "linear_probe", "device": "cuda"}]}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    assert main(["validate", "c.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "key 'device'" in err and "device='cuda': no CUDA GPU is visible" in err, err
+    with pytest.raises(ConfigError, match="key 'device' = 'torch:cpu' needs solver 'vertebrae'"):
+        LinearProbeMetric(solver="sklearn", device="torch:cpu")
+    with pytest.raises(ConfigError, match=r"key\(s\) \['device'\] belong to recipe 'vertebrae'"):
+        LinearProbeMetric(recipe="mteb", device="torch:cpu")

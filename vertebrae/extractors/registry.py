@@ -71,6 +71,8 @@ EXTRACTOR_KEYS: dict[str, tuple[str, ...]] = {
     "onnx": ("path", "input_name", "output_name", "modality", "image_transform", "tokenizer", "max_length", "pooling",
              "normalize", "device", "batch_size", "num_workers", "progress"),
 }
+for _kind in ("torch", "timm", "hf_text", "hf_vision", "hf_multimodal", "sentence_transformers", "open_clip"):
+    EXTRACTOR_KEYS[_kind] += ("checkpoints", "step_from")  # a checkpoint sweep (vertebrae.extractors.checkpoints)
 _SCHEMA_DEFAULTS = {"random_state": 0, "allow_sparse": True}  # filled into every extractor by the schema
 
 

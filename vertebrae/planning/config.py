@@ -21,6 +21,7 @@ from vertebrae.core.config import EmbeddingConfig
 from vertebrae.core.errors import ConfigError
 from vertebrae.planning.resources import auto_shards
 from vertebrae.core.records import seed_int
+from vertebrae.extractors.checkpoints import expand_checkpoint_sweeps
 from vertebrae.extractors.registry import expand_layer_sweeps
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
@@ -74,8 +75,10 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"config key {where}: {error.message}")
     seed_int(config.get("seed", 0), "config", "seed")  # the schema bounds it below; jobs' RNGs above
     for section in SECTIONS:  # a layer sweep is its layers' candidates (hidden_layers: [4, 8] -> NAME@4, NAME@8)
-        for name, bench in (config.get(section) or {}).items():
-            bench["extractors"] = expand_layer_sweeps(bench["extractors"], where=f"{section}.{name}.extractors")
+        for name, bench in (config.get(section) or {}).items():  # a checkpoint sweep its checkpoints' (NAME@STEP)
+            where = f"{section}.{name}.extractors"
+            bench["extractors"] = expand_layer_sweeps(expand_checkpoint_sweeps(bench["extractors"], where=where),
+                                                      where=where)
     return config
 
 

@@ -19,7 +19,10 @@ scikit-learn's (``tests/scoring/test_probe_solver.py``). ``sklearn`` is scikit-l
 (lbfgs, float64, ``tol`` 1e-4), the oracle. Either solver warns, naming the outer fold (and with ``vertebrae`` the
 inner fold and C), when a fit reached no stopping rule within ``max_iter`` iterations.
 Seeded and deterministic (with ``vertebrae``, whatever the thread count; with ``sklearn``, at a given BLAS thread
-count).
+count). ``device`` (``vertebrae`` only): where the logistic fits' products run, as the retrieval kernel takes it:
+``cpu`` (NumPy, the default), ``torch:cpu``, ``cuda`` / ``cuda:N`` or ``auto``; the same float32 fits, only the
+summation order differs. A device torch cannot use is refused when the metric is built (``vertebrae validate``),
+naming the key. The ridge probe runs on NumPy whatever the device.
 
 ``recipe``: ``vertebrae`` (the default: everything above) or a published recipe computed as its tool computes it
 (``scoring.probe_recipes``), on the same outer splits: ``clip_benchmark`` (a torch linear layer trained with AdamW
@@ -58,7 +61,7 @@ SOLVERS = ("vertebrae", "sklearn")
 RECIPES = ("vertebrae", "clip_benchmark", "mteb")
 #: each published recipe's own keys and defaults (CLIP_benchmark's CLI defaults; MTEB's AbsTaskClassification)
 RECIPE_KEYS: dict[str, dict[str, Any]] = {
-    "vertebrae": {"Cs": DEFAULT_CS, "inner_folds": 3, "solver": "vertebrae"},
+    "vertebrae": {"Cs": DEFAULT_CS, "inner_folds": 3, "solver": "vertebrae", "device": "cpu"},
     "clip_benchmark": {"lr": 0.1, "epochs": 10, "batch_size": 64, "val_proportion": None},
     "mteb": {"n_experiments": 10, "samples_per_label": 8},
 }
@@ -85,7 +88,7 @@ class LinearProbeMetric(BuiltinMetric):
                  primary: str = "accuracy", max_iter: int | None = None, group_folds: bool = True,
                  small_classes: str = "refuse", solver: str = "vertebrae", recipe: str = "vertebrae", lr: float = 0.1,
                  epochs: int = 10, batch_size: int = 64, val_proportion: float | None = None, n_experiments: int = 10,
-                 samples_per_label: int = 8, *, name: str = "linear_probe") -> None:
+                 samples_per_label: int = 8, device: str = "cpu", *, name: str = "linear_probe") -> None:
         owner = "LinearProbeMetric"
         self.name = check_name(name, owner)
         self.Cs = _grid(Cs, owner)
@@ -98,6 +101,7 @@ class LinearProbeMetric(BuiltinMetric):
         self.group_folds = flag(group_folds, owner, "group_folds")
         self.small_classes = check_policy(small_classes, owner)
         self.solver = choice(solver, SOLVERS, owner, "solver")
+        self.device = self._device(device, owner)
         self.lr = positive_float(lr, owner, "lr")
         self.epochs = positive(epochs, owner, "epochs")
         self.batch_size = positive(batch_size, owner, "batch_size")
@@ -114,12 +118,29 @@ class LinearProbeMetric(BuiltinMetric):
                 raise ConfigError(f"{owner}: key(s) {changed} belong to recipe {other!r}, not to recipe "
                                   f"{self.recipe_name!r} (recipes: {list(RECIPES)})")
 
+    def _device(self, device: Any, owner: str) -> str:
+        """``device`` as given, once ``retrieval.device.resolve_device`` accepts it here (a missing GPU or torch is
+        refused when the metric is built, i.e. at validate / plan time); only solver 'vertebrae' takes it."""
+        from vertebrae.scoring.retrieval.device import DEVICES, resolve_device
+
+        if device == "cpu":
+            return device
+        try:
+            resolve_device(device)
+        except ConfigError as exc:
+            raise ConfigError(f"{owner}: key 'device': {exc} (devices: {list(DEVICES)})") from None
+        if self.solver != "vertebrae":
+            raise ConfigError(f"{owner}: key 'device' = {device!r} needs solver 'vertebrae' (solver "
+                              f"{self.solver!r} runs on NumPy / scikit-learn)")
+        return device
+
     def recipe(self) -> dict[str, Any]:
         own = {} if self.recipe_name == "vertebrae" else {
             "recipe": self.recipe_name, **{key: getattr(self, key) for key in RECIPE_KEYS[self.recipe_name]}}
         return {"type": "linear_probe", "name": self.name, "Cs": list(self.Cs), "folds": self.folds,
                 "inner_folds": self.inner_folds, "split": self.split, "primary": self.primary, "max_iter": self.max_iter,
-                "group_folds": self.group_folds, **small_classes_entry(self), "solver": self.solver, **own}
+                "group_folds": self.group_folds, **small_classes_entry(self), "solver": self.solver,
+                **({} if self.device == "cpu" else {"device": self.device}), **own}
 
     def _inner(self, train: np.ndarray, codes: np.ndarray | None, seed: int, groups: np.ndarray | None
                ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -170,7 +191,11 @@ class LinearProbeMetric(BuiltinMetric):
             fits = ridge_probe(matrix, values, splits, inner, [1.0 / c for c in self.Cs])
             return [(predicted, 1.0 / alpha, []) for predicted, alpha in fits]
         out = []
-        for j, path in enumerate(logistic_probe(matrix, values, splits, inner, self.Cs, max_iter=self.max_iter)):
+        from vertebrae.scoring.retrieval.device import resolve_device
+
+        device = resolve_device(self.device)  # "auto": a GPU where the job runs, if torch sees one
+        for j, path in enumerate(logistic_probe(matrix, values, splits, inner, self.Cs, max_iter=self.max_iter,
+                                                device=device)):
             warned = [f"{where}: {self._fold_name(j, splits)}, "
                       + (f"inner fold {f + 1}" if f != "refit" else "the refit") + f", C = {c:g}: the fit did not "
                       f"reach its stopping rule (predictions stable, or the gradient tolerance) within max_iter = "

@@ -34,7 +34,7 @@ BUILTIN_TYPES = {
     "linear_probe": _builder(LinearProbeMetric, ("name", "Cs", "folds", "inner_folds", "split", "primary", "max_iter",
                                                  "group_folds", "small_classes", "solver", "recipe", "lr", "epochs",
                                                  "batch_size", "val_proportion", "n_experiments",
-                                                 "samples_per_label")),
+                                                 "samples_per_label", "device")),
     "few_shot": _builder(FewShotMetric, ("name", "shots", "episodes", "split", "primary_shots", "group_episodes",
                                          "small_classes")),
     "clustering": _builder(ClusteringMetric, ("name", "n_init", "repeats", "split", "primary", "algorithm", "batch_size",

@@ -28,6 +28,9 @@ accuracy over the inner folds; the first of the largest, in the order ``Cs`` is 
   run on ``threads`` worker threads, each with single-threaded BLAS and OpenMP held to one thread
   (``thread_limits``), so no pool of threads spins beside another and a busy core slows one fit, not every product.
   Every fit runs single-threaded whatever ``threads`` is, so the result does not depend on it.
+* **Device.** ``device`` "torch:cpu", "cuda" or "cuda:N" runs the same evaluations with torch's products (IEEE
+  float32, no TF32; on the CPU one torch thread per fit; on a GPU the fits run one after another); the rows move to
+  the device once per fit. The L-BFGS steps stay on the CPU in float64.
 
 **Ridge** (``ridge_probe``): ``RidgeCV(alphas, cv=inner, scoring="neg_mean_squared_error")`` with an intercept,
 from one eigendecomposition of the centred ``X^T X`` (an SVD of the centred rows where there are fewer rows than
@@ -120,9 +123,22 @@ class Standardised:
         return out
 
 
-def _predict(xa: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
-    """Class codes of the rows of ``xa`` under the flat weights ``w`` (``k x (d + 1)``); ties: the lowest code."""
-    return np.argmax(xa @ w.reshape(k, xa.shape[1]).astype(np.float32).T, axis=1)
+def _predict(xa: Any, w: np.ndarray, k: int) -> np.ndarray:
+    """Class codes of the rows of ``xa`` (a float32 array, or a torch tensor on the fit's device) under the flat
+    weights ``w`` (``k x (d + 1)``); ties: the lowest code."""
+    if isinstance(xa, np.ndarray):
+        return np.argmax(xa @ w.reshape(k, xa.shape[1]).astype(np.float32).T, axis=1)
+    import torch
+
+    weights = torch.from_numpy(w.reshape(k, xa.shape[1]).astype(np.float32)).to(xa.device)
+    return _first_argmax(torch, xa @ weights.T).cpu().numpy()
+
+
+def _first_argmax(torch: Any, z: Any) -> Any:
+    """Per row of ``z``, the lowest column holding its largest value (numpy's argmax; torch's may take another)."""
+    top = z.max(dim=1, keepdim=True).values
+    columns = torch.arange(z.shape[1], device=z.device)
+    return torch.where(z == top, columns, z.shape[1]).min(dim=1).values
 
 
 class _Objective:
@@ -164,6 +180,10 @@ class _Objective:
         self.last = (w.copy(), loss, grad)
         return loss, grad
 
+    def judged(self, rows: np.ndarray) -> Any:
+        """``rows`` as the fit's predictions take them (here: as they are)."""
+        return rows
+
     def penalised(self, w: np.ndarray, loss: float, grad: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
         coef = w.reshape(self.k, -1)[:, :-1]
         grad = grad.copy()
@@ -174,12 +194,53 @@ class _Objective:
         return self.penalised(w, *self.data_term(w), l2)
 
 
+class _TorchObjective(_Objective):
+    """``_Objective`` with its products on a torch device (``device``: "torch:cpu", "cuda" or "cuda:N"): the rows
+    move there once, each evaluation is the same float32 computation (IEEE float32 matmuls, no TF32), the loss summed
+    in float64, the gradient back as float64. Only the summation order differs from NumPy's."""
+
+    def __init__(self, xa: np.ndarray, y: np.ndarray, k: int, device: str) -> None:
+        import torch
+
+        super().__init__(xa, y, k)
+        self.torch = torch
+        self.device = torch.device("cpu" if device == "torch:cpu" else device)
+        self.rows = torch.from_numpy(xa).to(self.device)
+        self.own_t = torch.from_numpy(self.own).to(self.device)
+
+    def judged(self, rows: np.ndarray) -> Any:
+        return self.torch.from_numpy(rows).to(self.device)
+
+    def data_term(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+        if self.last is not None and np.array_equal(self.last[0], w):
+            return self.last[1], self.last[2]
+        torch = self.torch
+        weights = torch.from_numpy(w.reshape(self.k, -1).astype(np.float32)).to(self.device)
+        z = weights @ self.rows.T
+        z -= z.max(dim=0).values
+        flat = z.view(-1)
+        own = float(flat[self.own_t].sum(dtype=torch.float64))
+        z.exp_()
+        total = z.sum(dim=0)
+        loss = (float(total.log().sum(dtype=torch.float64)) - own) / self.n
+        z *= 1.0 / total
+        flat[self.own_t] -= 1.0
+        grad = (z @ self.rows).double().cpu().numpy().reshape(-1) / self.n
+        self.last = (w.copy(), loss, grad)
+        return loss, grad
+
+
+def _objective(xa: np.ndarray, y: np.ndarray, k: int, device: str) -> _Objective:
+    return _Objective(xa, y, k) if device == "cpu" else _TorchObjective(xa, y, k, device)
+
+
 def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, max_iter: int, check_every: int,
          patience: int, gtol: float) -> tuple[np.ndarray, int, bool]:
     """(weights, iterations, reached a stopping rule) of one C's fit from ``w0`` (module docstring)."""
     from scipy.optimize import minimize
 
     l2 = 1.0 / (C * objective.n)
+    judged = objective.judged(judged) if isinstance(judged, np.ndarray) else judged
     if objective.last is not None and np.array_equal(objective.last[0], w0):
         _, grad = objective.penalised(w0, *objective.last[1:], l2)
         if np.max(np.abs(grad)) <= gtol:
@@ -226,6 +287,7 @@ class _Settings:
     check_every: int
     patience: int
     gtol: float
+    device: str = "cpu"
 
 
 def _inner_path(scaler: Standardised, train: np.ndarray, codes: np.ndarray, k: int, fit_rows: np.ndarray,
@@ -235,7 +297,8 @@ def _inner_path(scaler: Standardised, train: np.ndarray, codes: np.ndarray, k: i
     order = sorted(range(len(s.Cs)), key=lambda i: s.Cs[i])  # the path: strong to weak
     xa, judged = scaler.rows(train[fit_rows]), scaler.rows(train[held])
     y, truth = codes[fit_rows], codes[held]
-    objective = _Objective(xa, y, k)
+    objective = _objective(xa, y, k, s.device)
+    judged = objective.judged(judged)
     w = objective.at_zero()
     weights = np.zeros((len(s.Cs), xa.shape[1] * k))
     scores, its, unfinished, predicted = np.zeros(len(s.Cs)), [0] * len(s.Cs), [], None
@@ -254,20 +317,52 @@ def _refit(scaler: Standardised, train: np.ndarray, test: np.ndarray, codes: np.
            C: float, s: _Settings) -> tuple[np.ndarray, int, bool]:
     factor = 0.5 if k == 2 else 1.0
     xa, xt = scaler.rows(train), scaler.rows(test)
-    w, its, reached = _fit(_Objective(xa, codes, k), w0, C * factor, xt, s.max_iter, s.check_every, s.patience,
-                           s.gtol)
+    objective = _objective(xa, codes, k, s.device)
+    xt = objective.judged(xt)
+    w, its, reached = _fit(objective, w0, C * factor, xt, s.max_iter, s.check_every, s.patience, s.gtol)
     return _predict(xt, w, k), its, reached
 
 
 def logistic_probe(x: np.ndarray, codes: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
                    inner: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]], Cs: Sequence[float], *,
                    max_iter: int = 1000, threads: int | None = None, check_every: int = CHECK_EVERY,
-                   patience: int = PATIENCE, gtol: float = GTOL) -> list[LogisticPath]:
+                   patience: int = PATIENCE, gtol: float = GTOL, device: str = "cpu") -> list[LogisticPath]:
     """The multinomial probe of every outer split (module docstring). ``x``: all rows (float64); ``codes``: their
     class codes; ``splits``: (train, test) row indices; ``inner[j]``: the (fit, held-out) pairs, as positions in
-    ``splits[j]``'s train rows, that choose C; ``threads``: worker threads (None: the BLAS's thread count)."""
-    settings = _Settings(tuple(float(c) for c in Cs), int(max_iter), int(check_every), int(patience), float(gtol))
+    ``splits[j]``'s train rows, that choose C; ``threads``: worker threads (None: the BLAS's thread count);
+    ``device``: where the products run (``"cpu"``: NumPy; ``"torch:cpu"``, ``"cuda"``, ``"cuda:N"``: torch, a
+    resolved ``retrieval.device.resolve_device`` name; on CUDA the fits run one after another)."""
+    settings = _Settings(tuple(float(c) for c in Cs), int(max_iter), int(check_every), int(patience), float(gtol),
+                         device)
     threads = blas_threads() if threads is None else max(1, int(threads))
+    if device == "cpu":
+        return _logistic_probe(x, codes, splits, inner, settings, threads)
+    with _torch_threads(device) as one_at_a_time:
+        return _logistic_probe(x, codes, splits, inner, settings, 1 if one_at_a_time else threads)
+
+
+@contextlib.contextmanager
+def _torch_threads(device: str) -> Iterator[bool]:
+    """IEEE float32 products (no TF32) and, on the CPU, one torch thread per fit (restored after); yields whether
+    the fits should run one after another (a CUDA device)."""
+    import torch
+
+    from vertebrae.scoring.retrieval.device import _ieee_float32
+
+    before = torch.get_num_threads()
+    cuda = device != "torch:cpu"
+    try:
+        if not cuda:
+            torch.set_num_threads(1)
+        with _ieee_float32(torch):
+            yield cuda
+    finally:
+        torch.set_num_threads(before)
+
+
+def _logistic_probe(x: np.ndarray, codes: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                    inner: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]], settings: _Settings,
+                    threads: int) -> list[LogisticPath]:
     scalers = [Standardised.fit(x, train) for train, _ in splits]
     labels = []
     for train, _ in splits:
