@@ -23,7 +23,8 @@ from vertebrae.core.errors import BudgetError, LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
 from vertebrae.core.records import check_bool, from_record, one_of, positive_int, record_fields, seed_int
-from vertebrae.core.arrays import as_matrix, check_finite, encode_row_ids, power_of_two_factor, rescaled
+from vertebrae.core.arrays import (as_matrix, binary_exponents, check_finite, encode_row_ids, power_of_two_factor,
+                                   rescaled, rows_to_unit_peak)
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 from vertebrae.scoring.kmeans_settings import check_kmeans_kwargs
 from vertebrae.scoring.class_sizes import OVERLAP_MIN_ROWS, apply_policy, check_label_pairs, check_policy, label_on_every_row
@@ -330,15 +331,11 @@ def l2_normalize(matrix: np.ndarray | sp.csr_matrix) -> np.ndarray | sp.csr_matr
 
     if sp.issparse(matrix):
         csr = sp.csr_matrix(matrix, copy=True)
-        peak = np.asarray(abs(csr).max(axis=1).toarray(), dtype=np.float64).ravel()
-        exponents = np.where(peak > 0, np.frexp(peak)[1], 0)
+        exponents = binary_exponents(abs(csr).max(axis=1).toarray().ravel())
         csr.data = np.ldexp(np.asarray(csr.data, dtype=np.float64), -np.repeat(exponents, np.diff(csr.indptr))).astype(csr.dtype)
         return normalize(csr, norm="l2", axis=1, copy=False)
     dense = np.asarray(matrix)
-    peak = np.abs(dense).max(axis=1) if dense.shape[1] else np.zeros(dense.shape[0])
-    exponents = np.where(peak > 0, np.frexp(np.asarray(peak, dtype=np.float64))[1], 0)
-    scaled = np.ldexp(np.asarray(dense, dtype=np.float64), -exponents[:, None]).astype(dense.dtype, copy=False)
-    return normalize(scaled, norm="l2", axis=1, copy=False)
+    return normalize(rows_to_unit_peak(dense).astype(dense.dtype, copy=False), norm="l2", axis=1, copy=False)
 
 
 _PAIR_BYTES = 160  # one class pair: overlapindex's pairwise entries and the result's pairwise_scores (Python objects)
