@@ -186,3 +186,50 @@ def test_the_container_key_is_validated_and_part_of_no_fingerprint(small_run, mo
     plain, boxed = plan(config), plan({**config, "container": "/images/vertebrae-custom.sif"})
     assert plain.planned() == boxed.planned() and len(plain.planned()) > 10
     assert [plain.spec_json(fp) for fp in plain.planned()] == [boxed.spec_json(fp) for fp in boxed.planned()]
+
+
+# --- docs/cloud.md: the layout and cost of a 1M x 10M retrieval benchmark ------------------------------------------
+
+def test_the_cloud_cost_script_runs_as_written_and_computes_as_the_workflow_does():
+    """The page's script runs; its memory requests and shard count are the workflow's own (the library's functions,
+    not the page's copies); its measured inputs are the ones docs/workflow.md reports; its table is what it prints."""
+    import contextlib
+    import dataclasses
+    import io
+
+    from docs_support import block
+    from vertebrae.planning.resources import AUTO_MAX_SHARDS, auto_shards, partial_mem_mb
+    from vertebrae.scoring.retrieval.config import RetrievalConfig
+
+    page = "docs/cloud.md"
+    text = block(page, "A 1,000,000 x 10,000,000 retrieval benchmark on a cluster", "python")
+    namespace, printed = {}, io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(text, page, "exec"), namespace)
+    ns = type("Script", (), namespace)
+    for max_dense_bytes in (2_000_000_000, 20_000_000_000):
+        config = dataclasses.asdict(RetrievalConfig(max_dense_bytes=max_dense_bytes))
+        for q_rows, g_rows in ((10_000, 100_000), (100_000, 1_000_000), (7, 13)):
+            assert ns.partial_mem_mb(q_rows, g_rows, max_dense_bytes) == partial_mem_mb(config, q_rows, g_rows)
+
+    class AModel:  # what auto_shards asks of an extractor: a model has weight files
+        def weight_files(self):
+            return []
+
+    assert ns.EMBED_SHARDS == auto_shards(AModel(), ns.QUERIES) == auto_shards(AModel(), ns.GALLERY) == AUTO_MAX_SHARDS
+    workflow_md = (REPO / "docs" / "workflow.md").read_text(encoding="utf-8")
+    assert "about 1.6e10 per second in the float32 scan" in workflow_md and ns.SCAN_MACS_PER_CORE_S == 1.6e10 / 2
+    assert "a job start costs 3-9 s here" in workflow_md and ns.JOB_START_S == 9
+    assert "the protocol JSON is 96 MB" in workflow_md and "50 relevant items each" in (
+        REPO / "bench" / "retrieval_scale.py").read_text(encoding="utf-8")
+    # the page's table is the script's output, row by row
+    rows = [ns.fan_out(100, 100), ns.fan_out(10, 10, max_dense_bytes=2e10)]
+    assert [str(row) for row in rows] == printed.getvalue().splitlines()[1:]
+    doc = (REPO / page).read_text(encoding="utf-8")
+    for row in rows:
+        cells = [f"{row['partial jobs']:,}", "{:,} + {:,}".format(*row["rows per job"]), f"{row['mem_mb']:,}",
+                 f"{row['GB read per job']}", f"{row['seconds per job']:,}", f"{row['pods per node']}",
+                 f"{row['CPU node-hours']}", f"{row['TB read']}", f"{row['merge job reads GB']} GB",
+                 f"{row['TB read on a shared disk']}"]
+        assert re.search(r"^\| " + re.escape(row["split"]) + r"[^|]* \| " + r" \| ".join(map(re.escape, cells)) + " |$",
+                         doc, re.M), (row, cells)

@@ -55,6 +55,8 @@ RUN_ELSEWHERE = {
         "tests/workflow/test_eval_command.py::test_the_readme_example_runs_as_written_and_its_config_plans_nothing_new",
     ("docs/models.md", "Models", "bash", 1):
         "tests/workflow/test_eval_command.py::test_the_docs_timm_example_sweeps_layers_and_its_config_plans_nothing_new",
+    ("docs/cloud.md", "A 1,000,000 x 10,000,000 retrieval benchmark on a cluster", "python", 0):
+        "tests/test_containers.py::test_the_cloud_cost_script_runs_as_written_and_computes_as_the_workflow_does",
     ("README.md", "Your own data", "yaml", 0): "tests/test_docs.py::test_the_readme_config_validates_and_runs",
     ("README.md", "The numbers papers publish", "yaml", 0):
         "tests/test_docs.py::test_the_readme_metrics_validate_and_run_beside_overlapindex",
@@ -228,13 +230,18 @@ def test_shell_block_names_what_exists(b: Block):
         elif program == "snakemake":
             for flag, value in zip(args, args[1:]):
                 if flag == "--profile":
-                    assert value == "slurm" or (REPO / value / "config.yaml").exists(), f"{b}: no profile {value}"
+                    assert value == "slurm" or any((REPO / value / name).exists() for name in (
+                        "config.yaml", "config.v8+.yaml")), f"{b}: no profile {value}"
         elif program == "pip" and args[:1] == ["install"]:
             extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
             for arg in args[1:]:
                 if match := re.fullmatch(r"vertebrae\[([\w,-]+)\]", arg):
                     unknown = set(match.group(1).split(",")) - set(extras["optional-dependencies"])
                     assert not unknown, f"{b}: no extra {sorted(unknown)} in pyproject.toml"
+        elif program in ("docker", "podman", "apptainer") or words[:4] == ["python", "-m", "pip", "wheel"]:
+            # building the job image (docs/cloud.md): the definition files it names exist
+            for arg in args:
+                assert not arg.startswith("envs/") or (REPO / arg).exists(), f"{b}: no {arg}"
         elif program == "python" and args[:1] == ["tests/tiny_models.py"]:  # fixture models built offline
             assert (REPO / args[0]).exists(), f"{b}: {args[0]}"
         elif program in (".venv/bin/python", ".venv/bin/pytest", ".ci/run"):
