@@ -242,3 +242,19 @@ def test_cuda_without_a_cuda_provider_is_refused_by_validate(models, tmp_path):
     with pytest.raises(ConfigError, match=r"benchmarks\.iris\.extractors\.net\.device is 'cuda', but this onnxruntime "
                                           r"\(.*\) has no CUDAExecutionProvider"):
         plan(config, base_dir=tmp_path)
+
+
+def test_the_docs_python_example_runs_as_written(models, tmp_path, monkeypatch, capsys):
+    """docs/models.md's OnnxExtractor block, with the tiny BERT and its tokenizer where it names them."""
+    import shutil
+
+    from docs_support import block
+
+    (tmp_path / "models").mkdir()
+    shutil.copy(models.root / "bert.onnx", tmp_path / "models" / "bert.onnx")
+    shutil.copytree(models.tokenizer, tmp_path / "models" / "bert-tokenizer")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block("docs/models.md", "Models", "python", 1), "docs/models.md", "exec"), namespace)
+    assert namespace["rows"].shape == (2, 16) and namespace["rows"].dtype == np.float32
+    assert capsys.readouterr().out.startswith("(2, 16) ")
