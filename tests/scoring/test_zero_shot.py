@@ -224,3 +224,15 @@ def test_collapsed_samples_and_coinciding_prototypes_are_flagged_not_aggregate_v
     dot = ZeroShotScorer(ZeroShotConfig(similarity="dot")).score(X, P, ["a", "b"], class_labels=["a", "b"],
                                                                  prompt_labels=["a", "b"])
     assert "degenerate" not in dot.metadata and dot.aggregate_valid
+
+
+def test_zero_shot_rescales_exactly_outside_the_shared_ordinary_band():
+    """The band is core.arrays' (peaks in [2**-100, 2**100)): a peak just below 2**-100 is brought to [0.5, 1)."""
+    from vertebrae.core.arrays import ORDINARY_EXPONENT
+    from vertebrae.scoring.zero_shot import _scale_free
+
+    base = np.array([[0.75, -0.5], [0.25, 0.625]])
+    inside = base * 2.0 ** -(ORDINARY_EXPONENT - 1)
+    assert _scale_free(inside) is inside
+    below = base * 2.0 ** -ORDINARY_EXPONENT  # peak 0.75 * 2**-100, in [2**-101, 2**-100)
+    np.testing.assert_array_equal(_scale_free(below), base)

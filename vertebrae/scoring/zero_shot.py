@@ -43,7 +43,8 @@ from vertebrae.core.errors import ArtifactError, BudgetError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.core.labels import describe_key, semantic_key, semantic_keys
 from vertebrae.core.records import cutoffs, from_record, non_negative_int, one_of, positive_int
-from vertebrae.core.arrays import check_finite, encode_row_ids, paired_matrices, power_of_two_factor, rescaled
+from vertebrae.core.arrays import (check_finite, encode_row_ids, is_ordinary, paired_matrices, peak_exponent,
+                                   power_of_two_factor, rescaled)
 from vertebrae.scoring.degenerate import detect_collapse, is_invalid, warn_collapse
 
 __all__ = ["ZeroShotConfig", "ZeroShotResult", "ZeroShotScorer", "admit", "build_prototypes", "score_encoded"]
@@ -151,8 +152,10 @@ def build_prototypes(prompts: np.ndarray, prompt_class: np.ndarray, n_classes: i
 
 
 def _scale_free(matrix: Any) -> Any:
-    factor = power_of_two_factor(matrix)
-    return matrix if 2.0 ** -100 <= factor <= 2.0 ** 100 else rescaled(matrix, factor)
+    """``matrix`` itself when its scale is ordinary (``is_ordinary``), else brought to a peak in [0.5, 1) by a power
+    of two (exact)."""
+    exponent = peak_exponent(matrix)
+    return matrix if is_ordinary(exponent) else rescaled(matrix, power_of_two_factor(matrix))
 
 
 def _check_cosine_rows(samples: Any, sample_ids: Sequence[str]) -> None:
