@@ -22,7 +22,8 @@ Rows by ``modality``:
 A 3-D output (rows x tokens x dims) is pooled: ``mean`` (over the attention mask for text; over every token
 otherwise) or ``cls`` (the first token); ``normalize`` L2-normalises the rows. ``device``: ``cpu`` (default,
 CPUExecutionProvider), ``cuda`` / ``cuda:N`` (CUDAExecutionProvider on that GPU, refused when onnxruntime lacks it),
-or ``auto`` (CUDA when onnxruntime has it, else the CPU).
+or ``auto`` (CUDA when onnxruntime has it, else the CPU). The session's intra-op threads follow ``OMP_NUM_THREADS``
+when it is set (Snakemake sets it from a rule's ``threads``; onnxruntime itself ignores it).
 
 Recipe: the SHA-256 of the model file and of each external data file (by its name in the graph), the input /
 output names, pooling, normalisation, modality, the image transform's import path or the tokenizer folder's file
@@ -360,8 +361,12 @@ class OnnxExtractor(Extractor):
         if self._state is None:
             import onnxruntime
 
+            options = onnxruntime.SessionOptions()
+            threads = os.environ.get("OMP_NUM_THREADS", "")
+            if threads.isdigit() and int(threads) > 0:  # a workflow job's threads (onnxruntime ignores the variable)
+                options.intra_op_num_threads = int(threads)
             try:
-                session = onnxruntime.InferenceSession(str(self.path), providers=self.providers())
+                session = onnxruntime.InferenceSession(str(self.path), sess_options=options, providers=self.providers())
             except Exception as exc:  # noqa: BLE001 - onnxruntime's own error types (Fail, InvalidGraph, ...)
                 raise ValidationError(f"extractor {self.name!r}: onnxruntime cannot load {self.path}: {exc}") from None
             if self.device.startswith("cuda") and "CUDAExecutionProvider" not in session.get_providers():
