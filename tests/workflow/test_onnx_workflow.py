@@ -1,14 +1,27 @@
 """type: onnx in the workflow: a tiny MLP written as an ONNX graph in the test embeds iris (the torch-exported
 models and their torch oracles are in tests/extractors/test_onnx_model.py); the embeddings equal
 onnxruntime run directly on the rows, the report equals the in-process benchmark's, and a changed model file
-(same path) reruns the embedding job."""
+(same path) reruns the embedding job; before it, `vertebrae validate` refuses a model with two inputs."""
 
 from __future__ import annotations
+
+import subprocess
 
 import numpy as np
 
 from vertebrae.planning import benchmarks_from_config
-from workflow_support import comparable, job_counts, snakemake, write_config, written_report
+from workflow_support import BIN, comparable, job_counts, snakemake, write_config, written_report
+
+
+def _write_two_inputs(path) -> None:
+    """x + y: a graph with two inputs, which numeric rows cannot both feed."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Add", ["x", "y"], ["s"])], "two",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["b", 4]) for n in ("x", "y")],
+                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["b", 4])])
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
 def _write_mlp(path, seed: int) -> None:
@@ -44,6 +57,16 @@ def test_onnx_model_through_the_workflow(tmp_path, monkeypatch):
             "scoring": {"k": 5},
         }},
     }
+    # first a model with two inputs and no input_name: vertebrae validate refuses it, naming the key and both names
+    _write_two_inputs(tmp_path / "models" / "two.onnx")
+    bad = {"benchmarks": {"iris_onnx": {**config["benchmarks"]["iris_onnx"],
+                                        "extractors": {"two": {"type": "onnx", "path": "models/two.onnx"}}}}}
+    write_config(tmp_path, bad)
+    proc = subprocess.run([str(BIN / "vertebrae"), "validate", "config/config.yaml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert ("benchmarks.iris_onnx.extractors.two.input_name: models/two.onnx has 2 inputs ('x', 'y'); name the one "
+            "to use with input_name") in proc.stderr
     write_config(tmp_path, config)
     snakemake(tmp_path)
     [merged] = [read_embeddings(p, fingerprint=p.stem) for p in (tmp_path / "results" / "embeddings").glob("*.h5")]
