@@ -228,6 +228,23 @@ def test_bad_declarations_are_refused_naming_key_and_value(models, tmp_path):
         build_extractor("t", {"type": "onnx", "path": mlp, "device": "mps"}, where="x")
 
 
+def test_a_3d_output_of_numeric_rows_is_pooled_over_every_token(tmp_path):
+    """A graph whose output stacks x and 2x as two tokens: cls is x, mean is 1.5x (written with onnx.helper)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Unsqueeze", ["x", "axis"], ["t0"]), helper.make_node("Add", ["t0", "t0"], ["t1"]),
+             helper.make_node("Concat", ["t0", "t1"], ["tokens"], axis=1)]
+    graph = helper.make_graph(nodes, "tokens", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4])],
+                              [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, ["b", 2, 4])],
+                              initializer=[numpy_helper.from_array(np.array([1], dtype=np.int64), "axis")])
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "t.onnx"))
+    rows = np.arange(12, dtype=np.float32).reshape(3, 4)
+    decl = {"type": "onnx", "path": str(tmp_path / "t.onnx"), "batch_size": 2}
+    np.testing.assert_array_equal(build_extractor("t", {**decl, "pooling": "cls"}, where="x").transform(rows), rows)
+    np.testing.assert_array_equal(build_extractor("t", {**decl, "pooling": "mean"}, where="x").transform(rows), 1.5 * rows)
+
+
 def test_cuda_without_a_cuda_provider_is_refused_by_validate(models, tmp_path):
     import onnxruntime
 

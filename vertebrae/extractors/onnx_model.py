@@ -425,7 +425,8 @@ class OnnxExtractor(Extractor):
         tokens = self._state[1](list(texts), padding=True, truncation=self.max_length is not None,
                                 max_length=self.max_length, return_tensors="np")
         ids = np.asarray(tokens["input_ids"])
-        feed = {name: self._cast(name, tokens[name] if name in tokens else np.zeros_like(ids))
+        absent = {"attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}  # a tokenizer without
+        feed = {name: self._cast(name, tokens[name] if name in tokens else absent.get(name, ids))  # them: no padding
                 for name in self.input_names}
         mask = tokens["attention_mask"] if "attention_mask" in tokens else None
         return feed, mask
