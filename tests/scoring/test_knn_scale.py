@@ -86,3 +86,30 @@ def test_the_metric_does_not_depend_on_blocks_or_threads(monkeypatch):
         with threadpool_limits(threads):
             assert KNNMetric(k=9, weighting="temperature").compute(x, targets, row_ids=None, seed=0).to_dict() \
                 == reference
+
+
+def test_the_search_follows_the_memory_budget(integer_rows):
+    """``memory_config`` (``MemoryConfig.max_resident_bytes``, shared by the worker threads) bounds the search's
+    working memory: a small budget gives the same result as the default, with smaller score blocks and a smaller
+    peak; the budget stays out of the recipe (no result depends on it)."""
+    from vertebrae import MemoryConfig
+
+    gallery, queries = integer_rows
+    y = np.arange(6000) % 5
+    x = gallery[:6000] + 10.0 * np.eye(5, DIMS)[y]  # classes apart, exact ties everywhere
+    targets = classification_targets(y)
+    small = KNNMetric(k=K, folds=2, memory_config=MemoryConfig(max_resident_bytes=2**21))
+    with threadpool_limits(2):
+        default, bounded = KNNMetric(k=K, folds=2).search(3000, 3000, DIMS), small.search(3000, 3000, DIMS)
+        assert bounded["block_bytes"] == 2**20 and default["block_bytes"] == knn.BLOCK_BYTES
+        assert bounded["query_rows"] * bounded["gallery_rows"] < default["query_rows"] * default["gallery_rows"] / 8
+        reference = KNNMetric(k=K, folds=2).compute(x, targets, row_ids=None, seed=0).to_dict()  # and warm-up
+        peaks = []
+        for metric in (KNNMetric(k=K, folds=2), small):
+            tracemalloc.start()
+            result = metric.compute(x, targets, row_ids=None, seed=0).to_dict()
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+            assert result == reference
+        assert small.recipe() == KNNMetric(k=K, folds=2).recipe()
+    assert peaks[1] < peaks[0] / 4, peaks

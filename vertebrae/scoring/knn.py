@@ -5,7 +5,9 @@ positive multiple of an embedding scores the same, subnormal rows included); an 
 test row's neighbours are the ``k`` train rows of highest cosine similarity ``s`` (ties: the train row first in row
 order), found by a blocked exact search (``top_k``): a block of test rows against a block of train rows at a time,
 about ``BLOCK_BYTES`` (64 MiB) of working memory per worker thread, never a test x train matrix, the same neighbours
-as a brute-force search over the whole matrix. Test blocks run on as many worker threads (single-threaded BLAS
+as a brute-force search over the whole matrix. ``memory_config`` (a ``MemoryConfig``; Python only, not in the
+recipe) bounds it further: the workers together stay within ``max_resident_bytes`` (``KNNMetric.search`` gives the
+per-worker budget and the block shape a fold gets). Test blocks run on as many worker threads (single-threaded BLAS
 each) as the BLAS may use; neither the blocks nor the thread count changes a neighbour.
 Each neighbour votes for its class with weight 1 (``weighting="uniform"``) or ``exp(s / T)`` (``"temperature"``,
 DINO's weighting, ``T`` = ``temperature``, default 0.07); the prediction is the class with the largest vote
@@ -27,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from vertebrae.core.errors import ValidationError
+from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.memory import MemoryConfig
 from vertebrae.scoring.labelled_common import (
     BuiltinMetric, check_name, check_policy, choice, classification_scores, flag, fold_plan, l2_normalised, parse_split, per_sample,
     positive, positive_float, sample_paired, small_classes_entry, split_group_warnings,
@@ -95,6 +98,25 @@ def _admit(best: tuple[np.ndarray, np.ndarray], scores: np.ndarray, offset: int,
     return index, score
 
 
+def search_blocks(n_gallery: int, n_queries: int, width: int, itemsize: int, block_bytes: int | None = None,
+                  workers: int = 1) -> tuple[int, int]:
+    """(query rows, gallery rows) of one score block of ``top_k``'s search, so that a worker's score block, its
+    partitioned copy and mask, and the two row blocks (``width`` columns, gathered as float64 at most) fit
+    ``block_bytes`` (default ``BLOCK_BYTES``); never fewer than one row a side."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else int(block_bytes)
+    per_pair = 2 * itemsize + 1  # score, partitioned copy, mask
+    cols = max(1, min(n_gallery, _GALLERY_BLOCK, (block_bytes - width * 8) // (per_pair + width * 8)))
+    rows = max(1, min(-(-n_queries // workers), (block_bytes - cols * width * 8) // (cols * per_pair + width * 8)))
+    return int(rows), int(cols)
+
+
+def budget_bytes(memory: MemoryConfig | None, workers: int) -> int:
+    """Working memory of one search worker under ``memory``: ``BLOCK_BYTES``, or less where the budget
+    (``MemoryConfig.max_resident_bytes``, shared by the ``workers`` threads) is smaller."""
+    budget = None if memory is None else memory.max_resident_bytes
+    return BLOCK_BYTES if budget is None else max(1, min(BLOCK_BYTES, budget // max(1, workers)))
+
+
 def top_k(gallery: np.ndarray, queries: np.ndarray, k: int, *, gallery_rows: np.ndarray | None = None,
           query_rows: np.ndarray | None = None, block_bytes: int | None = None, threads: int | None = None
           ) -> tuple[np.ndarray, np.ndarray]:
@@ -113,11 +135,8 @@ def top_k(gallery: np.ndarray, queries: np.ndarray, k: int, *, gallery_rows: np.
 
     n_gallery = gallery.shape[0] if gallery_rows is None else len(gallery_rows)
     n_queries = queries.shape[0] if query_rows is None else len(query_rows)
-    width, block_bytes = gallery.shape[1], BLOCK_BYTES if block_bytes is None else int(block_bytes)
-    per_pair = 2 * gallery.itemsize + 1  # score, partitioned copy, mask
-    cols = max(1, min(n_gallery, _GALLERY_BLOCK, (block_bytes - width * 8) // (per_pair + width * 8)))
     workers = blas_threads() if threads is None else max(1, int(threads))
-    rows = int(max(1, min(-(-n_queries // workers), (block_bytes - cols * width * 8) // (cols * per_pair + width * 8))))
+    rows, cols = search_blocks(n_gallery, n_queries, gallery.shape[1], gallery.itemsize, block_bytes, workers)
     index = np.empty((n_queries, k), dtype=np.int64)
     score = np.empty((n_queries, k), dtype=gallery.dtype)
 
@@ -171,8 +190,11 @@ class KNNMetric(BuiltinMetric):
 
     def __init__(self, k: int = 20, weighting: str = "uniform", temperature: float = 0.07, folds: int = 5,
                  split: Any = None, primary: str = "accuracy", group_folds: bool = True, small_classes: str = "refuse",
-                 *, name: str = "knn") -> None:
+                 *, name: str = "knn", memory_config: MemoryConfig | None = None) -> None:
         owner = "KNNMetric"
+        if memory_config is not None and not isinstance(memory_config, MemoryConfig):
+            raise ConfigError(f"{owner}: memory_config must be a MemoryConfig or None, got {type(memory_config).__name__}")
+        self.memory_config = memory_config  # working memory only: no result depends on it, so not in the recipe
         self.name = check_name(name, owner)
         self.k = positive(k, owner, "k")
         self.weighting = choice(weighting, ("uniform", "temperature"), owner, "weighting")
@@ -202,6 +224,17 @@ class KNNMetric(BuiltinMetric):
             raise ValidationError(f"{where}: key 'k' = {self.k} must be below the {smallest} train rows")
         return codes, splits, grouped, notes
 
+    def search(self, n_train: int, n_test: int, width: int) -> dict[str, int]:
+        """The blocked search's working memory per worker (``block_bytes``, from ``memory_config``), its worker
+        threads and the (``query_rows``, ``gallery_rows``) of a score block, for a fold of ``n_train`` x ``n_test``
+        float64 rows of ``width`` columns."""
+        from vertebrae.scoring.probe_solver import blas_threads
+
+        workers = blas_threads()
+        block_bytes = budget_bytes(self.memory_config, workers)
+        rows, cols = search_blocks(n_train, n_test, width, 8, block_bytes, workers)
+        return {"block_bytes": block_bytes, "workers": workers, "query_rows": rows, "gallery_rows": cols}
+
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
         matrix, keys, where, (codes, splits, grouped, notes) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
@@ -209,8 +242,10 @@ class KNNMetric(BuiltinMetric):
         x = l2_normalised(matrix, keys, where)
         tests, outputs = [], []
         for train, test in splits:
+            search = self.search(len(train), len(test), x.shape[1])
             indices, weights = neighbour_votes(x, x, self.k, self.weighting, self.temperature, train_rows=train,
-                                               test_rows=test)
+                                               test_rows=test, block_bytes=search["block_bytes"],
+                                               threads=search["workers"])
             if regression:
                 values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1)[train]
                 outputs.append(np.einsum("nk,nkd->nd", weights, values[indices]) / weights.sum(axis=1)[:, None])
@@ -232,4 +267,4 @@ class KNNMetric(BuiltinMetric):
         return MetricResult(self.name, scores[self.primary], True, diagnostics, warnings, metadata)
 
 
-__all__ = ["BLOCK_BYTES", "KNNMetric", "neighbour_votes", "r2", "top_k", "vote"]
+__all__ = ["BLOCK_BYTES", "KNNMetric", "budget_bytes", "neighbour_votes", "r2", "search_blocks", "top_k", "vote"]
