@@ -146,6 +146,9 @@ def test_a_server_is_used_only_on_its_host_and_in_its_allocation():
     assert server_path({SERVER_ENV: f"{host}:17:{path}", "SLURM_JOB_ID": "18"}) is None
     assert server_path({SERVER_ENV: f"other-{host}::{path}"}) is None
     assert server_path({SERVER_ENV: "off"}) is None and server_path({}) is None
+    # a job in an Apptainer / Singularity container (the host's /tmp bound in): it runs in its image
+    assert server_path({SERVER_ENV: f"{host}::{path}", "APPTAINER_CONTAINER": "/images/vertebrae.sif"}) is None
+    assert server_path({SERVER_ENV: f"{host}::{path}", "SINGULARITY_CONTAINER": "/images/vertebrae.sif"}) is None
 
 
 def test_a_server_ends_when_its_run_is_gone(tmp_path):

@@ -34,11 +34,18 @@ def server_value(path: str, environ: Mapping[str, str]) -> str:
     return f"{socket.gethostname()}:{environ.get('SLURM_JOB_ID', '')}:{path}"
 
 
+#: Set inside an Apptainer / Singularity container: a job there runs in the image, never handed to a host server
+#: (the host's /tmp, where the server's socket lives, is bound into the container).
+CONTAINER_ENV = ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
+
+
 def server_path(environ: Mapping[str, str]) -> str | None:
-    """The socket path of a server this process may use (same host, same SLURM job or none), else None."""
+    """The socket path of a server this process may use (same host, same SLURM job or none, not in a container),
+    else None."""
     host, _, rest = environ.get(SERVER_ENV, "").partition(":")
     job, _, path = rest.partition(":")
-    if not path or host != socket.gethostname() or job != environ.get("SLURM_JOB_ID", ""):
+    if (not path or host != socket.gethostname() or job != environ.get("SLURM_JOB_ID", "")
+            or any(environ.get(name) for name in CONTAINER_ENV)):
         return None
     return path
 
