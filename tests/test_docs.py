@@ -37,6 +37,8 @@ SCHEMA = yaml.safe_load(reference.SCHEMA.read_text(encoding="utf-8"))
 
 # Python blocks (and full configs) run by a test elsewhere, next to the code they exercise
 RUN_ELSEWHERE = {
+    ("docs/protocols/target-views.md", "In Python", "python", 0):
+        "tests/data/test_target_views.py::test_an_embedding_of_the_site_is_reported_as_encoding_the_nuisance",
     ("docs/statistics.md", "Is the leader really ahead?", "python", 0):
         "tests/results/test_comparison.py::test_the_readme_snippet_runs_as_written",
     ("docs/data.md", "Your own data in the workflow", "yaml", 0):

@@ -8,20 +8,23 @@ three levels of a hierarchy score as direct calls on each level's labels. Refusa
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 
 import numpy as np
 import overlapindex
 import pytest
 from sklearn.preprocessing import normalize
 
-from vertebrae import (BenchmarkDataset, CallableExtractor, ConfigError, DatasetIdentity, Hierarchy,
-                       OverlapScoringConfig, TargetView, ViewsBenchmark)
+from docs_support import block
+from vertebrae import BenchmarkDataset, CallableExtractor, ConfigError, DatasetIdentity, Hierarchy
 from vertebrae.core.labels import semantic_key
 from vertebrae.data.target_views import hierarchy_levels, same_partition
 from vertebrae.data.targets import build_targets
 from vertebrae.scoring.paired.rows import RowResamplingConfig
 
+DOCS = "docs/protocols/target-views.md"
 N_PER, N_SPECIES = 12, 8
 PARENTS = {**{s: f"g{s // 2}" for s in range(N_SPECIES)}, **{f"g{g}": f"f{g // 2}" for g in range(4)}}
 
@@ -58,11 +61,15 @@ def toy():
     X, species, site = toy_rows()
     dataset = BenchmarkDataset.from_embeddings(X, species.tolist(), identity=DatasetIdentity.declared("toy", "1"))
     extractors = [CallableExtractor("task", task_part), CallableExtractor("site", site_part)]
-    bench = ViewsBenchmark(dataset, extractors, name="toy",
-                           targets={"species": TargetView("species"), "site": {"values": site, "role": "nuisance"}},
-                           hierarchy=Hierarchy(parents=PARENTS, levels=("family", "genus", "leaf")),
-                           scoring_config=OverlapScoringConfig(k=2), row_resampling=RowResamplingConfig(resamples=20))
-    return X, species, site, bench.run()
+    # the docs' snippet, as written (but for fewer row resamples), on this data
+    text = block(DOCS, "In Python", "python").replace("scoring_config=OverlapScoringConfig(k=2),",
+                                                      "scoring_config=OverlapScoringConfig(k=2), row_resampling=rows,")
+    namespace = {"dataset": dataset, "extractors": extractors, "site": site, "parents": PARENTS,
+                 "rows": RowResamplingConfig(resamples=20)}
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        exec(compile(text, DOCS, "exec"), namespace)
+    assert "target views" in printed.getvalue()
+    return X, species, site, namespace["result"]
 
 
 def test_each_view_scores_as_overlapindex_called_directly(toy):
