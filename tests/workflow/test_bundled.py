@@ -131,6 +131,7 @@ def test_the_wheel_carries_the_repository_workflow_files(wheel):
 def test_from_a_checkout_the_bundled_workflow_is_the_repository_own():
     assert snakefile() == REPO / "Snakefile" and workflow_dir() == REPO
     assert packaged_profile("slurm") == REPO / "profiles" / "slurm" and packaged_profile("nope") is None
+    assert packaged_profile("kubernetes") == REPO / "profiles" / "kubernetes"  # config.v8+.yaml only
 
 
 def test_profile_args_use_a_packaged_profile_only_where_the_user_has_none(tmp_path, monkeypatch):

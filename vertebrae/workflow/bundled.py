@@ -47,9 +47,12 @@ def snakefile() -> Path:
 
 
 def packaged_profile(name: str) -> Path | None:
-    """The packaged profile folder ``profiles/NAME`` (``default``, ``slurm``), or None when there is none."""
+    """The packaged profile folder ``profiles/NAME`` (``default``, ``slurm``, ``kubernetes``), or None when there is
+    none: a folder holding ``config.yaml`` or a versioned ``config.vX+.yaml``, the files Snakemake reads."""
     path = workflow_dir() / "profiles" / name
-    return path if name and "/" not in name and (path / "config.yaml").is_file() else None
+    if not name or "/" in name or not path.is_dir():
+        return None
+    return path if (path / "config.yaml").is_file() or any(path.glob("config.v*+.yaml")) else None
 
 
 def profile_folders() -> tuple[Path, ...]:
