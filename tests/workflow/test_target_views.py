@@ -12,8 +12,19 @@ import overlapindex
 import yaml
 from sklearn.preprocessing import normalize
 
+from vertebrae import (BenchmarkDataset, CallableExtractor, DatasetIdentity, Hierarchy, OverlapScoringConfig,
+                       ViewsBenchmark)
 from vertebrae.core.labels import semantic_key
+from vertebrae.scoring.paired.rows import RowResamplingConfig
 from workflow_support import snakemake
+
+
+def task_columns(x):
+    return x[:, :4]
+
+
+def site_columns(x):
+    return x[:, 4:]
 
 
 def _data(root):
@@ -75,6 +86,17 @@ def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypat
     oracle.fit(normalize(site_emb), np.array([semantic_key(s) for s in site.tolist()], dtype=object))
     assert views["table"]["site"]["site"] == scored["site"]["primary_score"] == float(oracle.index)
     assert views["table"]["task"]["leaf"] == views["table"]["task"]["species"]  # the leaf is the dataset's target
+    # the in-process twin (ViewsBenchmark, same settings) gives the very same table
+    data = np.load(tmp_path / "data.npz")
+    dataset = BenchmarkDataset.from_embeddings(np.hstack([data["embeddings"], site_emb]), data["labels"].tolist(),
+                                               identity=DatasetIdentity.declared("toy", "1"))
+    parents = {0: "g0", 1: "g0", 2: "g1", 3: "g2", "g0": "f0", "g1": "f0", "g2": "f1"}
+    in_process = ViewsBenchmark(dataset, [CallableExtractor("site", site_columns), CallableExtractor("task", task_columns)],
+                                name="toy", targets={"species": {}, "site": {"values": site, "role": "nuisance"}},
+                                hierarchy=Hierarchy(parents=parents, levels=("family", "genus", "leaf")),
+                                scoring_config=OverlapScoringConfig(k=2), row_resampling=RowResamplingConfig(mode="class"),
+                                ).run()
+    assert in_process.summary["table"] == views["table"] and in_process.summary["rankings"] == views["rankings"]
     markdown = (tmp_path / "results/reports/toy/views.md").read_text(encoding="utf-8")
     assert "site (nuisance, lower is better)" in markdown and "Score by hierarchy level" in markdown
     assert (tmp_path / "results/reports/toy/views.png").read_bytes()[:4] == b"\x89PNG"

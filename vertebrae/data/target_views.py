@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.fingerprint import canonical_json, sha256_hex
 from vertebrae.core.labels import semantic_key
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.data.targets import TARGET_TYPES, Targets, build_targets
@@ -149,9 +150,9 @@ class TargetView:
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
 
-    def recipe(self, base_dir: Path) -> dict[str, Any] | None:
+    def recipe(self, base_dir: Path, targets: Targets | None = None) -> dict[str, Any] | None:
         """What determines this view's targets (None: the dataset's own target, whose recipe is the dataset's):
-        not its name nor its role, which only the report reads."""
+        not its name nor its role, which only the report reads. In process (``values``), the digest of ``targets``."""
         if self.is_default:
             return None
         out: dict[str, Any] = {"type": self.type, "label_dtype": self.label_dtype}
@@ -162,14 +163,12 @@ class TargetView:
         elif self.file is not None:
             out.update(file=_digest(base_dir / self.file), id_column=self.id_column, label_column=self.label_column)
         elif self.values is not None:
-            out["values"] = [semantic_key(v) for v in _plain(self.values)]
+            if targets is None:
+                raise ValidationError(f"targets.{self.name}: the recipe of in-process values needs their targets")
+            out["values"] = sha256_hex(canonical_json(targets.to_payload()))
         if self.hierarchy is not None:
             out.update(hierarchy=self.hierarchy.recipe(base_dir), level=self.level)
         return out
-
-
-def _plain(values: Any) -> list:
-    return list(values.tolist() if isinstance(values, np.ndarray) else values)
 
 
 def _digest(path: Path) -> str:
@@ -420,7 +419,7 @@ def resolve_views(views: Sequence[TargetView], hierarchy: Hierarchy | None, base
     for view in views:
         targets = load(view)
         own = targets.to_payload() == base.targets.to_payload()  # the dataset's own target, however named
-        resolved.append(ResolvedView(view, targets, None if own else view.recipe(base_dir)))
+        resolved.append(ResolvedView(view, targets, None if own else view.recipe(base_dir, targets)))
     if hierarchy is not None:
         hwhere = f"{where}.hierarchy"
         if hierarchy.column is not None:
