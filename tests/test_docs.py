@@ -59,6 +59,8 @@ RUN_ELSEWHERE = {
         "tests/workflow/test_eval_command.py::test_the_docs_timm_example_sweeps_layers_and_its_config_plans_nothing_new",
     ("docs/models.md", "Models", "python", 1):
         "tests/extractors/test_onnx_model.py::test_the_docs_python_example_runs_as_written",
+    ("docs/models.md", "Models", "python", 2):
+        "tests/extractors/test_checkpoints.py::test_the_docs_snippet_scores_each_checkpoint_as_the_plain_candidate",
     ("docs/cloud.md", "A 1,000,000 x 10,000,000 retrieval benchmark on a cluster", "python", 0):
         "tests/test_containers.py::test_the_cloud_cost_script_runs_as_written_and_computes_as_the_workflow_does",
     ("README.md", "Your own data", "yaml", 0): "tests/test_docs.py::test_the_readme_config_validates_and_runs",

@@ -199,6 +199,29 @@ def make_mlp(width: int = 8, out: int = 3, dropout: float = 0.5):
                                torch.nn.Linear(16, out))
 
 
+def train_mlp_checkpoints(folder: Path, steps=(1, 2, 3, 4), *, width: int = 8):
+    """``make_mlp(width)`` trained by SGD on 48 rows of 3 classes, its state dict saved after each step in ``steps``
+    as ``folder/step_{N}.safetensors`` (header metadata ``step``: 100 N); returns (rows, labels)."""
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    y = np.repeat([0, 1, 2], 16)
+    X = np.random.default_rng(0).normal(size=(len(y), width)).astype(np.float32)
+    X[:, 0] += 1.2 * y
+    module = make_mlp(width)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.5)
+    for step in range(1, max(steps) + 1):
+        loss = torch.nn.functional.cross_entropy(module(torch.from_numpy(X)), torch.from_numpy(y))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step in steps:
+            save_file(module.state_dict(), str(folder / f"step_{step}.safetensors"), metadata={"step": str(step * 100)})
+    return X, np.array(["a", "b", "c"])[y]
+
+
 def char_counts(rows):
     """Texts -> a (rows, 8) tensor of letter counts for a-h."""
     import torch

@@ -48,6 +48,7 @@ _EXPORTS = {
     "vertebrae.extractors.open_clip": ("OpenCLIPExtractor",),
     "vertebrae.extractors.huggingface": ("HFMultimodalExtractor", "HFTextExtractor", "HFVisionExtractor"),
     "vertebrae.extractors.torch_module": ("TorchExtractor",),
+    "vertebrae.extractors.checkpoints": ("CheckpointSweep",),
     "vertebrae.extractors.timm_models": ("TimmExtractor",),
     "vertebrae.extractors.sentence_transformer_model": ("SentenceTransformerExtractor",),
     "vertebrae.core.inputs": ("RawInputs",),

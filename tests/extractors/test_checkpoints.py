@@ -5,7 +5,6 @@ candidate scores it."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ import pytest
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.extractors.checkpoints import (
-    CheckpointSweep,
     checkpoint_series,
     checkpoint_step,
     expand_checkpoint_sweeps,
@@ -21,38 +19,15 @@ from vertebrae.extractors.checkpoints import (
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.planning.config import validate_config
 from vertebrae.stages.common import embedding_recipe
+from tiny_models import train_mlp_checkpoints
 
 STEPS = (1, 2, 3, 4)
-
-
-def train_checkpoints(folder, steps=STEPS, *, width: int = 8):
-    """A tiny MLP (tiny_models.make_mlp) trained by SGD on 3 separable-ish classes, its state dict saved after each
-    step as ``folder/step_{N}.safetensors``; returns (rows, labels)."""
-    import torch
-    from safetensors.torch import save_file
-    from tiny_models import make_mlp
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    y = np.repeat([0, 1, 2], 16)
-    X = rng.normal(size=(len(y), width)).astype(np.float32)
-    X[:, 0] += 1.2 * y
-    module = make_mlp(width)
-    optimizer = torch.optim.SGD(module.parameters(), lr=0.5)
-    for step in range(1, max(steps) + 1):
-        loss = torch.nn.functional.cross_entropy(module(torch.from_numpy(X)), torch.from_numpy(y))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if step in steps:
-            save_file(module.state_dict(), str(folder / f"step_{step}.safetensors"), metadata={"step": str(step * 100)})
-    return X, np.array(["a", "b", "c"])[y]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("checkpoints")
-    X, labels = train_checkpoints(root / "ckpts")
+    X, labels = train_mlp_checkpoints(root / "ckpts", STEPS)
     return root, X, labels
 
 
@@ -155,25 +130,41 @@ def test_step_series_find_checkpoints_and_layer_grids():
                                                               {"step": 20, "candidate": "vit@20@4"}]}]
 
 
-def test_python_sweep_scores_each_checkpoint_as_the_plain_candidate(run):
+def test_the_docs_snippet_scores_each_checkpoint_as_the_plain_candidate(tmp_path, monkeypatch):
+    """docs/models.md's CheckpointSweep block, as written, on checkpoints of a tiny MLP (mypkg.model:build) and 10
+    separated classes (paired over classes: no row-resampled comparison)."""
+    from docs_support import block
+
     from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity
-    from vertebrae.reports.steps import step_figure, step_series
+    from vertebrae.reports.figures import report_figures
+    from vertebrae.reports.steps import with_step_definitions, with_step_series
 
-    root, X, labels = run
-    decl = {k: v for k, v in _net(root).items() if k != "checkpoints"}
-    sweep = CheckpointSweep("net", decl, str(root / "ckpts" / "step_*.safetensors"))
-    assert sweep.steps == {f"net@{s}": s for s in STEPS}
-    plain = build_extractor("plain", {**decl, "weights": str(root / "ckpts" / "step_3.safetensors")}, where="p")
-    dataset = BenchmarkDataset.from_arrays(X, labels, identity=DatasetIdentity.declared("toy", "1"))
-    from vertebrae.scoring.paired.rows import RowResamplingConfig
-
-    # paired over the 3 classes (no row-resampled comparison: 200 OverlapIndex fits a candidate)
-    result = Benchmark(dataset, [*sweep, plain], name="toy", row_resampling=RowResamplingConfig(mode="class")).run()
-    (series,) = step_series(result.to_dict(), sweep)
+    train_mlp_checkpoints(tmp_path / "runs" / "a", (1, 2))
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "model.py").write_text("from tiny_models import make_mlp as build\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(1)
+    classes = np.repeat(np.arange(10), 6)
+    X = (rng.normal(size=(10, 8)) * 3)[classes] + rng.normal(size=(60, 8)) * 0.3
+    dataset = BenchmarkDataset.from_arrays(X.astype(np.float32), np.array([f"c{c}" for c in classes]),
+                                           identity=DatasetIdentity.declared("runs", "1"))
+    namespace = {"dataset": dataset}
+    exec(compile(block("docs/models.md", "Models", "python", 2), "docs/models.md", "exec"), namespace)
+    sweep, result, (series,) = namespace["sweep"], namespace["result"], namespace["series"]
+    assert sweep.steps == {"net@1": 1, "net@2": 2} and (tmp_path / "steps.png").stat().st_size > 0
     scores = {c.name: c.primary_score for c in result.extractor_results}
-    assert [p["step"] for p in series["points"]] == list(STEPS)
-    assert [p["score"] for p in series["points"]] == [scores[f"net@{s}"] for s in STEPS]
-    assert series["points"][2]["score"] == scores["plain"] and all(math.isfinite(scores[n]) for n in scores)
-    figure = step_figure([series])
-    assert figure.axes[0].get_legend_handles_labels()[1] == ["net"]
-    assert figure.axes[0].get_xlabel() == "training step"
+    assert [(p["step"], p["score"]) for p in series["points"]] == [(1, scores["net@1"]), (2, scores["net@2"])]
+    entries = {c["name"]: c for c in result.comparison.to_dict()["candidates"]}
+    assert all((p["ci_low"], p["ci_high"]) == (entries[p["candidate"]]["ci_low"], entries[p["candidate"]]["ci_high"])
+               for p in series["points"])
+    plain = build_extractor("plain", {"type": "torch", "factory": "mypkg.model:build",
+                                      "weights": "runs/a/step_2.safetensors"}, where="p")
+    (alone,) = Benchmark(dataset, [plain], name="runs").run().extractor_results
+    assert alone.primary_score == scores["net@2"] and 0 < alone.primary_score <= 1
+    # the report's own path: definitions in its metadata, numbers once the comparison is attached, the detail
+    # figure's step panel beside the per-class heat map
+    document = with_step_series(with_step_definitions(result, sweep.definitions())).to_dict()
+    assert document["metadata"]["checkpoints"] == [series]
+    detail = report_figures(document, name="runs")["detail"]
+    assert "training step" in [ax.get_xlabel() for ax in detail.axes]

@@ -15,6 +15,7 @@ from vertebrae import ConfigError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.stages.plan import KIND_OF_STAGE
 from vertebrae.planning import artifact_path, gpus, load_config_file, plan, report_paths, validate_config
+from vertebrae.planning.job_files import DATA_STAGES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -553,6 +554,8 @@ def test_rule_inputs_come_whole_from_the_plan(default_config):
     seen = set()
     for fp, spec in p.specs.items():
         stage, inputs = spec["stage"], p.inputs(fp)
+        data = inputs.pop("data", None)  # the user's files the job reads (planning.job_files), where it names any
+        assert data == (p.data_files(fp) or None if stage in DATA_STAGES else None), stage
         seen.add(stage)
         plan_dir = "results/zero_shot/plans" if stage.startswith("zero-shot") or stage.endswith("zero-shot") else "results/plans"
         assert inputs["plan"] == p.plan_path(fp) == f"{plan_dir}/{fp}.json", stage

@@ -55,3 +55,12 @@ def workdir_copy(default_run, tmp_path) -> Path:
     target = tmp_path / "run"
     shutil.copytree(default_run, target, symlinks=True)
     return target
+
+
+@pytest.fixture(scope="session")
+def audited_small_run(tmp_path_factory) -> Path:
+    """The small workflow of tests/small_workflow.py run once, each job's file accesses logged (its
+    audit/ folder): the file-access audit reads them, the object-storage test compares its reports."""
+    from small_workflow import run_audited
+
+    return run_audited(tmp_path_factory.mktemp("audited-small-run"))

@@ -28,6 +28,7 @@ from typing import Any
 
 from vertebrae.core.errors import CorruptArtifactError, StaleArtifactError, VertebraeError
 from vertebrae.core.job_client import SERVER_ENV, run_served
+from vertebrae.core.storage import STORAGE_ROOT_ENV, enter_root
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,8 @@ COMMANDS: dict[str, Command] = {
          arg("--benchmark", help="report name when no --plan-json is given"),
          JSON_OUTPUT, MARKDOWN_OUTPUT)),
     "run": Command("run the workflow on CONFIG (several: merged in order) alone, in the current directory; further arguments go "
-                   "to Snakemake (e.g. -n, --cores 8, --profile slurm: a profile of yours, or the one vertebrae carries)", f"{USER}:run_workflow",
+                   "to Snakemake (e.g. -n, --cores 8, --profile slurm: a profile of yours, or the one vertebrae carries); --storage "
+                   "s3://BUCKET/PREFIX keeps the data and results in object storage, checked first", f"{USER}:run_workflow",
                    (arg("--verbose", action="store_true",
                         help="print Snakemake's output as it comes instead of the progress display (which writes it "
                              "to OUT/logs/snakemake/); before CONFIG (after it, --verbose is Snakemake's own option)"),
@@ -359,7 +361,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if os.environ.get(SERVER_ENV):  # a job of `vertebrae run`: its job server runs it, if it serves the subcommand
+    if os.environ.get(STORAGE_ROOT_ENV):  # a job of a run on object storage: inside its local copies (core.storage)
+        argv = enter_root(sys.argv[1:] if argv is None else list(argv))
+    elif os.environ.get(SERVER_ENV):  # a job of `vertebrae run`: its job server runs it, if it serves the subcommand
         served = run_served(sys.argv[1:] if argv is None else list(argv))
         if served is not None:
             return served

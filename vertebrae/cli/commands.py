@@ -52,7 +52,8 @@ from vertebrae.workflow.bundled import packaged_profile, profile_args, snakefile
 from vertebrae.planning.config import load_config_file
 from vertebrae.planning.plan_once import plan_once
 from vertebrae.planning.retrieval import check_retrieval_sources
-from vertebrae.cli.serving import serving
+from vertebrae.cli.serving import OFF, serving
+from vertebrae.core.job_client import SERVER_ENV
 
 SECTION_KINDS = {"benchmarks": "labelled", "retrieval": "retrieval", "zero_shot": "zero-shot"}
 
@@ -109,6 +110,7 @@ def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequ
     out = given if out is None else out
     merged = merged_config(_configs(config))
     require_benchmarks(merged, _configs(config))  # an empty config: say what it lacks
+    storage, snakemake_args = storage_args(merged, snakemake_args)
     workdir = _workdir(snakemake_args)
     if out is not None:
         check_out_folder(normal_out(out), workdir, where="--out")
@@ -121,7 +123,8 @@ def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequ
     if _dry_run(snakemake_args):  # runs no job: a job server would only take CPU from Snakemake's start
         return subprocess.call(command)
     shown = verbose or _passes_through(snakemake_args)
-    with serving(dict(os.environ)) as environ:  # warm processes for the scoring and bookkeeping jobs
+    # warm processes for the scoring and bookkeeping jobs; none on object storage (each job works in its own copies)
+    with serving(dict(os.environ, **({SERVER_ENV: OFF} if storage else {}))) as environ:
         if shown:
             return subprocess.call(command, env=environ)
         from vertebrae.cli.progress import watch
@@ -129,6 +132,23 @@ def run_workflow(config: str | Path | Sequence[str | Path], snakemake_args: Sequ
         again = [*(["--out", out] if out is not None else []), *map(str, _configs(config)), *snakemake_args]
         resume = resume or shlex.join(["vertebrae", "run", *again])
         return watch(command, environ, resume=resume, root=workdir, out=folder)
+
+
+def storage_args(config: dict[str, Any], snakemake_args: Sequence[str]) -> tuple[str | None, list[str]]:
+    """``--storage s3://BUCKET/PREFIX`` (after CONFIG) checked before any job starts (``core.storage.check_storage``:
+    reachable, credentials, bucket, write access) and replaced by the Snakemake flags it stands for; a credential
+    flag refused (Snakemake logs its command line); an ``s3://`` path in a config run without a storage provider
+    refused, naming its key. Returns the storage URL (None: none) and the arguments."""
+    from vertebrae.core import storage as objects
+
+    url, args = objects.storage_option(snakemake_args)
+    objects.refuse_secret_flags(args)
+    if url is None:
+        if objects.flag_value(args, "--default-storage-provider") is None:
+            objects.refuse_urls_without_storage(config, None)
+        return None, args
+    objects.check_storage(url, endpoint=objects.endpoint_url(args))
+    return url, [*objects.snakemake_flags(url), *args]
 
 
 def out_option(snakemake_args: Sequence[str]) -> tuple[str | None, list[str]]:

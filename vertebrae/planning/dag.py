@@ -8,13 +8,16 @@ from the file ``WorkflowPlan.write_spec_files`` writes (``vertebrae.planning.spe
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vertebrae.core.fingerprint import canonical_json
+from vertebrae.core.storage import STORAGE_ROOT_ENV
 from vertebrae.core.out_folder import RESULTS, records_dir, write_out_record
+from vertebrae.planning.job_files import DATA_STAGES, data_files
 from vertebrae.planning.paths import artifact_path, in_results, log_path, out_path, record_path, report_paths
 from vertebrae.planning.resources import embed_mem_mb, part_priority, partial_mem_mb
 from vertebrae.planning.spec_files import spec_path, write_spec_files
@@ -193,7 +196,35 @@ class WorkflowPlan:
             named["partials"] = [partial["path"] for partial in spec["partials"]]
         if "view_reports" in spec:  # a views job: every view's report.json
             named["reports"] = [item["path"] for item in spec["view_reports"]]
+        if spec["stage"] in DATA_STAGES and self.data_files(fp):
+            named["data"] = self.data_files(fp)
         return named
+
+    def data_files(self, fp: str) -> list[str]:
+        """The user's files the jobs of spec ``fp`` read (``vertebrae.planning.job_files``), once per spec."""
+        found = self.__dict__.setdefault("_data_files", {})  # not a field: no part of the plan's record
+        if fp not in found:
+            found[fp] = data_files(self.specs[fp], os.environ.get(STORAGE_ROOT_ENV) or ".")  # where planning read
+        return found[fp]
+
+    def plan_inputs(self, fp: str) -> dict[str, str | list[str]]:
+        """The named inputs of the plan job of spec ``fp``: its spec file, and the user's files it checks."""
+        named: dict[str, str | list[str]] = {"spec": self.spec_file(fp)}
+        if self.data_files(fp):
+            named["data"] = self.data_files(fp)
+        return named
+
+    def fanout_partial_inputs(self, fp: str) -> dict[str, str]:
+        """The named inputs of a partial score of merge spec ``fp``: the fan-out inputs artifact and what it names
+        (the merge spec's plan, the endpoints, the protocol, the relevance rows by side), one dict for every partial
+        of the candidate."""
+        found = self.__dict__.setdefault("_partial_inputs", {})
+        if fp not in found:
+            found[fp] = {"fanout": self.artifact_path("fanout", fp, protocol="retrieval"),
+                         **self.inputs(fp, fanout=True),
+                         **{f"{side}_rows": self.artifact_path("fanout-rows", fp, protocol="retrieval", side=side)
+                            for side in ("query", "gallery")}}
+        return found[fp]
 
     def partial_mem_mb(self, fp: str) -> int:
         """mem_mb of a partial-score job (``resources.partial_mem_mb``), from the rows of its split's largest

@@ -16,6 +16,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared.labelled import (
     declared_identity_key, declared_row_count, declared_targets, load_declared_dataset, load_declared_rows,
 )
+from vertebrae.extractors.checkpoints import checkpoint_series
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.scoring.metric_registry import metric_from_config
 from vertebrae.scoring.overlap import (
@@ -262,6 +263,9 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
                                "compression": compression})
     r_recipe = {"benchmark": name, "protocol": protocol_fp, "candidates": result.recipe_refs(candidates),
                 "plan": scoring_plan.to_dict()}
+    series = checkpoint_series(bench["extractors"])  # checkpoint sweeps: the report draws score against step
+    if series:
+        r_recipe["checkpoints"] = series
     result.reports[name] = result.add({
         **r_recipe, "candidates": candidates, "stage": "report", "fingerprint": fingerprint("report", r_recipe), "recipe": r_recipe,
         "protocol": protocol_ref, "target_type": dataset["target_type"],

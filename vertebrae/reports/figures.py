@@ -32,6 +32,7 @@ from typing import Any
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.reports.comparison import UNITS, check_comparison, ranked_names, versus
 from vertebrae.reports.png import stamp
+from vertebrae.reports.steps import METADATA_KEY as STEPS_KEY, draw_steps, step_figure
 from vertebrae.reports.schemas import (
     LABELLED_SCHEMA,
     RETRIEVAL_SCHEMA,
@@ -116,11 +117,13 @@ def ranking_figure(names: Sequence[str], scores: Sequence[float], *, metric: str
 
 
 def per_class_figure(class_names: Sequence[str], scores: Mapping[str, Sequence[float | None]], *, metric: str,
-                     title: str | None = None, few_shot: Mapping[str, Any] | None = None):
+                     title: str | None = None, few_shot: Mapping[str, Any] | None = None,
+                     steps: Sequence[Mapping[str, Any]] | None = None):
     """Heat map with one row per class and one column per candidate; ``None`` cells (no score) stay blank.
 
     With ``few_shot`` (:func:`few_shot_curves`), the figure gains a second panel beside the heat map: each
-    few-shot metric's curves (:func:`draw_few_shot_curves`).
+    few-shot metric's curves (:func:`draw_few_shot_curves`). With ``steps`` (checkpoint sweeps' step series with
+    their numbers, ``reports.steps``), one more panel: score against step (``reports.steps.draw_steps``).
     """
     if not class_names or not scores:
         raise ValidationError("per-class figure: needs at least one class and one candidate")
@@ -135,9 +138,10 @@ def per_class_figure(class_names: Sequence[str], scores: Mapping[str, Sequence[f
     rows = [[grid[j][i] for j in range(len(columns))] for i in range(len(class_names))]
     plt = _pyplot()
     width, height = 1.1 * len(columns) + 2.5, 0.4 * len(class_names) + 1.8
-    if few_shot:
-        fig, axes = plt.subplots(1, 1 + len(few_shot), figsize=(width + 5.5 * len(few_shot), max(height, 4.0)),
-                                 gridspec_kw={"width_ratios": [width] + [5.5] * len(few_shot)})
+    panels = len(few_shot or {}) + (1 if steps else 0)
+    if panels:
+        fig, axes = plt.subplots(1, 1 + panels, figsize=(width + 5.5 * panels, max(height, 4.0)),
+                                 gridspec_kw={"width_ratios": [width] + [5.5] * panels})
         ax, curve_axes = axes[0], axes[1:]
     else:
         fig, ax = plt.subplots(figsize=(width, height))
@@ -153,6 +157,8 @@ def per_class_figure(class_names: Sequence[str], scores: Mapping[str, Sequence[f
     ax.set_title(title or f"Per-class {metric}")
     for curve_ax, (name, curves) in zip(curve_axes, (few_shot or {}).items()):
         draw_few_shot_curves(curve_ax, curves, metric=name)
+    if steps:
+        draw_steps(curve_axes[-1], steps)
     fig.tight_layout()
     return fig
 
@@ -321,12 +327,16 @@ def _labelled_figures(report: dict[str, Any], name: str) -> dict[str, Any]:
         ranked = list(report["extractor_results"])
     metric = ranked[0]["primary_metric_name"] if ranked else "primary score"
     figures = {"ranking": _ranking(report, ranked, metric, name)}
+    steps = [s for s in (report["metadata"].get(STEPS_KEY) or []) if any("score" in p for p in s["points"])]
     labels = report["dataset_summary"].get("labels") or {}
     if labels:
         keys = list(labels)
         figures["detail"] = per_class_figure(
             [labels[k] for k in keys], {c["name"]: [c["overlap"]["per_class_scores"].get(k) for k in keys] for c in ranked},
-            metric="OverlapIndex class score", title=f"{name}: per-class separation", few_shot=few_shot_curves(ranked))
+            metric="OverlapIndex class score", title=f"{name}: per-class separation", few_shot=few_shot_curves(ranked),
+            steps=steps)
+    elif steps:  # regression with checkpoint sweeps: score against step, with the intervals
+        figures["detail"] = step_figure(steps, title=f"{name}: {metric} against checkpoint step")
     else:  # regression: no classes; the primary score with its stability interval instead
         figures["detail"] = _interval_figure(ranked, metric, f"{name}: {metric} with stability interval")
     return figures

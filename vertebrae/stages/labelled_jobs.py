@@ -12,6 +12,7 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, carried as carried_throughput
 from vertebrae.data.declared.labelled import load_declared_dataset
 from vertebrae.data.labelled import LabelledProtocol
+from vertebrae.reports.steps import with_step_definitions
 from vertebrae.data.target_views import declared_view_dataset
 from vertebrae.scoring.metrics import CallableMetric
 from vertebrae.stages.jobs import check_score_count, read_block
@@ -83,7 +84,8 @@ def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | P
             metadata={"score_fingerprint": candidate["score"]["fingerprint"],
                       THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD)},  # with_costs turns it into the cost
         ))
-    return build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], plan=scoring_plan)
+    report = build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], plan=scoring_plan)
+    return with_step_definitions(report, spec.get("checkpoints"))  # checkpoint sweeps' step series (reports.steps)
 
 
 __all__ = ["load_report", "run_compress", "run_score", "run_write_protocol"]

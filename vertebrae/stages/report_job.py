@@ -16,6 +16,7 @@ from vertebrae.core.artifacts import read_json_artifact, write_json_artifact
 from vertebrae.core.errors import ArtifactError
 from vertebrae.core.provenance import software
 from vertebrae.reports.costs import CONFIG_KEY as COSTS, CostConfig
+from vertebrae.reports.steps import with_step_series
 from vertebrae.scoring.paired import ComparisonConfig, PairedComparison
 from vertebrae.stages.plan import load_plan
 
@@ -74,7 +75,7 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
             planned = [r.name for r in report.ranked_results()]
             if [c["name"] for c in report.comparison.to_dict()["candidates"]] != planned:
                 raise ArtifactError(f"{comparison}: compares other candidates than the report ranks ({planned})")
-    report = report.with_costs(records_dir)
+    report = with_step_series(report.with_costs(records_dir))  # a checkpoint sweep's numbers, with their intervals
     report = report.with_software(software())  # the version (and git revision) that wrote it
     report.save_json(json_output)
     report.save_markdown(markdown_output)

@@ -1,5 +1,6 @@
 # The plan of the config, made by the library (vertebrae.planning); wildcard constraints and input functions.
 # Every rule's inputs come whole from the plan: PLAN.inputs(fp) names them as the rule's shell line does.
+import contextlib
 import os
 import sys
 
@@ -7,6 +8,7 @@ import vertebrae.reports.figures
 import vertebrae.reports.html_items
 import vertebrae.reports.summary
 import vertebrae.planning.plan_once
+import vertebrae.core.storage
 import vertebrae.reports.text
 from vertebrae.core.config import require_benchmarks
 from vertebrae.core.errors import VertebraeError
@@ -16,9 +18,27 @@ from vertebrae.core.out_folder import OUT_ENV
 # invocation: a job that re-parses this file (each SLURM job) reads the main process's plan (VERTEBRAE_PLAN).
 # A config vertebrae refuses ends the run with its one message (as `vertebrae validate` prints it), exit status 1,
 # not followed by Snakemake's stack trace of this file.
+# Object storage (`vertebrae run --storage s3://...`, snakemake --default-storage-provider s3): the config's data paths
+# name objects under the storage prefix, fetched into Snakemake's local copy of it (STORAGE_ROOT) and planned from
+# there; each job works inside the local copies of its storage objects, laid out as the working folder is
+# (vertebrae.core.storage); the plan jobs' spec files stay local (written below, by every process that parses this).
+STORAGE = workflow.storage_settings.default_storage_provider is not None
+STORAGE_ROOT = "."
 try:
     require_benchmarks(config, workflow.configfiles)
-    PLAN = vertebrae.planning.plan_once.plan_once(config, config_files=workflow.configfiles)
+    if STORAGE and workflow.storage_settings.default_storage_provider == "s3":
+        _url = workflow.storage_settings.default_storage_prefix
+        STORAGE_ROOT = vertebrae.core.storage.local_root(workflow.storage_settings.local_storage_prefix, _url)
+        os.environ[vertebrae.core.storage.STORAGE_ROOT_ENV] = STORAGE_ROOT
+        config.update(vertebrae.core.storage.under_prefix(config, _url))
+        vertebrae.core.storage.fetch_data(config, _url, STORAGE_ROOT,
+                                          endpoint=vertebrae.core.storage.endpoint_url(sys.argv))
+    else:
+        vertebrae.core.storage.refuse_urls_without_storage(config, None)
+    os.makedirs(STORAGE_ROOT, exist_ok=True)
+    _files = workflow.configfiles if STORAGE_ROOT == "." else [os.path.abspath(f) for f in workflow.configfiles]
+    with contextlib.chdir(STORAGE_ROOT):  # planned where the jobs find their files ("." without storage)
+        PLAN = vertebrae.planning.plan_once.plan_once(config, config_files=_files)
 except VertebraeError as exc:
     sys.exit(f"vertebrae: error: {vertebrae.reports.text.terminal_text(str(exc), lines=True)}")
 # Everything the run writes lies under PLAN.out (config `out`, default results/): the rules take every path from the
@@ -101,8 +121,26 @@ def get_partial_gpus(wildcards):
     return PLAN.gpus(wildcards.partial)
 
 
+def _ancient_data(named):
+    """The user's data files (``data``) as ``ancient`` inputs: their bytes are in the fingerprints already."""
+    if "data" in named:
+        named = {**named, "data": [ancient(path) for path in named["data"]]}
+    return named
+
+
 def get_inputs(wildcards):
-    return PLAN.inputs(wildcards.fp)
+    return _ancient_data(PLAN.inputs(wildcards.fp))
+
+
+def get_plan_inputs(wildcards):
+    """A plan job's spec file (named by the spec's text: a new spec, a new name, a rerun; written at parse, so
+    ``ancient``) and the user's files it checks."""
+    named = _ancient_data(PLAN.plan_inputs(wildcards.fp))
+    return {**named, "spec": ancient(local(named["spec"]) if STORAGE else named["spec"])}
+
+
+def get_partial_inputs(wildcards):
+    return PLAN.fanout_partial_inputs(wildcards.fp)
 
 
 def get_merge_inputs(wildcards):

@@ -3,7 +3,7 @@
 # merge_embeddings too (the very same embedding job).
 rule plan:
     input:
-        spec=ancient(get_spec_file),  # named by the spec's text: a new spec, a new name (rerun); written at parse
+        unpack(get_plan_inputs),  # its spec file (ancient: written at parse) and the user's files it checks
     output:
         plan=PLAN.artifact_path("plan", "{fp}"),
     conda:

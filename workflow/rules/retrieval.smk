@@ -94,9 +94,10 @@ rule score_retrieval:
 # A fanned-out score (scoring.query_shards x scoring.gallery_shards > 1): partial counts per (direction, query
 # range, gallery range), each job reading only its rows; the merge writes the very score artifact score_retrieval
 # would have written, under the same fingerprint. A partial's file lies under its candidate's merge spec ({fp}), so
-# its one input is a pattern: the fan-out inputs artifact, which names the merge spec, endpoints and protocol with
-# their content hashes and the protocol's relevance rows (by query, by gallery item) that stage_retrieval_fanout
-# writes beside it, read by range; {partial} is the partial's own fingerprint.
+# its inputs are its candidate's (one dict shared by every partial): the fan-out inputs artifact, which names the
+# merge spec, endpoints and protocol with their content hashes, those files themselves, and the protocol's relevance
+# rows (by query, by gallery item) that stage_retrieval_fanout writes beside it, read by range; {partial} is the
+# partial's own fingerprint.
 rule stage_retrieval_fanout:
     input:
         unpack(get_fanout_inputs),
@@ -118,7 +119,7 @@ rule stage_retrieval_fanout:
 
 rule score_retrieval_partial:
     input:
-        fanout=PLAN.artifact_path("fanout", "{fp}", protocol="retrieval"),
+        unpack(get_partial_inputs),  # the fan-out inputs artifact and what it names (one dict per candidate)
     output:
         partial=PLAN.artifact_path("partial", "{partial}", protocol="retrieval", merge="{fp}"),
     resources:

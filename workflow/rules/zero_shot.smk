@@ -3,7 +3,7 @@
 # One merge rule serves both sides; the report rule is in figures.smk.
 rule plan_zero_shot:
     input:
-        spec=ancient(get_spec_file),  # named by the spec's text: a new spec, a new name (rerun); written at parse
+        unpack(get_plan_inputs),  # its spec file (ancient: written at parse) and the user's files it checks
     output:
         plan=PLAN.artifact_path("plan", "{fp}", protocol="zero_shot"),
     conda:

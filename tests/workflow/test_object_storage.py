@@ -1,0 +1,158 @@
+"""Object storage (issue 47, part 2): ``vertebrae run CONFIG --storage s3://BUCKET/PREFIX`` against a local
+S3-compatible server (moto's, started here on 127.0.0.1), with ``--shared-fs-usage none``: the data lives only in
+the bucket (the config names some of it by ``s3://`` URL, the rest by path under the prefix), the results are written
+there, the reports equal a local run's, a rerun does nothing and a replaced source object reruns only its dependents.
+Storage a run cannot use is refused before any job starts, naming the URL and what is missing; no credential appears
+in a log, a report or a fingerprint."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from small_workflow import small_config, write
+from workflow_support import comparable, job_counts
+from vertebrae.core.errors import ConfigError
+from vertebrae.core.storage import StorageError, check_storage, snakemake_flags, storage_option
+
+boto3 = pytest.importorskip("boto3")
+moto_server = pytest.importorskip("moto.server")
+
+BUCKET, PREFIX = "vertebrae-test", "runs/small"
+URL = f"s3://{BUCKET}/{PREFIX}"
+SECRET = "vertebrae-test-secret-5f1c0d"  # moto takes any key: this one must appear nowhere
+
+
+@pytest.fixture(scope="module")
+def server():
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3_env(server) -> dict[str, str]:
+    """The environment of a run on the server: endpoint and credentials as the S3 plugin and boto3 read them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SNAKEMAKE_STORAGE_", "VERTEBRAE_"))}
+    env.update(SNAKEMAKE_STORAGE_S3_ENDPOINT_URL=server, SNAKEMAKE_STORAGE_S3_ACCESS_KEY="vertebrae-test-key",
+               SNAKEMAKE_STORAGE_S3_SECRET_KEY=SECRET, AWS_DEFAULT_REGION="us-east-1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return env
+
+
+def client(env: dict[str, str]):
+    return boto3.client("s3", endpoint_url=env["SNAKEMAKE_STORAGE_S3_ENDPOINT_URL"], region_name="us-east-1",
+                        aws_access_key_id=env["SNAKEMAKE_STORAGE_S3_ACCESS_KEY"],
+                        aws_secret_access_key=env["SNAKEMAKE_STORAGE_S3_SECRET_KEY"])
+
+
+def vertebrae_run(workdir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vertebrae", "run", "--verbose", "config.yaml", "--storage", URL,
+                           "--cores", "2", *args], cwd=workdir, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def s3_run(tmp_path_factory, s3_env) -> Path:
+    """The small workflow run on the bucket from a working folder that holds only its config: the data files are
+    uploaded under the prefix, then removed from the folder."""
+    data_root = tmp_path_factory.mktemp("s3-data")
+    config = small_config(data_root)
+    s3 = client(s3_env)
+    s3.create_bucket(Bucket=BUCKET)
+    for folder in ("data", "emb"):
+        for path in (data_root / folder).iterdir():
+            s3.upload_file(str(path), BUCKET, f"{PREFIX}/{folder}/{path.name}")
+    config["benchmarks"]["models"]["extractors"]["a"]["path"] = f"{URL}/emb/a.npz"  # a URL, or a path under PREFIX
+    workdir = tmp_path_factory.mktemp("s3-run")
+    write(workdir, config)
+    proc = vertebrae_run(workdir, s3_env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    # the working folder holds the config, Snakemake's own folder and the plan jobs' spec files (kept local)
+    kept = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if ".snakemake" not in p.parts and p.is_file())
+    assert all(p == "config.yaml" or p.startswith("results/.vertebrae/") for p in kept), kept
+    return workdir
+
+
+def stored_report(env: dict[str, str], benchmark: str) -> dict:
+    body = client(env).get_object(Bucket=BUCKET, Key=f"{PREFIX}/results/reports/{benchmark}/report.json")["Body"]
+    return json.loads(body.read())
+
+
+def test_reports_on_the_bucket_equal_a_local_run(s3_run, s3_env, audited_small_run):
+    for benchmark in ("models", "search"):
+        local = json.loads((audited_small_run / "results" / "reports" / benchmark / "report.json").read_text())
+        assert comparable(stored_report(s3_env, benchmark)) == comparable(local)
+
+
+def test_no_credential_in_logs_reports_or_fingerprints(s3_run, s3_env):
+    for path in s3_run.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    s3 = client(s3_env)
+    for item in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/results/")["Contents"]:
+        assert SECRET.encode() not in s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read(), item["Key"]
+
+
+def test_a_rerun_does_nothing_and_a_replaced_object_reruns_its_dependents(s3_run, s3_env):
+    again = vertebrae_run(s3_run, s3_env, "-n")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Nothing to be done" in again.stdout + again.stderr
+    # new query embeddings of candidate qa (its recipe covers both its files): only its retrieval jobs and the report
+    s3 = client(s3_env)
+    old = np.load(io.BytesIO(s3.get_object(Bucket=BUCKET, Key=f"{PREFIX}/emb/qa_query.npz")["Body"].read()))
+    buffer = io.BytesIO()
+    np.savez(buffer, embeddings=old["embeddings"][:, ::-1].copy(), ids=old["ids"])
+    s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}/emb/qa_query.npz", Body=buffer.getvalue())
+    dry = vertebrae_run(s3_run, s3_env, "-n", "--quiet", "rules")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    counts = job_counts(dry.stdout)
+    assert counts.get("embed_retrieval_shard", 0) >= 1 and counts.get("report") == 1, counts
+    assert not {"embed_shard", "merge_embeddings", "score", "write_protocol"} & set(counts), counts
+
+
+def test_storage_maps_to_the_plain_snakemake_flags():
+    assert storage_option(["--cores", "2", "--storage", URL]) == (URL, ["--cores", "2"])
+    assert snakemake_flags(URL + "/") == ["--default-storage-provider", "s3", "--default-storage-prefix", URL,
+                                          "--shared-fs-usage", "none"]
+    with pytest.raises(ConfigError, match="gs://b/p"):
+        storage_option(["--storage", "gs://b/p"])
+
+
+def test_unusable_storage_is_refused_naming_the_url(s3_env, s3_run, monkeypatch):
+    endpoint = s3_env["SNAKEMAKE_STORAGE_S3_ENDPOINT_URL"]
+    with pytest.raises(StorageError, match=r"s3://no-such-bucket/x.*does not exist"):
+        check_storage("s3://no-such-bucket/x", endpoint=endpoint, environ=s3_env)
+    with pytest.raises(StorageError, match=r"s3://vertebrae-test/x.*unreachable"):
+        check_storage("s3://vertebrae-test/x", endpoint="http://127.0.0.1:9", environ=s3_env)
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    with pytest.raises(StorageError, match=r"s3://vertebrae-test/x.*no credentials"):
+        check_storage("s3://vertebrae-test/x", endpoint=endpoint, environ={})
+
+
+def test_refused_before_any_job_starts(s3_run, s3_env, tmp_path):
+    """An s3:// path without a storage provider, a credential on the command line, storage that is not there: the
+    run ends at once (exit status 2), naming the URL or key, writing nothing."""
+    write(tmp_path, {"benchmarks": {"m": {"dataset": {"source": {"type": "npz", "path": f"{URL}/data/rows.npz"}},
+                                          "extractors": {"raw": {"type": "precomputed"}}}}})
+    env = {k: v for k, v in s3_env.items()}
+    plain = subprocess.run([sys.executable, "-m", "vertebrae", "run", "config.yaml", "-n"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    assert plain.returncode == 2 and f"benchmarks.m.dataset.source.path: '{URL}/data/rows.npz'" in plain.stderr
+    flagged = vertebrae_run(tmp_path, env, "--storage-s3-secret-key", SECRET)
+    assert flagged.returncode == 2 and "--storage-s3-secret-key" in flagged.stderr and SECRET not in flagged.stderr
+    missing = subprocess.run([sys.executable, "-m", "vertebrae", "run", "config.yaml", "--storage", "s3://absent-bucket/p"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert missing.returncode == 2 and "s3://absent-bucket/p" in missing.stderr and "does not exist" in missing.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
