@@ -168,3 +168,34 @@ def test_the_docs_snippet_scores_each_checkpoint_as_the_plain_candidate(tmp_path
     assert document["metadata"]["checkpoints"] == [series]
     detail = report_figures(document, name="runs")["detail"]
     assert "training step" in [ax.get_xlabel() for ax in detail.axes]
+
+
+def test_a_layer_by_step_grid_is_one_forward_pass_per_checkpoint(tmp_path, monkeypatch):
+    """hidden_layers x checkpoints on a tiny timm ViT: NAME@STEP@LAYER candidates; the plan embeds the layers of ONE
+    checkpoint in one embed-sweep job per shard, and the report spec holds one step series per layer."""
+    import tiny_models
+
+    from vertebrae.planning import plan
+
+    for step, seed in ((1, 0), (2, 1)):  # two save_for_hf folders of one architecture, other weights
+        tiny_models.build_timm(tmp_path / "ckpts" / f"step_{step}", seed=seed)
+    tiny_models.write_images(tmp_path / "images", 4)
+    (tmp_path / "images.csv").write_text(
+        "image,label,id\n" + "".join(f"images/img_{i:03d}.png,{'ab'[i % 2]},i{i}\n" for i in range(4)))
+    monkeypatch.chdir(tmp_path)
+    config = {"benchmarks": {"pics": {
+        "dataset": {"source": {"type": "manifest", "path": "images.csv", "image_column": "image", "id_column": "id"},
+                    "identity": {"kind": "declared", "revision": "1", "name": "pics"}},
+        "extractors": {"vit": {"type": "timm", "checkpoints": "ckpts/step_*/", "hidden_layers": [0, 1],
+                               "device": "cpu"}}}}}
+    result = plan(config)
+    report = result.spec(result.reports["pics"])
+    assert [c["name"] for c in report["candidates"]] == ["vit@1@0", "vit@1@1", "vit@2@0", "vit@2@1"]
+    sweeps = [result.spec(fp) for fp in result.fingerprints("embed-sweep")]
+    assert len(sweeps) == 2
+    for sweep in sweeps:  # one job per checkpoint, its two layers
+        assert [layer["layer"] for layer in sweep["layers"]] == [0, 1]
+        assert len({layer["extractor"]["decl"]["checkpoint"] for layer in sweep["layers"]}) == 1
+    assert report["checkpoints"] == [
+        {"sweep": "vit", "layer": layer, "points": [{"step": 1, "candidate": f"vit@1@{layer}"},
+                                                    {"step": 2, "candidate": f"vit@2@{layer}"}]} for layer in (0, 1)]

@@ -22,6 +22,7 @@ from vertebrae.data.declared.labelled import load_declared_dataset
 from vertebrae.data.target_views import (
     Hierarchy, ResolvedView, TargetView, load_view, resolve_views, view_dataset, views_from_decl,
 )
+from vertebrae.extractors.checkpoints import checkpoint_series
 from vertebrae.planning.comparison import comparison_config
 from vertebrae.planning.dag import WorkflowPlan, ref
 from vertebrae.planning.labelled import (
@@ -149,6 +150,9 @@ def _plan_view(result: WorkflowPlan, name: str, report_name: str, bench: Mapping
         candidates.append({**candidate, "score": ref(score_fp, result.artifact_path("score", score_fp))})
     r_recipe = {"benchmark": report_name, "protocol": protocol_fp, "candidates": result.recipe_refs(candidates),
                 "plan": scoring_plan.to_dict()}
+    series = checkpoint_series(bench["extractors"])  # checkpoint sweeps: each view's report draws score against step
+    if series:
+        r_recipe["checkpoints"] = series
     return result.add({
         **r_recipe, "candidates": candidates, "stage": "report", "fingerprint": fingerprint("report", r_recipe),
         "recipe": r_recipe, "protocol": protocol_ref, "target_type": target_type,
