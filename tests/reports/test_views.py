@@ -68,3 +68,21 @@ def test_a_missing_view_report_or_other_candidates_are_refused(tmp_path):
     write_views(summary, tmp_path / "v.json", tmp_path / "v.md", tmp_path / "v.png")
     assert json.loads((tmp_path / "v.json").read_text())["table"] == summary["table"]
     assert (tmp_path / "v.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_verify_refuses_an_edited_views_file(tmp_path):
+    from vertebrae.core.errors import CorruptArtifactError
+    from vertebrae.reports.views import check_views_file
+
+    summary = _summary(pairs=[("c", "d", "indistinguishable"), ("c", "a|b", "ahead"), ("d", "a|b", "ahead")])
+    paths = [tmp_path / "reports" / "b" / name for name in ("views.json", "views.md", "views.png")]
+    paths[0].parent.mkdir(parents=True)
+    write_views(summary, *paths)
+    for path in paths:
+        check_views_file(path)
+    paths[1].write_text(paths[1].read_text() + "edited\n")
+    with pytest.raises(CorruptArtifactError, match="views.md: not what .* renders to"):
+        check_views_file(paths[1])
+    paths[0].write_text(paths[0].read_text().replace('"primary": "species"', '"primary": "site"'))
+    with pytest.raises(CorruptArtifactError, match="content hash"):
+        check_views_file(paths[0])

@@ -16,10 +16,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vertebrae.core.errors import ValidationError
+from vertebrae.core.errors import CorruptArtifactError, ValidationError
+from vertebrae.core.fingerprint import canonical_json, sha256_hex
 from vertebrae.reports.text import markdown_text
 
 SCHEMA = "vertebrae.views/v1"
+FILES = ("views.json", "views.md", "views.png")  # in results/reports/BENCH/ (planning.views)
+_HASH = "content_hash"
+
+
+def _content_hash(document: Mapping[str, Any]) -> str:
+    return sha256_hex(canonical_json({k: v for k, v in document.items() if k != _HASH}))
 
 
 def _scores(report: Mapping[str, Any]) -> dict[str, float | None]:
@@ -142,7 +149,8 @@ def write_views(summary: Mapping[str, Any], json_path: str | Path, markdown_path
     from vertebrae.core.artifacts import atomic_write
     from vertebrae.reports.figures import _pyplot
 
-    for path, text in ((json_path, json.dumps(summary, indent=2, sort_keys=True) + "\n"),
+    document = {**summary, _HASH: _content_hash(summary)}
+    for path, text in ((json_path, json.dumps(document, indent=2, sort_keys=True) + "\n"),
                        (markdown_path, views_markdown(summary))):
         with atomic_write(path) as tmp:
             Path(tmp).write_text(text, encoding="utf-8")
@@ -154,4 +162,22 @@ def write_views(summary: Mapping[str, Any], json_path: str | Path, markdown_path
         Path(tmp).write_bytes(buffer.getvalue())
 
 
-__all__ = ["SCHEMA", "levels_figure", "views_markdown", "views_summary", "write_views"]
+def check_views_file(path: str | Path) -> None:
+    """``vertebrae verify`` of a views file: views.json parses, has this schema and matches its content hash;
+    views.md is what views.json renders to; views.png is a PNG. CorruptArtifactError naming the file if not."""
+    path = Path(path)
+    source = path.with_name("views.json")
+    try:
+        document = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CorruptArtifactError(f"{source}: cannot be read as JSON: {exc}", str(path)) from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA or \
+            document.get(_HASH) != _content_hash(document):
+        raise CorruptArtifactError(f"{source}: not a {SCHEMA} document matching its content hash", str(path))
+    if path.name == "views.md" and path.read_text(encoding="utf-8") != views_markdown(document):
+        raise CorruptArtifactError(f"{path}: not what {source} renders to (edited or stale)", str(path))
+    if path.name == "views.png" and path.read_bytes()[:8] != b"\x89PNG\r\n\x1a\n":
+        raise CorruptArtifactError(f"{path}: not a PNG image", str(path))
+
+
+__all__ = ["FILES", "SCHEMA", "check_views_file", "levels_figure", "views_markdown", "views_summary", "write_views"]

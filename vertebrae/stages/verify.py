@@ -46,6 +46,7 @@ from vertebrae.core.errors import ArtifactError, CorruptArtifactError, Vertebrae
 from vertebrae.core.out_folder import is_out_folder, working_folder
 from vertebrae.stages.report_check import check_report
 from vertebrae.stages.verify_pages import FIGURES, TEXTS, check_summary_json, check_text, page_consumers
+from vertebrae.reports.views import FILES as VIEWS_FILES, check_views_file
 
 _FP = re.compile(r"[0-9a-f]{16}")
 _SHARD = re.compile(r"shard-(\d+)-of-(\d+)\.h5")
@@ -260,6 +261,9 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
         return
     if path.name in FIGURES and path.parent.parent.name == "reports":
         _check_figure(path)
+        return
+    if path.name in VIEWS_FILES and path.parent.parent.name == "reports":  # target views (reports.views)
+        check_views_file(path)
         return
     fp = _path_fp(path)
     if path.suffix == ".h5" and "partials" in (path.parent.name, path.parent.parent.name):
