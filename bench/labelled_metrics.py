@@ -108,10 +108,10 @@ def direct_probe(x, y, cs, n_folds, inner, threads):
     return correct / len(y), chosen, accuracy
 
 
-def ours_probe(x, y, cs, n_folds, inner):
-    """The same three numbers from LinearProbeMetric (its default solver)."""
-    result = LinearProbeMetric(Cs=cs, folds=n_folds, inner_folds=inner).compute(
-        x, classification_targets(y), row_ids=None, seed=SEED)
+def ours_probe(x, y, targets, cs, n_folds, inner):
+    """The same three numbers from LinearProbeMetric (its default solver); ``targets``: ``y``'s, built untimed as
+    every other metric's are."""
+    result = LinearProbeMetric(Cs=cs, folds=n_folds, inner_folds=inner).compute(x, targets, row_ids=None, seed=SEED)
     correct = np.array(result.diagnostics["per_sample"]["correct"])
     return result.score, result.diagnostics["chosen_C"], [float(correct[test].mean()) for _, test in folds(y, n_folds)]
 
@@ -251,10 +251,11 @@ def main() -> None:
 
     def cases(x, y, targets, episodes, repeats):
         px, py = x[:probe_rows], y[:probe_rows]
+        probe_targets = targets if probe_rows >= len(y) else classification_targets(py)
         return {
             "knn": (lambda: KNNMetric(k=20, folds=args.folds).compute(x, targets, row_ids=None, seed=SEED).score,
                     lambda: direct_knn(x, y, 20, args.folds)),
-            "linear_probe": (lambda: ours_probe(px, py, args.cs, args.folds, args.inner_folds),
+            "linear_probe": (lambda: ours_probe(px, py, probe_targets, args.cs, args.folds, args.inner_folds),
                              lambda: direct_probe(px, py, args.cs, args.folds, args.inner_folds, args.threads)),
             "few_shot": (lambda: FewShotMetric(shots=(5,), episodes=episodes).compute(x, targets, row_ids=None, seed=SEED).score,
                          lambda: direct_few_shot(x, y, 5, episodes)),

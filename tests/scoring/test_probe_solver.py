@@ -153,3 +153,18 @@ def test_a_device_torch_cannot_use_is_refused_at_validate_naming_the_key(tmp_pat
         LinearProbeMetric(solver="sklearn", device="torch:cpu")
     with pytest.raises(ConfigError, match=r"key\(s\) \['device'\] belong to recipe 'vertebrae'"):
         LinearProbeMetric(recipe="mteb", device="torch:cpu")
+
+
+def test_the_standardisation_is_standard_scalers_bit_for_bit():
+    """``Standardised.fit`` is StandardScaler's arithmetic without its NaN pass: the same mean and scale, to the
+    bit, constant and all-zero columns included."""
+    from sklearn.preprocessing import StandardScaler
+
+    from vertebrae.scoring.probe_solver import Standardised
+
+    rng = np.random.default_rng(0)
+    x = np.c_[rng.normal(size=(300, 6)) * 1e3 + 5, np.full(300, 0.3), np.zeros(300), load_digits().data[:300] / 16]
+    train = np.sort(rng.choice(300, 220, replace=False))
+    scaler, ours = StandardScaler().fit(x[train]), Standardised.fit(x, train)
+    assert np.array_equal(scaler.mean_, ours.mean) and np.array_equal(scaler.scale_, ours.scale)
+    assert np.array_equal(ours.rows(train)[:, :-1], scaler.transform(x[train]).astype(np.float32))

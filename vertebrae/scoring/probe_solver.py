@@ -107,10 +107,22 @@ class Standardised:
 
     @classmethod
     def fit(cls, x: np.ndarray, train: np.ndarray) -> Standardised:
-        from sklearn.preprocessing import StandardScaler
-
-        scaler = StandardScaler().fit(x[train])
-        return cls(x, scaler.mean_, scaler.scale_)
+        """``StandardScaler().fit(x[train])``'s ``mean_`` and ``scale_``, bit for bit, from its own arithmetic for
+        finite float64 rows (the corrected two-pass variance, its constant-feature test), without the NaN mask it
+        builds and sums (a pass and a float64 copy of the rows: the rows here are finite, checked upstream)."""
+        rows = np.asarray(x[np.asarray(train)], dtype=np.float64)  # a copy: centred and squared in place
+        n = float(len(rows))
+        mean = np.sum(rows, axis=0) / n
+        rows -= mean
+        correction = np.sum(rows, axis=0)
+        rows **= 2
+        var = np.sum(rows, axis=0)
+        var -= correction ** 2 / n
+        var /= n
+        eps = np.finfo(np.float64).eps
+        scale = np.sqrt(var)
+        scale[var <= n * eps * var + (n * mean * eps) ** 2] = 1.0  # scikit-learn's _is_constant_feature
+        return cls(x, mean, scale)
 
     def rows(self, index: np.ndarray) -> np.ndarray:
         out = np.empty((len(index), self.x.shape[1] + 1), dtype=np.float32)
@@ -235,8 +247,9 @@ def _objective(xa: np.ndarray, y: np.ndarray, k: int, device: str) -> _Objective
 
 
 def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, max_iter: int, check_every: int,
-         patience: int, gtol: float) -> tuple[np.ndarray, int, bool]:
-    """(weights, iterations, reached a stopping rule) of one C's fit from ``w0`` (module docstring)."""
+         patience: int, gtol: float) -> tuple[np.ndarray, int, bool, np.ndarray | None]:
+    """(weights, iterations, reached a stopping rule, the predictions of ``judged`` at the weights where the last
+    check made them, else None) of one C's fit from ``w0`` (module docstring)."""
     from scipy.optimize import minimize
 
     l2 = 1.0 / (C * objective.n)
@@ -244,8 +257,8 @@ def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, ma
     if objective.last is not None and np.array_equal(objective.last[0], w0):
         _, grad = objective.penalised(w0, *objective.last[1:], l2)
         if np.max(np.abs(grad)) <= gtol:
-            return w0, 0, True
-    state: dict[str, Any] = {"it": 0, "last": None, "same": 0, "done": False}
+            return w0, 0, True, None
+    state: dict[str, Any] = {"it": 0, "last": None, "same": 0, "done": False, "at": None}
 
     def callback(intermediate_result: Any) -> None:
         state["it"] += 1
@@ -254,7 +267,7 @@ def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, ma
         predicted = _predict(judged, intermediate_result.x, objective.k)
         moved = len(predicted) if state["last"] is None else int(np.count_nonzero(predicted != state["last"]))
         state["same"] = state["same"] + 1 if moved <= STABLE_SHARE * len(predicted) else 0
-        state["last"] = predicted
+        state["last"], state["at"] = predicted, intermediate_result.x.copy()
         if state["same"] >= patience:
             state["done"] = True
             raise StopIteration
@@ -263,7 +276,8 @@ def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, ma
                       options={"maxiter": max_iter, "gtol": gtol, "ftol": 64 * np.finfo(float).eps, "maxls": 50})
     # status 0: the gradient tolerance (or the stopping rule); 2: no further descent at the evaluation's precision
     reached = state["done"] or result.status == 2 or (result.status == 0 and result.nit < max_iter)
-    return result.x, int(result.nit), bool(reached)
+    checked = state["last"] if state["at"] is not None and np.array_equal(state["at"], result.x) else None
+    return result.x, int(result.nit), bool(reached), checked
 
 
 @dataclass
@@ -303,10 +317,10 @@ def _inner_path(scaler: Standardised, train: np.ndarray, codes: np.ndarray, k: i
     weights = np.zeros((len(s.Cs), xa.shape[1] * k))
     scores, its, unfinished, predicted = np.zeros(len(s.Cs)), [0] * len(s.Cs), [], None
     for i in order:
-        w, its[i], reached = _fit(objective, w, s.Cs[i] * factor, judged, s.max_iter, s.check_every, s.patience,
-                                  s.gtol)
+        w, its[i], reached, checked = _fit(objective, w, s.Cs[i] * factor, judged, s.max_iter, s.check_every,
+                                           s.patience, s.gtol)
         if its[i] or predicted is None:
-            predicted = _predict(judged, w, k)
+            predicted = _predict(judged, w, k) if checked is None else checked
         weights[i], scores[i] = w, float(np.mean(predicted == truth))
         if not reached:
             unfinished.append(float(s.Cs[i]))
@@ -319,8 +333,8 @@ def _refit(scaler: Standardised, train: np.ndarray, test: np.ndarray, codes: np.
     xa, xt = scaler.rows(train), scaler.rows(test)
     objective = _objective(xa, codes, k, s.device)
     xt = objective.judged(xt)
-    w, its, reached = _fit(objective, w0, C * factor, xt, s.max_iter, s.check_every, s.patience, s.gtol)
-    return _predict(xt, w, k), its, reached
+    w, its, reached, checked = _fit(objective, w0, C * factor, xt, s.max_iter, s.check_every, s.patience, s.gtol)
+    return (_predict(xt, w, k) if checked is None else checked), its, reached
 
 
 def logistic_probe(x: np.ndarray, codes: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
