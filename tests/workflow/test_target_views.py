@@ -1,4 +1,4 @@
-"""Issue 46 parts 1-2 through Snakemake: a nuisance view and a three-level hierarchy over one tiny dataset, their
+"""Issue 46 parts 1-2 through Snakemake: a nuisance view and a two-level hierarchy over one tiny dataset, their
 views report, and the dry run after adding a view: only its jobs, by rule and fingerprint."""
 
 from __future__ import annotations
@@ -12,24 +12,14 @@ import overlapindex
 import yaml
 from sklearn.preprocessing import normalize
 
-from vertebrae import (BenchmarkDataset, CallableExtractor, DatasetIdentity, Hierarchy, OverlapScoringConfig,
-                       ViewsBenchmark)
 from vertebrae.core.labels import semantic_key
-from vertebrae.scoring.paired.rows import RowResamplingConfig
+from vertebrae.planning.views import views_benchmarks_from_config
 from workflow_support import snakemake
-
-
-def task_columns(x):
-    return x[:, :4]
-
-
-def site_columns(x):
-    return x[:, 4:]
 
 
 def _data(root):
     rng = np.random.default_rng(46)
-    species = np.repeat(np.arange(4), 10)  # ints: family f0/f1 > genus g0..g2 > species 0..3
+    species = np.repeat(np.arange(4), 10)  # ints: genus g0, g1 > species 0..3
     site = np.tile(np.array(["a", "b"]), 20)
     ids = np.array([f"r{i:02d}" for i in range(species.size)])
     task = rng.normal(size=(4, 4))[species] * 4 + rng.normal(size=(species.size, 4))
@@ -39,8 +29,7 @@ def _data(root):
     np.savez(root / "site.npz", emb=site_emb, ids=ids)
     with open(root / "parents.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerows([["child", "parent"], [0, "g0"], [1, "g0"], [2, "g1"], [3, "g2"], ["g0", "f0"], ["g1", "f0"],
-                          ["g2", "f1"]])
+        writer.writerows([["child", "parent"], [0, "g0"], [1, "g0"], [2, "g1"], [3, "g1"]])
     return site_emb, site
 
 
@@ -53,7 +42,7 @@ def _config(**targets):
                                "site": {"type": "precomputed", "path": "site.npz", "key": "emb", "ids": "ids"}},
                 "scoring": {"k": 2}, "row_resampling": {"mode": "class"},
                 "targets": {"species": {}, "site": {"key": "site", "role": "nuisance"}, **targets},
-                "hierarchy": {"file": "parents.csv", "levels": ["family", "genus", "leaf"]}}}}
+                "hierarchy": {"file": "parents.csv", "levels": ["genus", "leaf"]}}}}
 
 
 def _jobs(dry_run: str) -> list[tuple[str, list[str]]]:
@@ -77,7 +66,7 @@ def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypat
     target = "results/reports/toy/views.json"
     snakemake(tmp_path, target, "--configfile", "cfg.yaml")
     views = json.loads((tmp_path / target).read_text(encoding="utf-8"))
-    assert views["primary"] == "species" and views["levels"] == ["family", "genus", "leaf"]
+    assert views["primary"] == "species" and views["levels"] == ["genus", "leaf"]
     assert views["rankings"]["site"] == ["task", "site"]  # a nuisance: the least encoding first
     site_report = json.loads((tmp_path / "results/reports/toy@site/report.json").read_text(encoding="utf-8"))
     scored = {c["name"]: c for c in site_report["extractor_results"]}
@@ -86,16 +75,10 @@ def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypat
     oracle.fit(normalize(site_emb), np.array([semantic_key(s) for s in site.tolist()], dtype=object))
     assert views["table"]["site"]["site"] == scored["site"]["primary_score"] == float(oracle.index)
     assert views["table"]["task"]["leaf"] == views["table"]["task"]["species"]  # the leaf is the dataset's target
-    # the in-process twin (ViewsBenchmark, same settings) gives the very same table
-    data = np.load(tmp_path / "data.npz")
-    dataset = BenchmarkDataset.from_embeddings(np.hstack([data["embeddings"], site_emb]), data["labels"].tolist(),
-                                               identity=DatasetIdentity.declared("toy", "1"))
-    parents = {0: "g0", 1: "g0", 2: "g1", 3: "g2", "g0": "f0", "g1": "f0", "g2": "f1"}
-    in_process = ViewsBenchmark(dataset, [CallableExtractor("site", site_columns), CallableExtractor("task", task_columns)],
-                                name="toy", targets={"species": {}, "site": {"values": site, "role": "nuisance"}},
-                                hierarchy=Hierarchy(parents=parents, levels=("family", "genus", "leaf")),
-                                scoring_config=OverlapScoringConfig(k=2), row_resampling=RowResamplingConfig(mode="class"),
-                                ).run()
+    # the in-process twin of the same config (ViewsBenchmark) gives the very same table
+    monkeypatch.chdir(tmp_path)  # the config's paths are relative to the working directory
+    config = yaml.safe_load((tmp_path / "cfg.yaml").read_text(encoding="utf-8"))
+    in_process = views_benchmarks_from_config(config, base_dir=tmp_path)["toy"].run()
     assert in_process.summary["table"] == views["table"] and in_process.summary["rankings"] == views["rankings"]
     markdown = (tmp_path / "results/reports/toy/views.md").read_text(encoding="utf-8")
     assert "site (nuisance, lower is better)" in markdown and "Score by hierarchy level" in markdown
@@ -106,7 +89,6 @@ def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypat
         csv.writer(fh).writerows([["id", "label"], *[[f"r{i:02d}", f"s{i % 3}"] for i in range(40)]])
     (tmp_path / "cfg2.yaml").write_text(yaml.safe_dump(_config(scanner={"file": "scanner.csv", "role": "nuisance"})),
                                         encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
     before, after = (plan(yaml.safe_load((tmp_path / name).read_text(encoding="utf-8")), base_dir=tmp_path)
                      for name in ("cfg.yaml", "cfg2.yaml"))  # as Snakemake reads them (keys sorted)
     new = {fp: s["stage"] for fp, s in after.specs.items() if fp not in before.specs}

@@ -25,8 +25,10 @@ from vertebrae.data.target_views import (
 from vertebrae.extractors.checkpoints import checkpoint_series
 from vertebrae.planning.comparison import comparison_config
 from vertebrae.planning.dag import WorkflowPlan, ref
+from vertebrae.planning.config import validate_config
 from vertebrae.planning.labelled import (
-    _add_score, _check_against_targets, _row_resampling, fans_out, scoring_plan_from_decl,
+    _add_score, _check_against_targets, _row_resampling, benchmarks_from_config, fans_out, row_resampling_of,
+    scoring_from_decl, scoring_plan_from_decl,
 )
 from vertebrae.stages.labelled import protocol_recipe, score_recipe
 
@@ -159,4 +161,30 @@ def _plan_view(result: WorkflowPlan, name: str, report_name: str, bench: Mapping
     })
 
 
-__all__ = ["VIEW_SEPARATOR", "declares_views", "plan_views", "resolve_declared", "view_report_name", "views_paths"]
+def views_benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = "."):
+    """In-process ``ViewsBenchmark`` objects for every labelled benchmark of ``config`` that declares views, with
+    the workflow's settings (the twin of ``planning.labelled.benchmarks_from_config``)."""
+    from vertebrae.protocols.views import ViewsBenchmark
+
+    config = validate_config(config)
+    out = {}
+    for name, bench in config.get("benchmarks", {}).items():
+        if not declares_views(bench):
+            continue
+        where = f"benchmarks.{name}"
+        benchmark = benchmarks_from_config({**config, "benchmarks": {name: bench}}, base_dir=base_dir)[name]
+        base, resolved, primary = resolve_declared(bench, base_dir=Path(base_dir), where=where)
+        scoring = [scoring_from_decl({**bench, "dataset": {**bench["dataset"], "target_type": kind}}, where=where)
+                   for kind in ("classification", "regression")]
+        plan = benchmark.plan
+        out[name] = ViewsBenchmark.from_resolved(
+            base, benchmark.extractors, resolved, primary, name=name, metrics=plan.metrics,
+            primary_metric=plan.primary_metric, scoring_config=scoring[0], continuous_scoring_config=scoring[1],
+            compression_configs=benchmark.compression_configs, stability_config=plan.stability,
+            separatix_config=plan.separatix, embedding_config=benchmark.embedding_config, seed=plan.seed,
+            comparison_config=benchmark.comparison_config, row_resampling=row_resampling_of(bench, where))
+    return out
+
+
+__all__ = ["VIEW_SEPARATOR", "declares_views", "plan_views", "resolve_declared", "view_report_name", "views_paths",
+           "views_benchmarks_from_config"]

@@ -21,13 +21,14 @@ from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.labelled import BenchmarkDataset
 from vertebrae.data.target_views import (
-    DEFAULT_VIEW, Hierarchy, TargetView, resolve_views, view_dataset,
+    DEFAULT_VIEW, Hierarchy, ResolvedView, TargetView, resolve_views, view_dataset,
 )
 from vertebrae.data.targets import build_targets
 from vertebrae.extractors.base import Extractor
 from vertebrae.protocols.labelled import Benchmark
 from vertebrae.reports.views import levels_figure, views_markdown, views_summary
 from vertebrae.results import BenchmarkResult
+from vertebrae.scoring.overlap import ContinuousOverlapScoringConfig, OverlapScoringConfig
 from vertebrae.stages.labelled import (
     build_protocol, build_report, candidate_result, check_metrics, protocol_recipe, score_embeddings, score_recipe,
 )
@@ -91,7 +92,8 @@ class ViewsResult:
 class ViewsBenchmark:
     """``Benchmark``'s options (``metrics``, ``scoring_config``, ``compression_configs``, ``comparison_config``,
     ``row_resampling``, ...) applied under every target view; ``primary_view`` (default: the first task view)
-    ranks the candidates."""
+    ranks the candidates. ``scoring_config`` applies to the views of its kind (classes and labels, or regression);
+    ``continuous_scoring_config`` to regression views besides (each view of the other kind gets the default)."""
 
     def __init__(self, dataset: BenchmarkDataset, extractors: Sequence[Extractor] = (), *,
                  targets: Mapping[str, Any] | None = None, hierarchy: Hierarchy | None = None,
@@ -100,18 +102,35 @@ class ViewsBenchmark:
         tasks = [v.name for v in views if v.role == "task"]
         if primary_view is None and not tasks:
             raise ValidationError("targets: every view is a nuisance; declare a task view to rank by")
-        self.primary_view = primary_view if primary_view is not None else tasks[0]
-        if self.primary_view not in tasks:
-            raise ValidationError(f"primary_view: {self.primary_view!r} is not a task view; task views: {tasks}")
-        self.resolved = resolve_views(views, hierarchy, dataset, lambda v: _targets_of(v, dataset),
-                                      base_dir=Path("."), where="targets")
-        self.name = name
+        primary_view = primary_view if primary_view is not None else tasks[0]
+        if primary_view not in tasks:
+            raise ValidationError(f"primary_view: {primary_view!r} is not a task view; task views: {tasks}")
+        resolved = resolve_views(views, hierarchy, dataset, lambda v: _targets_of(v, dataset),
+                                 base_dir=Path("."), where="targets")
+        self._setup(dataset, extractors, resolved, primary_view, name, options)
+
+    @classmethod
+    def from_resolved(cls, dataset: BenchmarkDataset, extractors: Sequence[Extractor],
+                      resolved: Sequence[ResolvedView], primary_view: str, *, name: str = "benchmark",
+                      **options: Any) -> ViewsBenchmark:
+        """The benchmark of views already resolved (``data.target_views.resolve_views``: a config's, say)."""
+        self = cls.__new__(cls)
+        self._setup(dataset, extractors, list(resolved), primary_view, name, options)
+        return self
+
+    def _setup(self, dataset, extractors, resolved, primary_view, name, options) -> None:
+        self.primary_view, self.resolved, self.name = primary_view, resolved, name
+        configs = [c for c in (options.pop("scoring_config", None), options.pop("continuous_scoring_config", None))
+                   if c is not None]
         self.benchmarks: dict[str, Benchmark] = {}
         for item in self.resolved:  # each view's own plan (checks, row resampling) as a Benchmark builds it
             if item.alias is None:
                 data = view_dataset(dataset, item.view, item.targets, item.recipe)
-                label = name if item.view.name == self.primary_view else f"{name}@{item.view.name}"
-                self.benchmarks[item.view.name] = Benchmark(data, extractors, name=label, **options)
+                wanted = ContinuousOverlapScoringConfig if data.target_type == "regression" else OverlapScoringConfig
+                scoring = next((c for c in configs if isinstance(c, wanted)), None)
+                label = name if item.view.name == primary_view else f"{name}@{item.view.name}"
+                self.benchmarks[item.view.name] = Benchmark(data, extractors, name=label, scoring_config=scoring,
+                                                            **options)
 
     def run(self) -> ViewsResult:
         primary = self.benchmarks[self.primary_view]
