@@ -172,7 +172,9 @@ def test_views_plan_their_own_jobs_and_the_default_plan_is_unchanged(table):
      "benchmarks.t.targets.site", "'main'"),
     ({"targets": {"site": {"column": "site", "role": "nuisance"}}, "primary_view": "site"},
      "benchmarks.t.primary_view", "'site'"),
-    ({"hierarchy": {"column": "missing"}}, "benchmarks.t.targets._paths.column", "'missing'"),
+    ({"hierarchy": {"column": "missing"}}, "benchmarks.t.hierarchy.column", "'missing'"),
+    ({"hierarchy": {"column": "site"}}, "benchmarks.t.hierarchy.column ('site')", "one level"),
+    ({"hierarchy": {"column": "taxon", "separator": "|"}}, "benchmarks.t.hierarchy.column", "'f0/s0'"),
 ])
 def test_bad_views_are_refused_naming_key_and_value(table, bench, key, value):
     _, plan = table
@@ -206,3 +208,7 @@ def test_a_class_with_two_parents_and_a_cycle_are_refused(table):
     with pytest.raises(ConfigError, match=r"class 's0' has two parents, 'g0' and 'g1'"):
         plan(hierarchy={"file": "parents.csv"})
 
+    _write_table(root / "parents.csv", [["s0", "g0"], ["s1", "g0"], ["s2", "g1"], ["s3", "g1"], ["g0", "f0"]],
+                 ["child", "parent"])
+    with pytest.raises(ConfigError, match=r"unequal depths: 'f0' -> 'g0' -> 's0' but 'g1' -> 's2'"):
+        plan(hierarchy={"file": "parents.csv"})

@@ -306,6 +306,9 @@ def hierarchy_levels(hierarchy: Hierarchy, leaves: list | None, paths: list | No
             if len(parts) != depth or any(part == "" for part in parts):
                 raise ConfigError(f"{where}.column ({hierarchy.column!r}): row {i} holds {paths[i]!r}, not "
                                   f"{depth} non-empty levels joined by {hierarchy.separator!r} as row 0")
+        if depth < 2:
+            raise ConfigError(f"{where}.column ({hierarchy.column!r}): row 0 holds {paths[0]!r}, one level; a "
+                              f"hierarchy needs at least 2 joined by separator {hierarchy.separator!r}")
         _check_single_parents(split, where)
         return [[parts[level] for parts in split] for level in range(depth)]
     parents = _parent_table(hierarchy, base_dir, where)
@@ -423,7 +426,10 @@ def resolve_views(views: Sequence[TargetView], hierarchy: Hierarchy | None, base
     if hierarchy is not None:
         hwhere = f"{where}.hierarchy"
         if hierarchy.column is not None:
-            paths = _decoded(load(TargetView("_paths", column=hierarchy.column, label_dtype="str")))
+            try:
+                paths = _decoded(load(TargetView("_paths", column=hierarchy.column, label_dtype="str")))
+            except ConfigError as exc:  # named as the hierarchy's key, not as a view's
+                raise ConfigError(str(exc).replace(f"{where}.targets._paths.", f"{hwhere}.", 1)) from None
             levels = hierarchy_levels(hierarchy, None, paths, base_dir=base_dir, where=hwhere)
         else:
             if base.targets.target_type != "classification":
