@@ -110,6 +110,29 @@ def test_clip_benchmark_equals_a_torch_loop_with_its_dataloader(data):
     assert result.metadata["recipe"] == "clip_benchmark" and result.metadata["lr"] == 0.1
 
 
+def test_clip_benchmark_reports_acc5_as_its_accuracy_function_does():
+    """With at least 5 classes CLIP_benchmark also reports acc5: the share of test rows whose class is among the
+    layer's 5 largest logits (``topk``); with fewer (the 3-class set above) it reports none, and neither do we."""
+    rng = np.random.default_rng(2)
+    y = np.arange(84) % 7
+    x = rng.normal(size=(7, 6))[y] * 0.5 + rng.normal(size=(84, 6))
+    metric = LinearProbeMetric(recipe="clip_benchmark", folds=2, epochs=2, batch_size=16)
+    result = metric.compute(x, classification_targets(y), row_ids=None, seed=SEED)
+    unit = torch.from_numpy((x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32))
+    hits = []
+    for train, test in _folds(y, 2):
+        fit = train[torch.randperm(len(train), generator=torch.Generator().manual_seed(SEED)).numpy()]
+        with torch.random.fork_rng(devices=[]):
+            model = _clip_train(unit[fit], torch.from_numpy(y[fit]), 0.0, 0.1, 2, 16, SEED)
+        with torch.no_grad():
+            top = model(unit[test]).topk(5, 1, True, True).indices.numpy()
+        hits.extend((top == y[test][:, None]).any(axis=1))
+    assert result.diagnostics["top5_accuracy"] == float(np.mean(hits)) > result.diagnostics["accuracy"]
+    three = LinearProbeMetric(recipe="clip_benchmark", folds=2, epochs=1).compute(
+        x[y < 3], classification_targets(y[y < 3]), row_ids=None, seed=SEED)
+    assert "top5_accuracy" not in three.diagnostics
+
+
 def test_clip_benchmark_weight_decay_search_equals_the_loop(data):
     x, y = data
     train, test = np.flatnonzero(np.arange(len(y)) % 4 != 0), np.flatnonzero(np.arange(len(y)) % 4 == 0)

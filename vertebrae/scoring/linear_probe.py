@@ -248,16 +248,17 @@ class LinearProbeMetric(BuiltinMetric):
                                           f"rows of {self._fold_name(j, splits)}: its weight-decay search needs both")
         return codes, splits, grouped, notes
 
-    def _published(self, matrix, codes, splits, keys, seed: int, where: str):
+    def _published(self, matrix, codes, splits, keys, seed: int, where: str, catalog=()):
         """(predictions per experiment, each a list over splits; diagnostics; warnings) of a published recipe."""
         from vertebrae.scoring.probe_recipes import clip_benchmark_probe, mteb_probe
 
         if self.recipe_name == "clip_benchmark":
             unit = l2_normalised(matrix, keys, where)
             fits = [clip_benchmark_probe(unit, codes, train, test, lr=self.lr, epochs=self.epochs,
-                                         batch_size=self.batch_size, val_proportion=self.val_proportion, seed=seed)
-                    for train, test in splits]
-            return [[f[0] for f in fits]], {"weight_decay": [f[1] for f in fits]}, []
+                                         batch_size=self.batch_size, val_proportion=self.val_proportion, seed=seed,
+                                         n_classes=len(catalog)) for train, test in splits]
+            top5 = {} if any(f[2] is None for f in fits) else {"_top5": np.concatenate([f[2] for f in fits])}
+            return [[f[0] for f in fits]], {"weight_decay": [f[1] for f in fits], **top5}, []
         fits = [mteb_probe(matrix, codes, train, test, n_experiments=self.n_experiments,
                            samples_per_label=self.samples_per_label, max_iter=self.max_iter, seed=seed)
                 for train, test in splits]
@@ -267,7 +268,7 @@ class LinearProbeMetric(BuiltinMetric):
 
     def _compute_published(self, matrix, targets, keys, where, seed, groups, plan) -> MetricResult:
         codes, splits, grouped, notes = plan
-        experiments, extra, warned = self._published(matrix, codes, splits, keys, seed, where)
+        experiments, extra, warned = self._published(matrix, codes, splits, keys, seed, where, targets.catalog)
         test = np.concatenate([t for _, t in splits])
         true = codes[test]
         runs = [np.concatenate(e) for e in experiments]
@@ -276,6 +277,9 @@ class LinearProbeMetric(BuiltinMetric):
         from sklearn.metrics import f1_score
 
         scores["f1_macro"] = float(np.mean([f1_score(true, p, average="macro") for p in runs]))
+        top5 = extra.pop("_top5", None)
+        if top5 is not None:  # clip_benchmark's acc5, over every predicted row
+            scores["top5_accuracy"] = float(np.mean(top5))
         samples = per_sample(keys, test, true, runs[0])
         if len(runs) > 1:  # a row's correctness: its share of correct experiments, so the mean is the score
             order = np.argsort(test, kind="stable")

@@ -22,7 +22,8 @@ and the ``eval`` defaults of its CLI), on CPU in float32 (CLIP_benchmark runs it
    8, 4, 2, 1 (left, best, right, clipped to the grid), each candidate trained on the fit rows and judged by
    top-1 accuracy on the validation rows (a strictly larger accuracy wins; the running best starts at the grid's
    first value with accuracy 0); the final layer is trained on the fit rows followed by the validation rows;
-5. the prediction is the first largest logit of each test row.
+5. the prediction is the first largest logit of each test row; with at least 5 classes, its ``acc5`` too: the
+   share of test rows whose class is among the 5 largest logits (``topk``), reported as ``top5_accuracy``.
 
 All of it runs inside ``torch.random.fork_rng``: the caller's global torch stream is left as it was.
 
@@ -87,10 +88,21 @@ def _predict(torch: Any, layer: Any, x: Any, rows: np.ndarray) -> np.ndarray:
         return layer(x[torch.from_numpy(np.asarray(rows, dtype=np.int64))]).argmax(dim=1).numpy()
 
 
+def _top5(torch: Any, layer: Any, x: Any, y: Any, rows: np.ndarray) -> np.ndarray:
+    """Per row: is its class among the 5 largest logits, as CLIP_benchmark's ``accuracy(..., topk=(1, 5))`` takes
+    them (``topk(5, 1, True, True)`` of the float32 logits)?"""
+    index = torch.from_numpy(np.asarray(rows, dtype=np.int64))
+    with torch.no_grad():
+        top = layer(x[index]).float().topk(5, 1, True, True).indices
+    return (top == y[index].view(-1, 1)).any(dim=1).numpy()
+
+
 def clip_benchmark_probe(unit: np.ndarray, codes: np.ndarray, train: np.ndarray, test: np.ndarray, *, lr: float,
-                         epochs: int, batch_size: int, val_proportion: float | None, seed: int
-                         ) -> tuple[np.ndarray, float]:
-    """(test predictions, weight decay) of CLIP_benchmark's probe on one split; ``unit``: the L2-normalised rows."""
+                         epochs: int, batch_size: int, val_proportion: float | None, seed: int, n_classes: int = 0
+                         ) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """(test predictions, weight decay, each test row's top-5 hit) of CLIP_benchmark's probe on one split;
+    ``unit``: the L2-normalised rows. The top-5 hits are None where CLIP_benchmark reports no acc5: a dataset of
+    fewer than 5 classes (``n_classes``, its class list), or a layer of fewer than 5 outputs."""
     import torch
 
     with torch.random.fork_rng(devices=[]):
@@ -129,7 +141,8 @@ def clip_benchmark_probe(unit: np.ndarray, codes: np.ndarray, train: np.ndarray,
             weight_decay = grid[best]
             fit = np.concatenate([fit, val])
         layer = _train(torch, x, y, fit, classes, weight_decay, **settings)
-        return _predict(torch, layer, x, test), weight_decay
+        top5 = _top5(torch, layer, x, y, test) if n_classes >= 5 and classes >= 5 else None
+        return _predict(torch, layer, x, test), weight_decay, top5
 
 
 def mteb_probe(matrix: np.ndarray, codes: np.ndarray, train: np.ndarray, test: np.ndarray, *, n_experiments: int,
