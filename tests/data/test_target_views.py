@@ -26,7 +26,7 @@ from vertebrae.scoring.paired.rows import RowResamplingConfig
 
 DOCS = "docs/protocols/target-views.md"
 N_PER, N_SPECIES = 12, 8
-PARENTS = {**{s: f"g{s // 2}" for s in range(N_SPECIES)}, **{f"g{g}": f"f{g // 2}" for g in range(4)}}
+PARENTS = {**{s: f"g{s // 2}" for s in range(N_SPECIES)}, "g0": "f0", "g1": "f0", "g2": "f1", "g3": "f2"}
 
 
 def task_part(x):
@@ -65,7 +65,7 @@ def toy():
     text = block(DOCS, "In Python", "python").replace("scoring_config=OverlapScoringConfig(k=2),",
                                                       "scoring_config=OverlapScoringConfig(k=2), row_resampling=rows,")
     namespace = {"dataset": dataset, "extractors": extractors, "site": site, "parents": PARENTS,
-                 "rows": RowResamplingConfig(resamples=20)}
+                 "rows": RowResamplingConfig(resamples=20, min_classes=3)}  # rows: the 2-class site only
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         exec(compile(text, DOCS, "exec"), namespace)
     assert "target views" in printed.getvalue()
