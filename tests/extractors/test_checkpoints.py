@@ -164,8 +164,11 @@ def test_the_docs_snippet_scores_each_checkpoint_as_the_plain_candidate(tmp_path
     assert alone.primary_score == scores["net@2"] and 0 < alone.primary_score <= 1
     # the report's own path: definitions in its metadata, numbers once the comparison is attached, the detail
     # figure's step panel beside the per-class heat map
-    document = with_step_series(with_step_definitions(result, sweep.definitions())).to_dict()
+    report = with_step_series(with_step_definitions(result, sweep.definitions()))
+    document = report.to_dict()
     assert document["metadata"]["checkpoints"] == [series]
+    section = report.markdown().split("## Score against checkpoint step", 1)[1]
+    assert "| net | 2 | net@2 |" in section.split("\n## ", 1)[0]
     detail = report_figures(document, name="runs")["detail"]
     assert "training step" in [ax.get_xlabel() for ax in detail.axes]
 

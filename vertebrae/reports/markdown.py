@@ -35,6 +35,7 @@ from vertebrae.reports.comparison import result_comparison_lines
 from vertebrae.reports.comparison import table as _table
 from vertebrae.reports.cost_report import cost_lines, figure_lines
 from vertebrae.reports.separatix import separatix_lines, separatix_warnings
+from vertebrae.reports.steps import step_lines
 from vertebrae.reports.text import IDENTITY_LINE, dataset_label, markdown_text
 from vertebrae.scoring.degenerate import CODE as COLLAPSE_CODE
 from vertebrae.scoring.retrieval.conventions import describe as describe_conventions
@@ -230,6 +231,7 @@ def render_markdown(result) -> str:
         lines += _table(["extractor"] + custom, [[r.name] + [_metric_cell(r, m, interval(r.name, m)) for m in custom]
                                                  for r in ranked])
         lines += _recipe_lines(ranked, custom)
+    lines += step_lines(result.metadata)  # checkpoint sweeps (reports.steps)
     lines += separatix_lines(ranked)
     lines += result_comparison_lines(result)
     lines += cost_lines(result)

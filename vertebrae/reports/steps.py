@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vertebrae.core.errors import ValidationError
-from vertebrae.reports.comparison import UNITS
+from vertebrae.reports.comparison import UNITS, table
 
 METADATA_KEY = "checkpoints"
 
@@ -115,6 +115,20 @@ def with_step_series(report: Any) -> Any:
     return replace(report, metadata={**report.metadata, METADATA_KEY: step_series(report.to_dict(), definitions)})
 
 
+def step_lines(metadata: Mapping[str, Any]) -> list[str]:
+    """report.md's ``## Score against checkpoint step`` section: one row per series and step (nothing when the report
+    has no step series with numbers)."""
+    series = [s for s in (metadata.get(METADATA_KEY) or []) if any("score" in p for p in s.get("points", []))]
+    if not series:
+        return []
+    rows = [[series_label(s), p["step"], p["candidate"], p["score"],
+             None if p.get("ci_low") is None else f"[{p['ci_low']:.4f}, {p['ci_high']:.4f}]", p.get("interval_source")]
+            for s in series for p in s["points"]]
+    return ["", "## Score against checkpoint step", "",
+            "Each checkpoint sweep's candidates by training step (figure: detail.png), with each candidate's interval.",
+            ""] + table(["sweep", "step", "candidate", "score", "interval", "interval from"], rows)
+
+
 def series_label(series: Mapping[str, Any]) -> str:
     """A series' legend: its sweep's name, and its layer for a layer x step grid."""
     return str(series.get("sweep")) if series.get("layer") is None else f"{series.get('sweep')} (layer {series['layer']})"
@@ -158,5 +172,5 @@ def step_figure(series: Sequence[Mapping[str, Any]], *, title: str | None = None
     return fig
 
 
-__all__ = ["METADATA_KEY", "draw_steps", "series_label", "step_figure", "step_series", "with_step_definitions",
+__all__ = ["METADATA_KEY", "draw_steps", "series_label", "step_figure", "step_lines", "step_series", "with_step_definitions",
            "with_step_series"]
