@@ -110,6 +110,15 @@ def test_bad_sweeps_are_refused_naming_key_and_value(run, tmp_path):
     torch.save({"model": make_mlp().state_dict(), "step": 3}, tmp_path / "full_3.pt")  # a training checkpoint
     with pytest.raises(ConfigError, match=r"full_3\.pt is not a state dict"):
         expand(_net(root, checkpoints=str(tmp_path / "full_*.pt")))
+    for step, width in ((1, 8), (2, 8), (3, 9)):  # hf folders: each checkpoint's tensors as the first one's
+        (tmp_path / "hf" / f"checkpoint-{step}").mkdir(parents=True)
+        save_file(make_mlp(width).state_dict(), str(tmp_path / "hf" / f"checkpoint-{step}" / "model.safetensors"))
+    assert list(expand({"type": "hf_text", "checkpoints": str(tmp_path / "hf" / "checkpoint-[12]")})) == ["net@1",
+                                                                                                        "net@2"]
+    with pytest.raises(ConfigError, match=r"extractors\.net\.checkpoints: .*checkpoint-3 does not fit the sweep's first "
+                                          r"checkpoint .*checkpoint-1: 1 of another shape \(first: model\.safetensors:"
+                                          r"0\.weight: \[16, 9\] in the file, \[16, 8\] in .*checkpoint-1\)"):
+        expand({"type": "hf_text", "checkpoints": str(tmp_path / "hf" / "checkpoint-*")})
     torch.save({k: v for k, v in make_mlp().state_dict().items() if k != "3.bias"}, tmp_path / "part_4.pt")
     with pytest.raises(ConfigError, match=r"part_4\.pt does not fit .*1 tensor\(s\) missing \(first: 3\.bias\)"):
         expand(_net(root, checkpoints=str(tmp_path / "part_*.pt")))

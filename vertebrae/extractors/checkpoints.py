@@ -30,7 +30,9 @@ with one step, a weights key declared beside ``checkpoints``, and (torch) a chec
 the module the factory builds: the module is built on torch's meta device (no memory) and its state dict's names
 and shapes compared with the file's (a ``.safetensors`` header, or a torch file loaded with ``weights_only=True``,
 memory-mapped); a timm checkpoint is checked the same way by the timm adapter when its candidate is built (plan
-time). No checkpoint is unpickled beyond ``weights_only=True``.
+time); the checkpoints of a family that builds its model from each checkpoint's own files (hf_*,
+sentence_transformers, open_clip) must hold the same tensors as the sweep's first, by name and shape, in their
+``.safetensors`` files (headers only). No checkpoint is unpickled beyond ``weights_only=True``.
 
 ``checkpoint_series`` finds the step series among a benchmark's candidates (for the report's step figure,
 ``vertebrae.reports.steps``): candidates ``BASE@STEP`` (or ``BASE@STEP@LAYER`` with that ``hidden_layer``) whose
@@ -184,6 +186,8 @@ def sweep_candidates(name: str, decl: Mapping[str, Any], *, where: str) -> dict[
     rest = {k: v for k, v in decl.items() if k not in SWEEP_KEYS and k not in _TAKEN[kind]}
     if kind == "torch":
         check_torch_fit(rest, steps, where=key)
+    elif kind != "timm":  # timm checks each checkpoint against its architecture when the candidate is built
+        check_same_tensors(steps, where=key)
     out = {}
     for step, path in steps.items():
         weights_key, value = _weights_value(kind, path)
@@ -297,6 +301,35 @@ def check_torch_fit(decl: Mapping[str, Any], steps: Mapping[int, str], *, where:
     check_records.remember(_FIT_CHECK, declared, packages, True)
 
 
+def _safetensors_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*.safetensors") if not any(x.startswith(".") for x in p.parts))
+    return [path] if path.suffix == ".safetensors" else []
+
+
+def check_same_tensors(steps: Mapping[int, str], *, where: str) -> None:
+    """The checkpoints of a sweep whose family builds the model from each checkpoint's own files (hf_*,
+    sentence_transformers, open_clip) hold the same tensors, by name and shape, in their ``.safetensors`` files (read
+    from the headers only): one of another architecture is refused naming it and the first checkpoint. Checkpoints
+    without safetensors files are left to the family's loader."""
+    first: tuple[str, dict[str, tuple[int, ...]]] | None = None
+    for path in steps.values():
+        files = _safetensors_files(Path(path))
+        if not files:
+            continue
+        shapes: dict[str, tuple[int, ...]] = {}
+        for file in files:
+            shapes.update({f"{file.relative_to(path).as_posix() + ':' if Path(path).is_dir() else ''}{k}": v
+                           for k, v in tensor_shapes(file, where).items()})
+        if first is None:
+            first = (path, shapes)
+            continue
+        problem = misfit(first[1], shapes)
+        if problem:
+            raise ConfigError(f"{where}: {path} does not fit the sweep's first checkpoint {first[0]}: "
+                              f"{problem.replace('in the module', 'in ' + first[0])}")
+
+
 # -- the step series among a benchmark's candidates
 
 _TRAILING = re.compile(r"^(.*?)((?:@\d+)+)$")
@@ -393,5 +426,5 @@ class CheckpointSweep:
 
 
 __all__ = ["CheckpointSweep", "SWEEP_KEYS", "WEIGHTS_KEY", "checkpoint_paths", "checkpoint_series", "checkpoint_step",
-           "checkpoint_steps", "check_torch_fit", "expand_checkpoint_sweeps", "misfit", "sweep_candidates",
-           "tensor_shapes"]
+           "checkpoint_steps", "check_same_tensors", "check_torch_fit", "expand_checkpoint_sweeps", "misfit",
+           "sweep_candidates", "tensor_shapes"]
