@@ -127,7 +127,7 @@ def test_storage_maps_to_the_plain_snakemake_flags():
         storage_option(["--storage", "gs://b/p"])
 
 
-def test_unusable_storage_is_refused_naming_the_url(s3_env, s3_run, monkeypatch):
+def test_unusable_storage_is_refused_naming_the_url(s3_env, monkeypatch):
     endpoint = s3_env["SNAKEMAKE_STORAGE_S3_ENDPOINT_URL"]
     with pytest.raises(StorageError, match=r"s3://no-such-bucket/x.*does not exist"):
         check_storage("s3://no-such-bucket/x", endpoint=endpoint, environ=s3_env)
@@ -141,7 +141,7 @@ def test_unusable_storage_is_refused_naming_the_url(s3_env, s3_run, monkeypatch)
         check_storage("s3://vertebrae-test/x", endpoint=endpoint, environ={})
 
 
-def test_refused_before_any_job_starts(s3_run, s3_env, tmp_path):
+def test_refused_before_any_job_starts(s3_env, tmp_path):
     """An s3:// path without a storage provider, a credential on the command line, storage that is not there: the
     run ends at once (exit status 2), naming the URL or key, writing nothing."""
     write(tmp_path, {"benchmarks": {"m": {"dataset": {"source": {"type": "npz", "path": f"{URL}/data/rows.npz"}},
@@ -150,6 +150,9 @@ def test_refused_before_any_job_starts(s3_run, s3_env, tmp_path):
     plain = subprocess.run([sys.executable, "-m", "vertebrae", "run", "config.yaml", "-n"], cwd=tmp_path, env=env,
                            capture_output=True, text=True)
     assert plain.returncode == 2 and f"benchmarks.m.dataset.source.path: '{URL}/data/rows.npz'" in plain.stderr
+    checked = subprocess.run([sys.executable, "-m", "vertebrae", "validate", "config.yaml"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True)
+    assert checked.returncode == 2 and "--storage" in checked.stderr and f"'{URL}/data/rows.npz'" in checked.stderr
     flagged = vertebrae_run(tmp_path, env, "--storage-s3-secret-key", SECRET)
     assert flagged.returncode == 2 and "--storage-s3-secret-key" in flagged.stderr and SECRET not in flagged.stderr
     missing = subprocess.run([sys.executable, "-m", "vertebrae", "run", "config.yaml", "--storage", "s3://absent-bucket/p"],

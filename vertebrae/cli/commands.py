@@ -278,6 +278,9 @@ def validate(config: str | Path | Sequence[str | Path]) -> int:
     path = _configs(config)
     merged = merged_config(path)
     require_benchmarks(merged, path)
+    from vertebrae.core.storage import refuse_urls_without_storage
+
+    refuse_urls_without_storage(merged, None)  # data in a bucket: checked by `vertebrae run CONFIG --storage URL -n`
     # relative paths in the config resolve against the current directory; the plan is written for Snakemake's dry
     # run below to read back (``plan_once``: the same config, files and folder give the same digest)
     planned = plan_once(merged, config_files=path)
