@@ -79,9 +79,11 @@ def test_bad_sweeps_are_refused_naming_key_and_value(run, tmp_path):
         expand(_net(root, checkpoints=str(root / "nothing_*.pt")))
     with pytest.raises(ConfigError, match=r"extractors\.net\.checkpoints\[1\]: checkpoint not found: '.*gone\.pt'"):
         expand(_net(root, checkpoints=[str(root / "ckpts" / "step_1.safetensors"), str(root / "gone.pt")]))
-    with pytest.raises(ConfigError, match=r"extractors\.net\.step_from: 'epoch_\(\[0-9\]\+\)' does not match the checkpoint "
+    with pytest.raises(ConfigError, match=r"extractors\.net\.step_from: 'epoch_\(\\d\+\)' does not match the checkpoint "
                                           r"path '.*step_1\.safetensors'"):
-        expand(_net(root, step_from="epoch_([0-9]+)"))
+        expand(_net(root, step_from=r"epoch_(\d+)"))
+    with pytest.raises(ConfigError, match=r"extractors\.net\.step_from: 'step_\(' is not a regular expression"):
+        expand(_net(root, step_from="step_("))
     with pytest.raises(ConfigError, match=r"extractors\.net\.step_from: 'ckpts' reads 'ckpts' from '.*', not a step"):
         expand(_net(root, step_from="ckpts"))
     twin = tmp_path / "other"
@@ -90,7 +92,8 @@ def test_bad_sweeps_are_refused_naming_key_and_value(run, tmp_path):
     with pytest.raises(ConfigError, match=r"extractors\.net\.checkpoints: '.*ckpts/step_1\.safetensors' and "
                                           r"'.*other/step_1\.safetensors' are both step 1"):
         expand(_net(root, checkpoints=[str(root / "ckpts" / "step_1.safetensors"), str(twin / "step_1.safetensors")]))
-    with pytest.raises(ConfigError, match=r"extractors\.net\.checkpoints: type 'precomputed' loads no local weights"):
+    with pytest.raises(ConfigError, match=r"extractors\.net\.checkpoints: a checkpoint sweep takes an extractor of a family "
+                                          r"that loads local weights \(torch, timm, .*\), not type 'precomputed'"):
         expand({"type": "precomputed", "checkpoints": str(root / "ckpts" / "*")})
     with pytest.raises(ConfigError, match=r"extractors\.net\.weights: '.*' beside checkpoints"):
         expand(_net(root, weights=str(root / "ckpts" / "step_1.safetensors")))

@@ -136,14 +136,14 @@ def checkpoint_step(path: str, step_from: str | None, *, where: str) -> int:
     try:
         pattern = re.compile(step_from)
     except re.error as exc:
-        raise ConfigError(f"{where.rsplit('.', 1)[0]}.step_from: {step_from!r} is not a regular expression: {exc}") from None
+        raise ConfigError(f"{where.rsplit('.', 1)[0]}.step_from: '{step_from}' is not a regular expression: {exc}") from None
     match = pattern.search(text)
     if match is None:
-        raise ConfigError(f"{where.rsplit('.', 1)[0]}.step_from: {step_from!r} does not match the checkpoint path "
+        raise ConfigError(f"{where.rsplit('.', 1)[0]}.step_from: '{step_from}' does not match the checkpoint path "
                           f"{path!r}")
     found = match.group(1) if pattern.groups else match.group(0)
     if found is None or not found.isdigit():
-        raise ConfigError(f"{where.rsplit('.', 1)[0]}.step_from: {step_from!r} reads {found!r} from {path!r}, not a "
+        raise ConfigError(f"{where.rsplit('.', 1)[0]}.step_from: '{step_from}' reads {found!r} from {path!r}, not a "
                           "step (a non-negative integer)")
     return int(found)
 
@@ -176,8 +176,8 @@ def sweep_candidates(name: str, decl: Mapping[str, Any], *, where: str) -> dict[
     kind = decl.get("type")
     key = f"{where}.checkpoints"
     if kind not in WEIGHTS_KEY:
-        raise ConfigError(f"{key}: type {kind!r} loads no local weights, so it has no checkpoints to sweep; a "
-                          f"checkpoint sweep takes an extractor of type {', '.join(WEIGHTS_KEY)}")
+        raise ConfigError(f"{key}: a checkpoint sweep takes an extractor of a family that loads local weights "
+                          f"({', '.join(WEIGHTS_KEY)}), not type {kind!r}")
     for taken in _TAKEN[kind]:
         if decl.get(taken) not in (None, False) and not (kind == "open_clip" and taken == "model"):
             raise ConfigError(f"{where}.{taken}: {decl[taken]!r} beside checkpoints; each checkpoint becomes the "
