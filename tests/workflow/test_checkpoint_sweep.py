@@ -65,6 +65,9 @@ def test_checkpoint_sweep_reports_steps_and_a_new_checkpoint_adds_only_its_jobs(
         assert point["ci_low"] <= point["score"] <= point["ci_high"]
     assert (tmp_path / "results" / "reports" / "toy" / "detail.png").stat().st_size > 0
     assert "## Score against checkpoint step" in (tmp_path / "results" / "reports" / "toy" / "report.md").read_text()
+    from vertebrae.stages.verify import verify
+
+    assert verify(tmp_path / "results") == []  # report.json (its step series) and its figures check out
     # each checkpoint scored as the plain single-checkpoint candidate scores it (in process), under its fingerprints
     plain = _config({f"plain{s}": {**net, "weights": f"ckpts/step_{s}.safetensors"} for s in (1, 2)})
     oracle = benchmarks_from_config(plain, base_dir=tmp_path)["toy"].run()
