@@ -93,6 +93,42 @@ def test_an_embedding_of_the_site_is_reported_as_encoding_the_nuisance(toy):
     assert "site (nuisance, lower is better)" in markdown
 
 
+def test_a_nuisance_views_own_report_ranks_lowest_first_and_says_so(toy):
+    from vertebrae.reports.leaderboard import leaderboard_rows
+    from vertebrae.results import BenchmarkResult
+
+    result = toy[3]
+    report = result.reports["site"]
+    scores = {c.name: c.primary_score for c in report.extractor_results}
+    assert scores["site"] > scores["task"]  # the site embedding separates the site most ...
+    document = report.to_dict()
+    assert document["ranking"] == ["task", "site"]  # ... so it ranks last: lower is better
+    assert document["metadata"]["view"] == {"name": "site", "role": "nuisance", "better": "lower"}
+    assert "view" not in result.primary.metadata  # the primary view's report is the benchmark's own
+    assert [r.name for r in BenchmarkResult.from_dict(document).ranked_results()] == ["task", "site"]
+    markdown = report.markdown()
+    assert "is a **nuisance**: lower separation is better" in markdown and "rank 1 encodes site least" in markdown
+    assert "| task (leader) |" in markdown and "| encodes more |" in markdown.split("really ahead?")[1]
+    assert "Every other candidate encodes site significantly more" in markdown
+    rows = {r.candidate: (r.rank, r.verdict) for r in leaderboard_rows([("site/report.json", document)])}
+    assert rows == {"task": (1, "leader"), "site": (2, "behind")}
+
+
+def test_the_leaderboard_shows_views_as_views_of_their_benchmark(toy):
+    from vertebrae.reports.across import across
+    from vertebrae.reports.leaderboard import benchmarks_of, leaderboard_rows, paired_verdicts
+
+    result = toy[3]
+    site, primary = result.reports["site"].to_dict(), result.primary.to_dict()
+    other = {**primary, "metadata": {**primary["metadata"], "benchmark": "other"}}
+    reports = [("r/birds@site/report.json", site), ("r/birds/report.json", primary), ("r/other/report.json", other)]
+    rows = leaderboard_rows(reports)
+    assert benchmarks_of(rows) == ["birds", "birds / view site (nuisance: lower is better)", "other"]
+    assert paired_verdicts(reports)["birds / view site (nuisance: lower is better)"][("site", "task")] == "behind"
+    standings = across(rows, paired_verdicts(reports))
+    assert standings.compared == ("birds", "other")  # a benchmark counts once, by its primary view
+
+
 def test_three_level_hierarchy_scores_equal_direct_calls(toy):
     X, species, _, result = toy
     assert result.summary["levels"] == ["family", "genus", "leaf"]

@@ -70,6 +70,8 @@ def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypat
     assert views["rankings"]["site"] == ["task", "site"]  # a nuisance: the least encoding first
     site_report = json.loads((tmp_path / "results/reports/toy@site/report.json").read_text(encoding="utf-8"))
     scored = {c["name"]: c for c in site_report["extractor_results"]}
+    assert site_report["ranking"] == ["task", "site"]  # the nuisance view's own report: lowest first, and says so
+    assert site_report["metadata"]["view"] == {"name": "site", "role": "nuisance", "better": "lower"}
     oracle = overlapindex.OverlapIndex(model_type="MiniBatchKMeans", kmeans_k=scored["site"]["overlap"]["k_per_class"],
                                        kmeans_kwargs={"random_state": 0}, offline_chunk_size=10000)
     oracle.fit(normalize(site_emb), np.array([semantic_key(s) for s in site.tolist()], dtype=object))
@@ -80,6 +82,7 @@ def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypat
     config = yaml.safe_load((tmp_path / "cfg.yaml").read_text(encoding="utf-8"))
     in_process = views_benchmarks_from_config(config, base_dir=tmp_path)["toy"].run()
     assert in_process.summary["table"] == views["table"] and in_process.summary["rankings"] == views["rankings"]
+    assert in_process.reports["site"].to_dict()["metadata"]["view"] == site_report["metadata"]["view"]
     markdown = (tmp_path / "results/reports/toy/views.md").read_text(encoding="utf-8")
     assert "site (nuisance, lower is better)" in markdown and "Score by hierarchy level" in markdown
     assert (tmp_path / "results/reports/toy/views.png").read_bytes()[:4] == b"\x89PNG"

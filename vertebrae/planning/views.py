@@ -155,9 +155,12 @@ def _plan_view(result: WorkflowPlan, name: str, report_name: str, bench: Mapping
     series = checkpoint_series(bench["extractors"])  # checkpoint sweeps: each view's report draws score against step
     if series:
         r_recipe["checkpoints"] = series
+    if view.role == "nuisance":  # ranked lowest first: a role change rewrites the report (a task view's recipe as was)
+        r_recipe["role"] = view.role
     return result.add({
         **r_recipe, "candidates": candidates, "stage": "report", "fingerprint": fingerprint("report", r_recipe),
         "recipe": r_recipe, "protocol": protocol_ref, "target_type": target_type,
+        "target_view": {"name": view.name, "role": view.role},
     })
 
 

@@ -156,8 +156,11 @@ class ViewsBenchmark:
                         metadata={"score_fingerprint": score_fp,
                                   "timings": {**timings, "score_s": time.perf_counter() - started}}))
         reports = {}
+        own = {r.view.name: r for r in self.resolved if r.alias is None and r.recipe is not None}
         for view, bench in self.benchmarks.items():
             report = build_report(results[view], protocols[view], benchmark=bench.name, plan=bench.plan)
+            if view != self.primary_view and view in own:  # as the workflow's BENCH@VIEW report records it
+                report = report.with_view(view, own[view].view.role)
             reports[view] = report.with_comparison(bench.comparison_config).with_costs(measured=True)
         entries = [{"view": r.view.name, "role": r.view.role, "type": r.targets.target_type, "level": r.view.level,
                     "alias": r.alias} for r in self.resolved]

@@ -8,6 +8,8 @@ bootstrap interval of the mean rank over benchmarks.
   every one of them get one (the others are listed as left out, since a mean over different benchmarks is not
   comparable); the benchmarks are resampled with replacement (``resamples`` times, seeded) and the interval is the
   percentile interval of the resampled mean ranks. Fewer than two benchmarks: no interval.
+- a labelled benchmark's target views (``BENCH@VIEW`` reports: the same rows, another question) are left out: each
+  benchmark counts once, by its primary view; the views stay in the leaderboard's tables.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from vertebrae.reports.leaderboard import Row, benchmarks_of, candidates_of
+from vertebrae.reports.leaderboard import Row, benchmarks_of, candidates_of, is_view
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ def across(rows: Sequence[Row], pairs: Mapping[str, Mapping[tuple[str, str], str
            resamples: int = 2000, seed: int = 0) -> Across:
     """The cross-benchmark standings of the long table's ``rows``; ``pairs``: per benchmark key, the paired verdict
     of every ordered pair of its candidates (``vertebrae.stages.leaderboard_job.paired_verdicts``)."""
+    views = {r.benchmark for r in rows if is_view(r)}  # a benchmark counts once: by its primary view
+    rows = [r for r in rows if r.benchmark not in views]
+    pairs = {key: value for key, value in pairs.items() if key not in views}
     names = candidates_of(rows)
     ranked = [r for r in rows if r.rank is not None]
     compared = [b for b in benchmarks_of(rows) if any(r.benchmark == b for r in ranked)]

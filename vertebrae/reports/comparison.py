@@ -244,31 +244,50 @@ def _method(document: Mapping[str, Any]) -> str:
     )
 
 
-def comparison_lines(document: Mapping[str, Any] | None, skipped: str | None) -> list[str]:
+def _least_first(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A nuisance view's comparison seen lowest score first: its leader the candidate that separates the nuisance
+    least (declaration order among equal scores); the pairs as they are (Δ = score a - score b)."""
+    least = min(document["candidates"], key=lambda c: c["score"])["name"]
+    return {**document, "leader": least}
+
+
+NUISANCE_VERDICTS = {"ahead": "encodes more", "behind": "encodes less", "indistinguishable": "indistinguishable"}
+
+
+def comparison_lines(document: Mapping[str, Any] | None, skipped: str | None, *,
+                     nuisance: str | None = None) -> list[str]:
     """The Markdown section ``## Is the leader really ahead?``, starting with a blank line; ``[]`` when both are None.
 
     With a document: the method paragraph, a table of each candidate against the leader in descending score order
     (candidate, score, Δ vs leader, CI of Δ, adjusted p, verdict; the leader's row says ``leader``), the
     candidates statistically tied with the leader and their ranks, and the document's notes. Without one, one
     line saying why (``skipped``). A malformed document raises ValidationError (:func:`check_comparison`).
+    ``nuisance``: the report is that nuisance view's (lower is better): the leader is the candidate that encodes
+    it least, the others in ascending score order, and a verdict says whether a candidate encodes it more or less.
     """
     if document is None:
         if skipped is None:
             return []
         return ["", f"## {TITLE}", "", f"No paired comparison: {cell(str(skipped).rstrip('.'))}."]
     document = check_comparison(document)
+    if nuisance is not None:
+        document = _least_first(document)
     leader = document["leader"]
     scores = {c["name"]: c["score"] for c in document["candidates"]}
     names = ranked_names(document)
+    if nuisance is not None:
+        names = [leader] + [c["name"] for c in sorted(document["candidates"], key=lambda c: c["score"])
+                            if c["name"] != leader]
     rows: list[list[Any]] = [[f"{leader} (leader)", float(scores[leader]), None, None, None, "leader"]]
     tied, behind = [], 0
     for rank, name in enumerate(names[1:], start=2):
         pair = versus(document, name, leader)
+        word = pair["verdict"] if nuisance is None else NUISANCE_VERDICTS[pair["verdict"]]
         rows.append([name, float(scores[name]), _signed(pair["delta"]),
-                     f"[{_signed(pair['ci_low'])}, {_signed(pair['ci_high'])}]", _p(pair["p_adjusted"]), pair["verdict"]])
+                     f"[{_signed(pair['ci_low'])}, {_signed(pair['ci_high'])}]", _p(pair["p_adjusted"]), word])
         if pair["verdict"] == "indistinguishable":
             tied.append((rank, name))
-        behind += pair["verdict"] == "behind"
+        behind += pair["verdict"] == ("behind" if nuisance is None else "ahead")
     alpha = document["config"]["alpha"]
     if tied:
         ranks = [str(rank) for rank in [1] + [rank for rank, _ in tied]]
@@ -276,9 +295,14 @@ def comparison_lines(document: Mapping[str, Any] | None, skipped: str | None) ->
         tie_line = (f"Statistically tied with the leader: {', '.join(f'**{cell(n)}** (rank {r})' for r, n in tied)}. "
                     f"The ranking stays by point score, but ranks {ranks} are not told apart at alpha = {alpha}.")
     else:
+        worse = "is behind it" if nuisance is None else f"encodes {cell(nuisance)} significantly more"
         tie_line = "Statistically tied with the leader: none." + (
-            f" Every other candidate is behind it at alpha = {alpha}." if behind == len(names) - 1 else "")
-    lines = ["", f"## {TITLE}", "", _method(document), ""]
+            f" Every other candidate {worse} at alpha = {alpha}." if behind == len(names) - 1 else "")
+    lines = ["", f"## {TITLE}", ""]
+    if nuisance is not None:
+        lines += [f"Nuisance view {cell(nuisance)}: lower separation is better, so the leader is the candidate that "
+                  f"encodes it least, **{cell(leader)}**, and a positive Δ means a candidate encodes it more.", ""]
+    lines += [_method(document), ""]
     lines += table(["candidate", "score", "Δ vs leader", "CI of Δ", "adjusted p", "verdict"], rows)
     lines += ["", tie_line]
     if document["notes"]:
@@ -292,7 +316,9 @@ def result_comparison_lines(result: Any) -> list[str]:
     comparison = getattr(result, "comparison", None)
     if comparison is not None and not isinstance(comparison, Mapping):
         comparison = comparison.to_dict()
-    return comparison_lines(comparison, getattr(result, "comparison_skipped", None))
+    nuisance = (getattr(result, "metadata", None) or {}).get("view") or {}  # a nuisance view's report: lower first
+    return comparison_lines(comparison, getattr(result, "comparison_skipped", None),
+                            nuisance=nuisance.get("name") if nuisance.get("role") == "nuisance" else None)
 
 
 __all__ = ["SCHEMA", "TITLE", "cell", "check_comparison", "comparison_lines", "ranked_names", "result_comparison_lines",

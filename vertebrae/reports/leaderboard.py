@@ -12,6 +12,11 @@ different folders, or an in-process report saved beside the workflow's), by its 
 report path: the two are shown apart, never merged. The wide table (``wide_table``) has one row per candidate and,
 per benchmark, its score, rank and verdict.
 
+A labelled benchmark's target views (``vertebrae.planning.views``: reports ``BENCH@VIEW``) are rows labelled as
+views of their benchmark, right after it: ``toy / view site (nuisance: lower is better)``. A nuisance view's report
+ranks lowest first (its ``metadata["view"]``), so its rank 1 is the candidate that encodes the nuisance least, and
+its verdicts (``paired_verdicts`` too) are against that candidate: ``behind`` encodes it significantly more.
+
 The verdict vocabulary: ``leader`` (rank 1 by the metric shown), ``tied`` (the paired comparison finds it
 indistinguishable from the leader), ``behind`` (significantly behind), ``ahead`` (only when the leader by score is
 not ahead in the paired test: never in a consistent report), ``n/a`` (no comparison: one candidate, a comparison that could not be made, or a
@@ -156,6 +161,11 @@ def _comparison(document: Mapping[str, Any]):
     return None if not data else PairedComparison.from_dict(data)
 
 
+def lower_is_better(document: Mapping[str, Any]) -> bool:
+    """A report of a ``role: nuisance`` target view (``metadata["view"]``): lower separation is better."""
+    return ((document.get("metadata") or {}).get("view") or {}).get("role") == "nuisance"
+
+
 def _benchmark_rows(path: str, document: Mapping[str, Any], key: str, metric: str | None,
                     costs: Mapping[tuple[str, str], Cost], written_at: str | None) -> list[Row]:
     protocol = PROTOCOLS[document["schema"]]
@@ -166,15 +176,23 @@ def _benchmark_rows(path: str, document: Mapping[str, Any], key: str, metric: st
     ranking = [str(n) for n in document["ranking"]]
     values = {str(c["name"]): (_number(c.get("primary_score")) if use_primary else _find_number(c, metric))
               for c in candidates}
+    lower = lower_is_better(document)  # a nuisance view's report: its ranking is lowest first
     if use_primary:
         ranks = {n: i for i, n in enumerate(ranking, start=1)}
-    else:  # ranked by the chosen metric, higher first, among the benchmark's ranked candidates that have it
-        order = sorted((n for n in ranking if values.get(n) is not None), key=lambda n: -values[n])
+    else:  # ranked by the chosen metric, higher first (a nuisance view: lower), among the ranked that have it
+        order = sorted((n for n in ranking if values.get(n) is not None), key=lambda n: values[n] if lower else -values[n])
         ranks = {n: i for i, n in enumerate(order, start=1)}
     comparison = _comparison(document) if use_primary else None
     intervals = {} if comparison is None else {c["name"]: (c["ci_low"], c["ci_high"]) for c in comparison.candidates}
-    verdicts = {} if comparison is None else {r["name"]: VERDICT_WORDS[r["verdict"]]
-                                              for r in comparison.versus_leader()}
+    if comparison is None:
+        verdicts = {}
+    elif lower and ranking:  # against the rank-1 candidate (the least encoding); ahead in score = behind
+        flip = {"ahead": "behind", "behind": "ahead", "indistinguishable": "indistinguishable"}
+        names = [c["name"] for c in comparison.candidates]
+        verdicts = {n: VERDICT_WORDS[flip[comparison.pair(n, ranking[0])["verdict"]]]
+                    for n in names if n != ranking[0] and ranking[0] in names}
+    else:
+        verdicts = {r["name"]: VERDICT_WORDS[r["verdict"]] for r in comparison.versus_leader()}
     identity = document.get("dataset_summary", {}).get("identity")
     rows = []
     for c in candidates:
@@ -209,10 +227,41 @@ def benchmark_keys(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str
     keys = []
     for (path, document), name in zip(reports, names):
         if names.count(name) == 1:
-            keys.append(name)
+            keys.append(_view_key(name, document))
         else:
-            keys.append(f"{name} [{dataset_label(document.get('dataset_summary') or {})}] ({path})")
+            keys.append(f"{_view_key(name, document)} [{dataset_label(document.get('dataset_summary') or {})}] ({path})")
     return keys
+
+
+VIEW_SEPARATOR = "@"  # planning.views: a target view's report is BENCH@VIEW
+NUISANCE = "nuisance: lower is better"  # in a nuisance view's benchmark key (pareto_front reads it)
+
+
+def _view_key(name: str, document: Mapping[str, Any]) -> str:
+    """A target view's report as a view of its benchmark: ``toy / view site (nuisance: lower is better)``."""
+    view = (document.get("metadata") or {}).get("view")
+    if VIEW_SEPARATOR not in name or not isinstance(view, Mapping):
+        return name
+    base = name.rsplit(VIEW_SEPARATOR, 1)[0]
+    role = NUISANCE if view.get("role") == "nuisance" else "task"
+    return f"{base} / view {view.get('name')} ({role})"
+
+
+def is_view(row: Row) -> bool:
+    """The row is of a target view's report (``BENCH@VIEW``), not of a benchmark's primary report."""
+    return VIEW_SEPARATOR in row.benchmark_name
+
+
+def _grouped(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The reports with every target view's (``BENCH@VIEW``) right after its benchmark's, else in the order given."""
+    def name(document: Any, path: str) -> str:
+        meta = (document.get("metadata") or {}) if isinstance(document, Mapping) else {}
+        return str(meta.get("benchmark") or Path(path).parent.name)
+
+    names = [name(d, str(p)) for p, d in reports]
+    bases = [n.rsplit(VIEW_SEPARATOR, 1)[0] for n in names]
+    first = {b: i for i, b in reversed(list(enumerate(bases)))}
+    return [reports[i] for i in sorted(range(len(reports)), key=lambda i: (first[bases[i]], VIEW_SEPARATOR in names[i]))]
 
 
 def leaderboard_rows(reports: Sequence[tuple[str, Mapping[str, Any]]], *, metric: str | None = None,
@@ -221,6 +270,7 @@ def leaderboard_rows(reports: Sequence[tuple[str, Mapping[str, Any]]], *, metric
     """The long table of ``(path, report document)`` pairs, benchmarks in the order given, candidates in each
     report's declaration order. ``costs``: by (report path, candidate); ``written``: the time each path was written."""
     rows: list[Row] = []
+    reports = _grouped(reports)  # a benchmark's target views right after it
     for (path, document), key in zip(reports, benchmark_keys(reports)):
         try:
             rows += _benchmark_rows(str(path), document, key, metric, costs or {}, (written or {}).get(str(path)))
@@ -237,10 +287,13 @@ def paired_verdicts(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[st
         comparison = _comparison(document)
         verdicts: dict[tuple[str, str], str] = {}
         names = [] if comparison is None else [c["name"] for c in comparison.candidates]
+        flip = {"ahead": "behind", "behind": "ahead", "indistinguishable": "indistinguishable"}
+        lower = lower_is_better(document)  # a nuisance view: ahead in score is behind
         for a in names:
             for b in names:
                 if a != b:
-                    verdicts[(a, b)] = comparison.pair(a, b)["verdict"]
+                    verdict = comparison.pair(a, b)["verdict"]
+                    verdicts[(a, b)] = flip[verdict] if lower else verdict
         out[key] = verdicts
     return out
 
@@ -273,9 +326,11 @@ def pareto_front(rows: Sequence[Row], kind: str) -> list[Row]:
     """The ranked candidates of one benchmark no other beats on both quality (higher) and cost (lower), cheapest
     first; candidates of unknown cost are left out."""
     known = [r for r in rows if r.rank is not None and r.value is not None and r.cost(kind) is not None]
-    front = [r for r in known if not any(o.value >= r.value and o.cost(kind) <= r.cost(kind)
-                                         and (o.value > r.value or o.cost(kind) < r.cost(kind)) for o in known)]
-    return sorted(front, key=lambda r: (r.cost(kind), -r.value))
+    sign = -1.0 if any(NUISANCE in r.benchmark for r in known) else 1.0  # a nuisance view: lower is better
+    front = [r for r in known if not any(sign * o.value >= sign * r.value and o.cost(kind) <= r.cost(kind)
+                                         and (sign * o.value > sign * r.value or o.cost(kind) < r.cost(kind))
+                                         for o in known)]
+    return sorted(front, key=lambda r: (r.cost(kind), -sign * r.value))
 
 
 def cheapest_tied(rows: Sequence[Row], kind: str) -> tuple[Row | None, list[str]]:
@@ -326,5 +381,5 @@ def _cost_text(row: Row, kind: str) -> str:
 
 __all__ = ["COLUMNS", "COST_KINDS", "COST_WORDS", "DEFAULT_COST", "Row", "benchmark_keys", "benchmarks_of", "candidates_of",
            "cheapest_tied", "cheapest_tied_line", "embedding_endpoints", "leaderboard_rows", "metric_names",
-           "paired_verdicts",
+           "is_view", "lower_is_better", "paired_verdicts",
            "pareto_front", "recipe_summary", "wide_table"]

@@ -193,6 +193,17 @@ def _metric_cell(candidate, metric: str, interval) -> str | None:
     return score if interval is None else f"{score} [{_cell(interval[0])}, {_cell(interval[1])}]"
 
 
+def _view_sentence(result) -> str:
+    """A target view's report (``metadata["view"]``): which view, and for a nuisance that lower is better."""
+    view = result.metadata.get("view") or {}
+    if not view:
+        return ""
+    if view.get("role") != "nuisance":
+        return f" Target view {_cell(view.get('name'))} (task: higher separation is better)."
+    return (f" Target view {_cell(view.get('name'))} is a **nuisance**: lower separation is better, so candidates are "
+            f"ranked lowest first; rank 1 encodes {_cell(view.get('name'))} least.")
+
+
 def render_markdown(result) -> str:
     """Labelled report: ranking, per-class (per-label) scores, regression diagnostics, custom metrics, Separatix."""
     name = result.metadata.get("benchmark", "benchmark")
@@ -204,7 +215,7 @@ def render_markdown(result) -> str:
         f"# vertebrae report: {_cell(name)}",
         f"Labelled protocol ({target_type}) on dataset {_cell(dataset_label(summary))}: {summary.get('n_rows')} rows, {what}. "
         "OverlapIndex score: 1 = the targets occupy separate regions of the embedding, 0 = complete overlap "
-        f"(the permutation null for regression). Seed {result.metadata.get('seed')}.", summary,
+        f"(the permutation null for regression). Seed {result.metadata.get('seed')}.{_view_sentence(result)}", summary,
     )
     rows = result.table_rows()
     if not result.ranking_available:

@@ -139,6 +139,26 @@ class BenchmarkResult(RankedReport):
         return candidate.aggregate_valid
 
     @property
+    def lower_is_better(self) -> bool:
+        """A ``role: nuisance`` target view's report (``metadata["view"]``, ``with_view``): the candidate that
+        separates the nuisance least ranks first."""
+        return (self.metadata.get("view") or {}).get("role") == "nuisance"
+
+    def ranked_results(self) -> list[ExtractorResult]:
+        """Best primary score first (a nuisance view's report: lowest first); ties keep declaration order."""
+        if not self.lower_is_better:
+            return super().ranked_results()
+        return sorted((r for r in self.candidates if self._ranks(r)), key=lambda r: r.primary_score)
+
+    def with_view(self, view: str | None, role: str | None) -> BenchmarkResult:
+        """This report as target view ``view``'s, of ``role`` (``vertebrae.data.target_views``), recorded in
+        ``metadata["view"]`` (``{"name", "role", "better"}``) for its readers; ``view`` None: unchanged."""
+        if view is None:
+            return self
+        better = "lower" if role == "nuisance" else "higher"
+        return replace(self, metadata={**self.metadata, "view": {"name": view, "role": role, "better": better}})
+
+    @property
     def ranking_available(self) -> bool:
         return bool(self.ranked_results())
 

@@ -85,6 +85,9 @@ def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | P
                       THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD)},  # with_costs turns it into the cost
         ))
     report = build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], plan=scoring_plan)
+    view = spec.get("target_view")  # a target view's report (planning.views): its role sets the ranking direction
+    if view is not None:
+        report = report.with_view(view["name"], view["role"])
     return with_step_definitions(report, spec.get("checkpoints"))  # checkpoint sweeps' step series (reports.steps)
 
 
