@@ -201,6 +201,27 @@ def test_views_plan_their_own_jobs_and_the_default_plan_is_unchanged(table):
         ("species", None), ("site", None), ("family", None), ("species_path", "species")]
 
 
+def test_targets_without_the_datasets_own_target_plan_no_job_for_it(table):
+    _, plan = table
+    planned = plan(targets={"path": {"column": "taxon"}, "site": {"column": "site", "role": "nuisance"}})
+    stages = [s["stage"] for s in planned.specs.values()]
+    assert stages.count("protocol") == stages.count("report") == stages.count("score") == 2  # path and site only
+    assert {fp for fp, s in planned.specs.items() if s["stage"] == "report"} == set(planned.reports.values())
+    # the dataset's own target as a second view: its report is plan_labelled's, not the primary view's
+    planned = plan(targets={"site": {"column": "site"}, "species": {}})
+    assert planned.reports["t@species"] == plan().reports["t"] != planned.reports["t"]
+
+
+def test_validate_lists_views_under_their_benchmark(table):
+    from vertebrae.cli.commands import describe
+
+    _, plan = table
+    planned = plan(targets={"species": {"column": "label"}, "site": {"column": "site", "role": "nuisance"}},
+                   hierarchy={"column": "taxon", "levels": ["family", "species_path"]})
+    assert describe(planned) == ["  labelled benchmark t (benchmarks.t): 1 candidate: raw; views species (primary), "
+                                 "site (nuisance), family (level 1), species_path (level 2, = species)"]
+
+
 @pytest.mark.parametrize("bench, key, value", [
     ({"targets": {"site": {"column": "nope"}}}, "benchmarks.t.targets.site.column", "'nope'"),
     ({"targets": {"site": {"key": "site"}}}, "benchmarks.t.targets.site.key", "'csv'"),

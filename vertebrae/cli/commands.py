@@ -261,13 +261,31 @@ def _benchmarks(planned) -> list[tuple[str, str, str, str]]:
             for section, kind in SECTION_KINDS.items() for name, fp in reports[section].items()]
 
 
+def _views_text(plan, name: str) -> str:
+    """``; views species (primary), site (nuisance), ...`` of a labelled benchmark with target views, else ``""``."""
+    fp = getattr(plan, "views", {}).get(name)
+    if fp is None:
+        return ""
+    spec = plan.spec(fp)
+    words = []
+    for view in spec["views"]:
+        what = ["primary"] if view["view"] == spec["primary"] else [] if view["role"] == "task" else ["nuisance"]
+        what += [] if view.get("level") is None else [f"level {view['level'] + 1}"]
+        what += [] if view.get("alias") is None else [f"= {view['alias']}"]
+        words.append(f"{view['view']}" + (f" ({', '.join(what)})" if what else ""))
+    return f"; views {', '.join(words)}"
+
+
 def describe(plan) -> list[str]:
-    """One line per benchmark: its protocol, name and candidates, in config order."""
+    """One line per benchmark: its protocol, name and candidates, in config order; a labelled benchmark's target
+    views (reports ``BENCH@VIEW``) on its line, not as benchmarks of their own."""
     lines = []
     for section, kind, name, fp in _benchmarks(plan):
+        if "@" in name:  # a target view's report (planning.views.VIEW_SEPARATOR): listed with its benchmark
+            continue
         names = [candidate["name"] for candidate in plan.spec(fp)["candidates"]]
         lines.append(f"  {kind} benchmark {name} ({section}.{name}): {_count(len(names), 'candidate')}: "
-                     f"{', '.join(names)}")
+                     f"{', '.join(names)}{_views_text(plan, name)}")
     return lines
 
 

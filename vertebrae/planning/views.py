@@ -31,6 +31,7 @@ from vertebrae.planning.labelled import (
     scoring_from_decl, scoring_plan_from_decl,
 )
 from vertebrae.stages.labelled import protocol_recipe, score_recipe
+from vertebrae.stages.labelled_partials import MERGE_STAGE, PART_STAGE
 
 VIEW_SEPARATOR = "@"  # never in a benchmark name: BENCH@VIEW names no other benchmark's report
 VIEWS_FILES = ("json", "md", "png")
@@ -85,7 +86,8 @@ def plan_views(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config
     """Add the view jobs of labelled benchmark ``name`` (planned by ``plan_labelled`` first) to ``result``."""
     where = f"benchmarks.{name}"
     base, resolved, primary = resolve_declared(bench, base_dir=base_dir, where=where)
-    base_report = result.specs[result.reports[name]]
+    own_fp = result.reports[name]  # plan_labelled's report: the dataset's own target
+    base_report = result.specs[own_fp]
     base_candidates = base_report["candidates"]
     compare_enabled = comparison_config(config, "benchmarks", name).enabled
     reports: dict[str, str] = {}
@@ -98,7 +100,7 @@ def plan_views(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config
             continue
         report_name = view_report_name(name, view.name, primary)
         if item.recipe is None:  # the dataset's own target: plan_labelled's report
-            report_fp = result.reports[name]
+            report_fp = own_fp
         else:
             report_fp = _plan_view(result, name, report_name, bench, config, base_dir, item, base, base_candidates,
                                    base_report["protocol"]["fingerprint"], compare_enabled)
@@ -106,6 +108,8 @@ def plan_views(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config
         result.reports[report_name] = report_fp
         entries.append({"view": view.name, "role": view.role, "type": item.targets.target_type, "level": view.level,
                         "alias": None, "report": report_name})
+    if own_fp not in reports.values():  # `targets:` leaves the dataset's own target out: nothing requests its jobs
+        _drop_unrequested(result, own_fp)
     hierarchy = bench.get("hierarchy")
     recipe = {"benchmark": name, "primary": primary, "views": entries,
               "reports": {view: reports[view] for view in reports},
@@ -116,6 +120,43 @@ def plan_views(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config
                                       for e in entries if e["alias"] is None],
                      "outputs": views_paths(name, result)})
     result.views[name] = fp
+
+
+_DROPPABLE = ("report", "protocol", "score", MERGE_STAGE, PART_STAGE)  # never an embedding, fit or compression
+
+
+def _refs(value: Any):
+    """The fingerprints of the ``{"fingerprint", "path"}`` references inside a spec."""
+    if isinstance(value, dict):
+        if isinstance(value.get("fingerprint"), str) and "path" in value:
+            yield value["fingerprint"]
+        for item in value.values():
+            yield from _refs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _refs(item)
+
+
+def _drop_unrequested(result: WorkflowPlan, report_fp: str) -> None:
+    """Remove report ``report_fp`` and the protocol and score jobs only it needs (a job another spec references, a
+    score another benchmark shares above all, stays)."""
+    mine, queue = set(), [report_fp]
+    while queue:
+        fp = queue.pop()
+        spec = result.specs.get(fp)
+        if fp in mine or spec is None or (fp != report_fp and spec["stage"] not in _DROPPABLE):
+            continue
+        mine.add(fp)
+        queue += list(_refs({k: v for k, v in spec.items() if k != "fingerprint"}))
+    alive, queue = set(), [r for fp, spec in result.specs.items() if fp not in mine for r in _refs(spec) if r != fp]
+    while queue:
+        fp = queue.pop()
+        if fp in mine and fp not in alive:
+            alive.add(fp)
+            queue += list(_refs({k: v for k, v in result.specs[fp].items() if k != "fingerprint"}))
+    for fp in mine - alive:
+        for table in (result.specs, result.layouts, result.shard_counts, result.memory, result.fanouts):
+            table.pop(fp, None)
 
 
 def _plan_view(result: WorkflowPlan, name: str, report_name: str, bench: Mapping[str, Any],
