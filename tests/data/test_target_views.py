@@ -110,6 +110,7 @@ def test_a_nuisance_views_own_report_ranks_lowest_first_and_says_so(toy):
     assert "is a **nuisance**: lower separation is better" in markdown and "rank 1 encodes site least" in markdown
     assert "| task (leader) |" in markdown and "| encodes more |" in markdown.split("really ahead?")[1]
     assert "Every other candidate encodes site significantly more" in markdown
+    assert "a candidate encodes it more or less when its adjusted p" in markdown
     rows = {r.candidate: (r.rank, r.verdict) for r in leaderboard_rows([("site/report.json", document)])}
     assert rows == {"task": (1, "leader"), "site": (2, "behind")}
 

@@ -302,7 +302,10 @@ def comparison_lines(document: Mapping[str, Any] | None, skipped: str | None, *,
     if nuisance is not None:
         lines += [f"Nuisance view {cell(nuisance)}: lower separation is better, so the leader is the candidate that "
                   f"encodes it least, **{cell(leader)}**, and a positive Δ means a candidate encodes it more.", ""]
-    lines += [_method(document), ""]
+    method = _method(document)
+    if nuisance is not None:
+        method = method.replace("a candidate is ahead or behind when", "a candidate encodes it more or less when")
+    lines += [method, ""]
     lines += table(["candidate", "score", "Δ vs leader", "CI of Δ", "adjusted p", "verdict"], rows)
     lines += ["", tie_line]
     if document["notes"]:
