@@ -111,6 +111,12 @@ def test_a_nuisance_views_own_report_ranks_lowest_first_and_says_so(toy):
     assert "| task (leader) |" in markdown and "| encodes more |" in markdown.split("really ahead?")[1]
     assert "Every other candidate encodes site significantly more" in markdown
     assert "a candidate encodes it more or less when its adjusted p" in markdown
+    from vertebrae.reports.figures import _pyplot, report_figures
+
+    figures = report_figures(document, name="birds@site")
+    assert figures["comparison"].axes[0].get_title() == "birds@site: who encodes site more? (lower is better)"
+    for figure in figures.values():
+        _pyplot().close(figure)
     rows = {r.candidate: (r.rank, r.verdict) for r in leaderboard_rows([("site/report.json", document)])}
     assert rows == {"task": (1, "leader"), "site": (2, "behind")}
 

@@ -420,11 +420,14 @@ def report_figures(report: Mapping[str, Any], *, name: str = "report") -> dict[s
         figures = builders[schema](dict(report), name)
     except (KeyError, TypeError, IndexError) as exc:
         raise ValidationError(f"report {name!r}: malformed {schema} report ({type(exc).__name__}: {exc})") from None
+    view = (report.get("metadata") or {}).get("view") or {}  # a nuisance view's report: lower is better
+    title = (f"{name}: who encodes {view.get('name')} more? (lower is better)" if view.get("role") == "nuisance"
+             else f"{name}: is the leader really ahead?")
     if report.get("comparison") is not None:
-        figures["comparison"] = comparison_figure(report["comparison"], title=f"{name}: is the leader really ahead?")
+        figures["comparison"] = comparison_figure(report["comparison"], title=title)
     else:
         reason = report.get("comparison_skipped") or "this report was written without a paired comparison"
-        figures["comparison"] = no_comparison_figure(reason, title=f"{name}: is the leader really ahead?")
+        figures["comparison"] = no_comparison_figure(reason, title=title)
     return figures
 
 
