@@ -60,7 +60,18 @@ def workdir_copy(default_run, tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def audited_small_run(tmp_path_factory) -> Path:
     """The small workflow of tests/small_workflow.py run once, each job's file accesses logged (its
-    audit/ folder): the file-access audit reads them, the object-storage test compares its reports."""
+    audit/ folder): the file-access audit reads them, the object-storage test compares its reports. Shared by
+    pytest-xdist's workers as ``default_run`` is."""
     from small_workflow import run_audited
 
-    return run_audited(tmp_path_factory.mktemp("audited-small-run"))
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return run_audited(tmp_path_factory.mktemp("audited-small-run"))
+    shared = tmp_path_factory.getbasetemp().parent  # one run for every worker, as default_run
+    with open(shared / "audited-small-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        workdir, done = shared / "audited-small-run", shared / "audited-small-run.done"
+        if not done.exists():
+            shutil.rmtree(workdir, ignore_errors=True)
+            run_audited(workdir)
+            done.touch()
+    return workdir

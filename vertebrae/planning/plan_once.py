@@ -9,6 +9,9 @@ plugin submits with ``--export=ALL``). A process that inherits it and computes t
 other (a new ``snakemake``, another config, a missing or unreadable file) plans in full. Nothing carries across
 invocations: ``snakemake`` started from a shell plans again, but the scikit-learn steps a config declares are checked
 once under the same versions (``vertebrae.core.check_records``, in ``OUT/.vertebrae/checks``).
+
+The plan file is a cache, never a job's input: a job that cannot read it (a node without the shared disk, a run on
+object storage, ``vertebrae.core.storage``) plans in full and gets the same plan, only later.
 """
 
 from __future__ import annotations
