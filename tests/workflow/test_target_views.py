@@ -3,7 +3,9 @@ views report, and the dry run after adding a view: only its jobs, by rule and fi
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import re
 
@@ -83,6 +85,12 @@ def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypat
     in_process = views_benchmarks_from_config(config, base_dir=tmp_path)["toy"].run()
     assert in_process.summary["table"] == views["table"] and in_process.summary["rankings"] == views["rankings"]
     assert in_process.reports["site"].to_dict()["metadata"]["view"] == site_report["metadata"]["view"]
+    from vertebrae.cli.commands import show
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        show("cfg.yaml")
+    assert "labelled benchmark toy, view site (benchmarks.toy)" in printed.getvalue()  # a view, not a benchmark
     markdown = (tmp_path / "results/reports/toy/views.md").read_text(encoding="utf-8")
     assert "site (nuisance, lower is better)" in markdown and "Score by hierarchy level" in markdown
     assert (tmp_path / "results/reports/toy/views.png").read_bytes()[:4] == b"\x89PNG"

@@ -276,6 +276,15 @@ def _views_text(plan, name: str) -> str:
     return f"; views {', '.join(words)}"
 
 
+def _title(kind: str, section: str, name: str) -> str:
+    """``labelled benchmark toy (benchmarks.toy)``; a target view's report ``toy@site``: ``labelled benchmark toy,
+    view site (benchmarks.toy)``."""
+    if "@" in name:
+        base, view = name.split("@", 1)
+        return f"{kind} benchmark {base}, view {view} ({section}.{base})"
+    return f"{kind} benchmark {name} ({section}.{name})"
+
+
 def describe(plan) -> list[str]:
     """One line per benchmark: its protocol, name and candidates, in config order; a labelled benchmark's target
     views (reports ``BENCH@VIEW``) on its line, not as benchmarks of their own."""
@@ -457,9 +466,10 @@ def status(config: str | Path, json_output: bool = False) -> int:
                                                   by_owner.get(name, {}))
                                     for name, section, kind in listed if by_owner.get(name)]})
         return 0
-    print(f"{config}: {_count(len(benchmarks), 'benchmark')}; {_count(len(jobs), 'job')}: {len(jobs) - todo} done, "
+    counted = sum("@" not in name for _, _, name, _ in benchmarks)  # a target view is no benchmark of its own
+    print(f"{config}: {_count(counted, 'benchmark')}; {_count(len(jobs), 'job')}: {len(jobs) - todo} done, "
           f"{todo} to run" + (" (everything is up to date)" if not todo else f" (`vertebrae run {config}` runs them)"))
-    sections = [(f"{kind} benchmark {name} ({section}.{name})", name) for section, kind, name, _ in benchmarks]
+    sections = [(_title(kind, section, name), name) for section, kind, name, _ in benchmarks]
     for title, name in [*sections, (WORKFLOW_WIDE, WORKFLOW_WIDE)]:
         mine = by_owner.get(name, {})
         if not mine:
@@ -521,7 +531,7 @@ def show(config: str | Path, benchmark: str | None = None, json_output: bool = F
         spec = planned.spec(fp)
         protocol = spec["protocol"]
         reports = planned.report_paths(name)
-        print(("\n" if index else "") + f"{kind} benchmark {name} ({section}.{name})")
+        print(("\n" if index else "") + _title(kind, section, name))
         print(f"  dataset: {terminal_text(planned.spec(protocol['fingerprint']).get('identity', 'unknown'))}")
         print(f"  protocol: {protocol['path']} ({_written(protocol['path'])})")
         candidates = spec["candidates"]
