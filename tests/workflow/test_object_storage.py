@@ -138,6 +138,7 @@ def test_unusable_storage_is_refused_naming_the_url(s3_env, monkeypatch):
         monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata lookup either
     with pytest.raises(StorageError, match=r"s3://vertebrae-test/x.*no credentials"):
         check_storage("s3://vertebrae-test/x", endpoint=endpoint, environ={})
 
