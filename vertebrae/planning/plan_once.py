@@ -87,3 +87,31 @@ def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] =
     _write(path, digest, planned)
     os.environ[PLAN_ENV] = digest
     return planned
+
+
+def plan_where_jobs_run(config: dict[str, Any], *, config_files: Iterable[str | Path] = (),
+                        storage_provider: str | None = None, storage_prefix: str | None = None,
+                        local_storage_prefix: str | os.PathLike = ".snakemake/storage",
+                        argv: Iterable[str] = ()) -> tuple[WorkflowPlan, str]:
+    """``(plan, root)``: the Snakefile's plan (``plan_once``) and the folder its jobs work in, ``"."`` without
+    object storage. With ``storage_provider`` ``s3`` (``vertebrae run --storage s3://...``): the config's data paths
+    are rewritten in place to name objects under ``storage_prefix``, fetched into Snakemake's local copy of it
+    (``root``, also set in ``$VERTEBRAE_STORAGE_ROOT`` for the jobs) and planned there
+    (``vertebrae.core.storage``). Without it, an ``s3://`` path in the config is refused naming its key."""
+    import contextlib
+
+    from vertebrae.core import storage
+
+    root = "."
+    files = list(config_files)
+    if storage_provider == "s3":
+        root = storage.local_root(local_storage_prefix, storage_prefix)
+        os.environ[storage.STORAGE_ROOT_ENV] = root
+        config.update(storage.under_prefix(config, storage_prefix))
+        storage.fetch_data(config, storage_prefix, root, endpoint=storage.endpoint_url(list(argv)))
+        files = [os.path.abspath(f) for f in files]
+    else:
+        storage.refuse_urls_without_storage(config, None)
+    os.makedirs(root, exist_ok=True)
+    with contextlib.chdir(root):  # planned where the jobs find their files
+        return plan_once(config, config_files=files), root

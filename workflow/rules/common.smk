@@ -1,6 +1,5 @@
 # The plan of the config, made by the library (vertebrae.planning); wildcard constraints and input functions.
 # Every rule's inputs come whole from the plan: PLAN.inputs(fp) names them as the rule's shell line does.
-import contextlib
 import os
 import sys
 
@@ -8,7 +7,6 @@ import vertebrae.reports.figures
 import vertebrae.reports.html_items
 import vertebrae.reports.summary
 import vertebrae.planning.plan_once
-import vertebrae.core.storage
 import vertebrae.reports.text
 from vertebrae.core.config import require_benchmarks
 from vertebrae.core.errors import VertebraeError
@@ -23,22 +21,12 @@ from vertebrae.core.out_folder import OUT_ENV
 # there; each job works inside the local copies of its storage objects, laid out as the working folder is
 # (vertebrae.core.storage); the plan jobs' spec files stay local (written below, by every process that parses this).
 STORAGE = workflow.storage_settings.default_storage_provider is not None
-STORAGE_ROOT = "."
 try:
     require_benchmarks(config, workflow.configfiles)
-    if STORAGE and workflow.storage_settings.default_storage_provider == "s3":
-        _url = workflow.storage_settings.default_storage_prefix
-        STORAGE_ROOT = vertebrae.core.storage.local_root(workflow.storage_settings.local_storage_prefix, _url)
-        os.environ[vertebrae.core.storage.STORAGE_ROOT_ENV] = STORAGE_ROOT
-        config.update(vertebrae.core.storage.under_prefix(config, _url))
-        vertebrae.core.storage.fetch_data(config, _url, STORAGE_ROOT,
-                                          endpoint=vertebrae.core.storage.endpoint_url(sys.argv))
-    else:
-        vertebrae.core.storage.refuse_urls_without_storage(config, None)
-    os.makedirs(STORAGE_ROOT, exist_ok=True)
-    _files = workflow.configfiles if STORAGE_ROOT == "." else [os.path.abspath(f) for f in workflow.configfiles]
-    with contextlib.chdir(STORAGE_ROOT):  # planned where the jobs find their files ("." without storage)
-        PLAN = vertebrae.planning.plan_once.plan_once(config, config_files=_files)
+    PLAN, STORAGE_ROOT = vertebrae.planning.plan_once.plan_where_jobs_run(
+        config, config_files=workflow.configfiles, storage_provider=workflow.storage_settings.default_storage_provider,
+        storage_prefix=workflow.storage_settings.default_storage_prefix,
+        local_storage_prefix=workflow.storage_settings.local_storage_prefix, argv=sys.argv)
 except VertebraeError as exc:
     sys.exit(f"vertebrae: error: {vertebrae.reports.text.terminal_text(str(exc), lines=True)}")
 # Everything the run writes lies under PLAN.out (config `out`, default results/): the rules take every path from the
