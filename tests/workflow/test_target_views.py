@@ -111,3 +111,19 @@ def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypat
     for rule, outputs in jobs:
         fps = {m for o in outputs for m in re.findall(r"/([0-9a-f]{16})\.json$", o)}
         assert rule in ("report", "views_report") or fps <= set(new), (rule, outputs)
+
+
+def test_adding_a_hierarchy_level_plans_only_its_jobs(tmp_path, monkeypatch):
+    """The plan before and after a hierarchy (its genus level new; its leaf is the dataset's own species view):
+    the new job specs are the level's protocol, its two scores, compare and report, and the views job."""
+    from vertebrae.planning.planner import plan
+
+    _data(tmp_path)
+    monkeypatch.chdir(tmp_path)  # the config's paths are relative to the working directory
+    without = _config()
+    del without["benchmarks"]["toy"]["hierarchy"]
+    before, after = plan(without, base_dir=tmp_path), plan(_config(), base_dir=tmp_path)
+    new = sorted(s["stage"] for fp, s in after.specs.items() if fp not in before.specs)
+    assert new == ["compare", "protocol", "report", "score", "score", "views"]
+    gone = sorted(s["stage"] for fp, s in before.specs.items() if fp not in after.specs)
+    assert gone == ["views"]  # the views job's inputs grew: it alone is rewritten
