@@ -245,8 +245,10 @@ def tensor_shapes(path: Path, where: str) -> dict[str, tuple[int, ...]]:
     return {str(k): tuple(v.shape) for k, v in state.items()}
 
 
-def misfit(model: Mapping[str, tuple[int, ...]], file: Mapping[str, tuple[int, ...]]) -> str | None:
-    """What keeps a state dict from loading strictly into a model (None: it fits), in words."""
+def misfit(model: Mapping[str, tuple[int, ...]], file: Mapping[str, tuple[int, ...]], holder: str = "module"
+           ) -> str | None:
+    """What keeps a state dict (tensor name -> shape) from loading strictly into a ``holder`` of ``model``'s tensors
+    (None: it fits), in words."""
     missing, unexpected = sorted(set(model) - set(file)), sorted(set(file) - set(model))
     wrong = sorted(k for k in set(model) & set(file) if tuple(model[k]) != tuple(file[k]))
     parts = []
@@ -256,7 +258,7 @@ def misfit(model: Mapping[str, tuple[int, ...]], file: Mapping[str, tuple[int, .
         parts.append(f"{len(unexpected)} unexpected (first: {unexpected[0]})")
     if wrong:
         parts.append(f"{len(wrong)} of another shape (first: {wrong[0]}: {list(file[wrong[0]])} in the file, "
-                     f"{list(model[wrong[0]])} in the module)")
+                     f"{list(model[wrong[0]])} in the {holder})")
     return "; ".join(parts) or None
 
 

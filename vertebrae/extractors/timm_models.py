@@ -42,6 +42,7 @@ from vertebrae.core import check_records
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
 from vertebrae.extractors.base import Extractor
+from vertebrae.extractors.checkpoints import misfit as checkpoint_misfit
 from vertebrae.extractors.layers import NUMBERING, check_layer_range, hidden_state_index
 from vertebrae.extractors.model_names import require
 from vertebrae.extractors.torch_runtime import ModelExtractor, file_sha256, folder_digest, model_options
@@ -84,22 +85,6 @@ def _checkpoint_shapes(path: Path, where: str) -> dict[str, tuple[int, ...]]:
     except (SafetensorError, RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as exc:
         raise ConfigError(f"{where}.checkpoint: {path} is not a readable weights file (truncated or corrupt?): "
                           f"{exc}") from None
-
-
-def _misfit(model_shapes: Mapping[str, tuple[int, ...]], file_shapes: Mapping[str, tuple[int, ...]]) -> str | None:
-    missing = sorted(set(model_shapes) - set(file_shapes))
-    unexpected = sorted(set(file_shapes) - set(model_shapes))
-    wrong = sorted(k for k in set(model_shapes) & set(file_shapes) if tuple(model_shapes[k]) != tuple(file_shapes[k]))
-    parts = []
-    if missing:
-        parts.append(f"{len(missing)} tensor(s) missing (first: {missing[0]})")
-    if unexpected:
-        parts.append(f"{len(unexpected)} unexpected (first: {unexpected[0]})")
-    if wrong:
-        key = wrong[0]
-        parts.append(f"{len(wrong)} of another shape (first: {key}: {list(file_shapes[key])} in the file, "
-                     f"{list(model_shapes[key])} in the model)")
-    return "; ".join(parts) or None
 
 
 class TimmExtractor(ModelExtractor, Extractor):
@@ -232,7 +217,7 @@ class TimmExtractor(ModelExtractor, Extractor):
         if self._checkpoint is not None:
             file = self._model_file() if self._folder else self._checkpoint
             shapes = _checkpoint_shapes(file, where)
-            misfit = _misfit({k: tuple(v.shape) for k, v in meta.state_dict().items()}, shapes)
+            misfit = checkpoint_misfit({k: tuple(v.shape) for k, v in meta.state_dict().items()}, shapes, "model")
             if misfit:
                 raise ConfigError(f"{where}.checkpoint: {file} does not fit {architecture}: {misfit}")
         return {"architecture": architecture, "hf_hub_id": meta.pretrained_cfg.get("hf_hub_id"),
