@@ -216,18 +216,24 @@ def _view_source(source: Mapping[str, Any], view: TargetView, base_dir: Path, wh
     return out
 
 
-def _file_labels(view: TargetView, row_ids: Sequence[str], base_dir: Path, where: str) -> list:
-    path = base_dir / view.file
+def _csv_columns(path: Path, columns: tuple[str, str], where: str) -> list[tuple[str, str, int]]:
+    """``(first column, second column, line number)`` of each row of CSV file ``path`` (``where``.file: a missing
+    column, named with the file's columns, or an unreadable file refused)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
-            for column in (view.id_column, view.label_column):
+            for column in columns:
                 if column not in (reader.fieldnames or []):
                     raise ConfigError(f"{where}.file: column {column!r} not found in {path}; "
                                       f"columns: {reader.fieldnames}")
-            records = [(r[view.id_column], r[view.label_column], reader.line_num) for r in reader]
+            return [(r[columns[0]], r[columns[1]], reader.line_num) for r in reader]
     except OSError as exc:
         raise ConfigError(f"{where}.file: {path}: {exc.strerror or exc}") from None
+
+
+def _file_labels(view: TargetView, row_ids: Sequence[str], base_dir: Path, where: str) -> list:
+    path = base_dir / view.file
+    records = _csv_columns(path, (view.id_column, view.label_column), where)
     position = {key: i for i, key in enumerate(row_ids)}
     labels: list = [None] * len(row_ids)
     for raw_id, value, line in records:
@@ -361,18 +367,9 @@ def _parent_table(hierarchy: Hierarchy, base_dir: Path, where: str) -> dict[str,
         pairs = [(c, p, f"parents[{c!r}]") for c, p in hierarchy.parents.items()]
     else:
         path = base_dir / hierarchy.file
-        try:
-            with open(path, newline="", encoding="utf-8-sig") as fh:
-                reader = csv.DictReader(fh)
-                for column in (hierarchy.child_column, hierarchy.parent_column):
-                    if column not in (reader.fieldnames or []):
-                        raise ConfigError(f"{where}.file: column {column!r} not found in {path}; "
-                                          f"columns: {reader.fieldnames}")
-                pairs = [(r[hierarchy.child_column], _typed(r[hierarchy.parent_column], hierarchy.label_dtype,
-                                                            f"{where}.file: {path}, line {reader.line_num}"),
-                          f"{path}, line {reader.line_num}") for r in reader]
-        except OSError as exc:
-            raise ConfigError(f"{where}.file: {path}: {exc.strerror or exc}") from None
+        pairs = [(child, _typed(parent, hierarchy.label_dtype, f"{where}.file: {path}, line {line}"),
+                  f"{path}, line {line}")
+                 for child, parent, line in _csv_columns(path, (hierarchy.child_column, hierarchy.parent_column), where)]
     parents: dict[str, Any] = {}
     for child, parent, line in pairs:
         key = semantic_key(child)
