@@ -216,12 +216,12 @@ class WorkflowPlan:
 
     def fanout_partial_inputs(self, fp: str) -> dict[str, str]:
         """The named inputs of a partial score of merge spec ``fp``: the fan-out inputs artifact and what it names
-        (the merge spec's plan, the endpoints, the protocol, the relevance rows by side), one dict for every partial
-        of the candidate."""
+        and the job reads (the merge spec's plan, the endpoints, the relevance rows by side; not the protocol, which
+        the merge checks), one dict for every partial of the candidate."""
         found = self.__dict__.setdefault("_partial_inputs", {})
         if fp not in found:
-            found[fp] = {"fanout": self.artifact_path("fanout", fp, protocol="retrieval"),
-                         **self.inputs(fp, fanout=True),
+            named = {key: value for key, value in self.inputs(fp, fanout=True).items() if key != "protocol"}
+            found[fp] = {"fanout": self.artifact_path("fanout", fp, protocol="retrieval"), **named,
                          **{f"{side}_rows": self.artifact_path("fanout-rows", fp, protocol="retrieval", side=side)
                             for side in ("query", "gallery")}}
         return found[fp]
