@@ -139,6 +139,10 @@ def get_fanout_inputs(wildcards):
     return PLAN.inputs(wildcards.fp, fanout=True)
 
 
+def get_views_inputs(wildcards):
+    return PLAN.inputs(PLAN.views[wildcards.benchmark])
+
+
 def get_report_inputs(wildcards):
     return PLAN.inputs(PLAN.report_fingerprint(wildcards.benchmark))
 

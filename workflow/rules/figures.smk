@@ -169,10 +169,6 @@ rule summary:
 
 # A labelled benchmark's target views (vertebrae.planning.views): every view's report.json -> the candidates x views
 # table, the nuisance verdicts and the score-by-level figure. Adding a view reruns its own jobs and this one.
-def get_views_inputs(wildcards):
-    return PLAN.inputs(PLAN.views[wildcards.benchmark])
-
-
 rule views_report:
     input:
         unpack(get_views_inputs),
