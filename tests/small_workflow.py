@@ -1,20 +1,31 @@
-"""A small workflow for the file-access audit and the object-storage test (tests/workflow/test_file_access.py,
-test_object_storage.py): a labelled benchmark of one precomputed file, a retrieval benchmark of one precomputed pair
-whose score fans out over gallery halves (issue 18's files, ``three_files_config``), every path relative to the
-working folder."""
+"""A small workflow for the object-storage test (tests/workflow/test_object_storage.py): a labelled benchmark of one
+precomputed file, a retrieval benchmark of one precomputed pair whose score fans out over gallery halves (issue 18's
+files, ``three_files_config``), every path relative to the working folder. And the file-access audit's hook, which
+the default run (tests/workflow/conftest.py) installs in its jobs (tests/workflow/test_file_access.py)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-from workflow_support import REPO, three_files_config
+from workflow_support import three_files_config
 
 AUDIT_HOOK = Path(__file__).resolve().parent / "workflow" / "file_audit"  # sitecustomize.py: the jobs' file accesses
+
+
+def audit_env(log_dir: Path) -> dict[str, str]:
+    """The variables that make a run's job processes log their file accesses under ``log_dir`` (created)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = os.pathsep.join(filter(None, [str(AUDIT_HOOK), os.environ.get("PYTHONPATH")]))
+    return {"PYTHONPATH": path, "VERTEBRAE_AUDIT_LOG": str(log_dir)}
+
+
+def audit_log_dir(workdir: Path) -> Path:
+    """Where the audited default run (tests/workflow/conftest.py, ``default_run``) logs its jobs' file accesses:
+    beside its working folder, so that the run's folder holds what a user's would."""
+    return workdir.parent / f"{workdir.name}-audit"
 
 
 def small_config(root: Path) -> dict:
@@ -32,19 +43,3 @@ def write(root: Path, config: dict) -> Path:
     path = root / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
-
-
-def run_audited(root: Path) -> Path:
-    """The small workflow run in ``root`` by Snakemake (every job a process of its own), each job process's file
-    accesses logged under root/audit/ (file_audit/sitecustomize.py)."""
-    root.mkdir(parents=True, exist_ok=True)
-    config = write(root, small_config(root))
-    (root / "audit").mkdir(exist_ok=True)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               PYTHONPATH=str(AUDIT_HOOK), VERTEBRAE_AUDIT_LOG=str(root / "audit"))
-    env.pop("VERTEBRAE_JOB_SERVER", None)
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
-                           str(root), "--configfile", str(config), "--cores", "2"], cwd=root, env=env,
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return root

@@ -24,16 +24,20 @@ from vertebrae.core.job_client import SERVER_ENV
 REPO = Path(__file__).resolve().parents[1]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, served: bool = True) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, check: bool = True, served: bool = True,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m snakemake`` on the repository's Snakefile inside ``workdir``.
 
     ``served``: the jobs run as under ``vertebrae run``, their scoring and bookkeeping subcommands handed to a warm
     job server (:func:`job_server_env`; one per test process, started on first use); ``served=False`` runs every job
     in a process of its own, as ``snakemake`` started directly (``make demo``, the default run) does. A dry run
-    starts no job, so it is never served."""
+    starts no job, so it is never served. ``env``: variables added to the jobs' environment (the file-access
+    audit's)."""
+    extra = env or {}
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     if served and not _dry_run(list(args)):
         env.update(job_server_env())
+    env.update(extra)
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
            "--cores", "2", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from small_workflow import audit_env, audit_log_dir
 from workflow_support import DEFAULT_RUN_SECONDS, REPO, snakemake, write_config
 
 
@@ -25,6 +26,8 @@ def default_run(request, tmp_path_factory, default_config) -> Path:
     returns the working directory. Its wall time is kept in the session's stash (``DEFAULT_RUN_SECONDS``): the
     SLURM test prints its own against it.
 
+    Its jobs' file accesses are logged beside it (``small_workflow.audit_log_dir``): the file-access audit reads them.
+
     Under pytest-xdist the run is shared by the workers (their common base folder, under a lock): the first
     worker to ask runs it, the others wait for it and read the same folder."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
@@ -35,6 +38,7 @@ def default_run(request, tmp_path_factory, default_config) -> Path:
         workdir, done = shared / "default-run", shared / "default-run.done"
         if not done.exists():
             shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(f"{workdir}-audit", ignore_errors=True)
             workdir.mkdir()
             _run_default(request, workdir, default_config)
             done.touch()
@@ -44,7 +48,8 @@ def default_run(request, tmp_path_factory, default_config) -> Path:
 def _run_default(request, workdir: Path, config: dict) -> Path:
     write_config(workdir, config)
     started = time.monotonic()
-    snakemake(workdir, served=False)  # as `make demo` runs it: every job a process of its own
+    # as `make demo` runs it: every job a process of its own, each logging the files it opens (test_file_access.py)
+    snakemake(workdir, served=False, env=audit_env(audit_log_dir(workdir)))
     request.config.stash[DEFAULT_RUN_SECONDS] = time.monotonic() - started
     return workdir
 
@@ -55,23 +60,3 @@ def workdir_copy(default_run, tmp_path) -> Path:
     target = tmp_path / "run"
     shutil.copytree(default_run, target, symlinks=True)
     return target
-
-
-@pytest.fixture(scope="session")
-def audited_small_run(tmp_path_factory) -> Path:
-    """The small workflow of tests/small_workflow.py run once, each job's file accesses logged (its
-    audit/ folder): the file-access audit reads them, the object-storage test compares its reports. Shared by
-    pytest-xdist's workers as ``default_run`` is."""
-    from small_workflow import run_audited
-
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
-        return run_audited(tmp_path_factory.mktemp("audited-small-run"))
-    shared = tmp_path_factory.getbasetemp().parent  # one run for every worker, as default_run
-    with open(shared / "audited-small-run.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        workdir, done = shared / "audited-small-run", shared / "audited-small-run.done"
-        if not done.exists():
-            shutil.rmtree(workdir, ignore_errors=True)
-            run_audited(workdir)
-            done.touch()
-    return workdir

@@ -1,10 +1,15 @@
 """Every job reads only its declared inputs and writes only its declared outputs (issue 47, part 1).
 
-The small workflow of tests/small_workflow.py (a labelled benchmark of a precomputed file, a retrieval benchmark whose
-score fans out over gallery halves) runs once with every job process watched (file_audit/sitecustomize.py: Python's
-``open``, folder listings and renames, and ``h5py.File``). Each process is matched to its job by its command line
-(Snakemake's metadata records each job's shell line, inputs and log); what it touched must be a declared input, a
-declared output or log (or its temporary name or folder), the Python environment, the system or the package.
+The default workflow (config/config.yaml, the shared ``default_run``: labelled, regression, text, zero-shot and
+retrieval benchmarks, a retrieval score fanned out over gallery halves, real offline models) runs with every job
+process watched (file_audit/sitecustomize.py: Python's ``open``, folder listings and renames, and ``h5py.File``).
+Each process is matched to its job by its command line (Snakemake's metadata records each job's shell line, inputs
+and log); what it touched must be a declared input, a declared output or log (or its temporary name or folder), the
+Python environment, the system or the package.
+
+Precomputed files named by a config (npz, HDF5, a relevance table) are declared the same way (``data_files``,
+tests/planning/test_job_files.py); the object-storage test runs such a config with no shared working folder, where a
+job that read an undeclared file would fail.
 """
 
 from __future__ import annotations
@@ -15,21 +20,28 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from small_workflow import AUDIT_HOOK
+import pytest
+
+from small_workflow import AUDIT_HOOK, audit_log_dir
 from workflow_support import REPO
 
-# Reads no rule can declare yet, each with its reason. Anything else undeclared fails the test.
+# Reads no rule can declare, each with its reason. Anything else undeclared fails the test.
 KNOWN = {
-    # the report's costs: Snakemake's benchmark records of its candidates' jobs (vertebrae.reports.costs)
+    # The report's costs: Snakemake's benchmark records of its candidates' jobs (vertebrae.reports.costs), found by
+    # fingerprint in this out folder or an older layout's. Declared as inputs, a missing record (a cost, not a
+    # result: the report says "unknown") would make Snakemake rerun the job that writes it (a record is a job's
+    # output) whenever the report reruns: an embedding recomputed for its timing. So they stay undeclared.
     ("report", "results/benchmarks"),
     # the pages of the whole out folder, whichever config wrote them (docs/workflow.md, "The out folder")
     ("leaderboard_page", "results"),
     ("results_index", "results"),
 }
-# Caches that only save time: read when present, their absence changes no result.
-CACHES = ("results/.vertebrae/digests.json",)
+# Caches that only save time: read when present, their absence changes no result (a file, or a folder's files).
+CACHES = ("results/.vertebrae/digests.json",  # the data files' digests, by size and mtime
+          "results/.vertebrae/checks/")  # declarations that passed a check (vertebrae.core.check_records)
 
 
 def declared_jobs(root: Path) -> dict[tuple[str, ...], dict]:
@@ -46,17 +58,20 @@ def declared_jobs(root: Path) -> dict[tuple[str, ...], dict]:
 
 
 def allowed(path: str) -> bool:
-    """The Python environment, the system, the package itself (and its editable-install hook), the user's caches
-    of fonts (matplotlib)."""
+    """The Python environment (the default's text model ships as a package: its weights are in site-packages), the
+    system (the system's temporary folder included: Snakemake's ``tmpdir`` of each job, where dill writes a scratch
+    file at import), the package itself (and its editable-install hook), the user's caches of fonts (matplotlib)."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/etc", "/proc", "/sys", "/dev", "/lib", "/opt",
              str(REPO / "vertebrae"), str(AUDIT_HOOK), str(Path.home() / ".cache" / "matplotlib")}
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots) or "__editable__" in path
+    return (any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots) or "__editable__" in path
+            or os.path.dirname(path) == tempfile.gettempdir())  # a file right in it: the runs' own folders are below
 
 
-def undeclared(root: Path) -> set[tuple[str, str, str]]:
-    """(rule, kind, path relative to the working folder) of every undeclared file access of the run's jobs."""
+def undeclared(root: Path, logs: Path) -> set[tuple[str, str, str]]:
+    """(rule, kind, path relative to the working folder) of every undeclared file access of the run's jobs, whose
+    processes logged them under ``logs``."""
     jobs, found = declared_jobs(root), set()
-    for log in (root / "audit").glob("*.jsonl"):
+    for log in logs.glob("*.jsonl"):
         lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
         argv = ("vertebrae", *lines[0]["argv"])
         assert argv in jobs, f"a vertebrae process that is no job's: {argv}"
@@ -79,34 +94,50 @@ def undeclared(root: Path) -> set[tuple[str, str, str]]:
     return found
 
 
-def test_every_job_reads_only_its_declared_inputs(audited_small_run):
-    found = undeclared(audited_small_run)
-    known = {(rule, kind, path) for rule, kind, path in found
-             if any(rule == r and (path == p or path.startswith(p + "/")) for r, p in KNOWN) or path in CACHES}
-    assert found - known == set()
-    # the checker sees what it should: the data files and HDF5 artifacts are read, declared
-    seen = {json.loads(line)["path"] for log in (audited_small_run / "audit").glob("*.jsonl")
+def known(found: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    """The accesses of ``found`` that KNOWN or CACHES allow."""
+    return {(rule, kind, path) for rule, kind, path in found
+            if any(rule == r and (path == p or path.startswith(p + "/")) for r, p in KNOWN)
+            or any(path == c or c.endswith("/") and path.startswith(c) for c in CACHES)}
+
+
+@pytest.fixture(scope="module")
+def audit_logs(default_run) -> Path:
+    logs = audit_log_dir(default_run)
+    assert len(list(logs.glob("*.jsonl"))) > 50, "the default run's jobs logged nothing: is the hook installed?"
+    return logs
+
+
+def test_every_job_of_the_default_workflow_reads_only_its_declared_inputs(default_run, audit_logs):
+    found = undeclared(default_run, audit_logs)
+    assert found - known(found) == set()
+    # the checker sees what it should: the data file, the HDF5 artifacts and the fanned-out partial scores are read
+    seen = {(json.loads(line)["path"], json.loads(line)["kind"]) for log in audit_logs.glob("*.jsonl")
             for line in log.read_text(encoding="utf-8").splitlines()[1:]}
-    assert str(audited_small_run / "data" / "rows.npz") in seen and str(audited_small_run / "emb" / "qa_gallery.h5") in seen
-    assert any(path.endswith(".h5") and "/results/embeddings/" in path for path in seen)
+    assert (str(default_run / "config" / "data" / "topics.csv"), "r") in seen
+    assert any(kind == "r" and path.endswith(".h5") and "/results/embeddings/" in path for path, kind in seen)
+    assert any(kind == "r" and "/results/retrieval/partials/" in path for path, kind in seen)
+    # the exceptions are the rule's own: a record read by another job, a plan file by the report, are not allowed
+    assert known({("plan", "r", "results/benchmarks/score/x.tsv"), ("report", "r", "results/plans/x.json")}) == set()
 
 
-def test_the_data_files_are_declared_inputs(audited_small_run):
-    jobs = declared_jobs(audited_small_run).values()
+def test_the_data_files_are_declared_ancient_inputs(default_run):
+    """The default's text corpus is an input of every job that reads it; ``ancient``: its bytes are in the
+    fingerprints, so a touch reruns nothing."""
     by_rule: dict[str, set[str]] = {}
-    for job in jobs:
+    for job in declared_jobs(default_run).values():
         by_rule.setdefault(job["rule"], set()).update(job["inputs"])
-    assert {"data/rows.npz", "emb/a.npz"} <= by_rule["embed_shard"]
-    assert {"data/pair.npz", "data/qrels.tsv", "emb/qa_query.npz", "emb/qa_gallery.h5"} <= by_rule["plan"]
-    assert {"data/pair.npz", "data/qrels.tsv"} <= by_rule["write_retrieval_relevance"]
-    assert any(p.endswith(".h5") for p in by_rule["score_retrieval_partial"])
-
-
-def test_a_touched_data_file_reruns_nothing(audited_small_run):
-    """The data files are declared ``ancient``: their bytes are in the fingerprints, so a touch reruns nothing."""
-    os.utime(audited_small_run / "data" / "rows.npz")
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
-                           str(audited_small_run), "--configfile", str(audited_small_run / "config.yaml"),
-                           "--cores", "1", "-n"], cwd=audited_small_run, capture_output=True, text=True)
+    for rule in ("plan", "embed_shard", "embed_retrieval_shard", "write_protocol", "write_retrieval_relevance",
+                 "plan_zero_shot", "write_zero_shot_protocol"):
+        assert "config/data/topics.csv" in by_rule[rule], rule
+    corpus = default_run / "config" / "data" / "topics.csv"
+    before = corpus.stat()
+    try:
+        os.utime(corpus)
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+                               "--directory", str(default_run), "--cores", "1", "-n"], cwd=default_run,
+                              capture_output=True, text=True)
+    finally:
+        os.utime(corpus, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Nothing to be done" in proc.stdout + proc.stderr

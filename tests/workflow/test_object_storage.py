@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 from small_workflow import small_config, write
-from workflow_support import comparable, job_counts
+from workflow_support import comparable, job_counts, snakemake
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.storage import StorageError, check_storage, snakemake_flags, storage_option
+from vertebrae.planning import benchmarks_from_config
 
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
@@ -88,9 +89,27 @@ def stored_report(env: dict[str, str], benchmark: str) -> dict:
     return json.loads(body.read())
 
 
-def test_reports_on_the_bucket_equal_a_local_run(s3_run, s3_env, audited_small_run):
-    for benchmark in ("models", "search"):
-        local = json.loads((audited_small_run / "results" / "reports" / benchmark / "report.json").read_text())
+@pytest.fixture(scope="module")
+def local_reports(tmp_path_factory) -> dict[str, dict]:
+    """The same small workflow's reports from local files: the labelled one run in process (the workflow's reports
+    equal an in-process run's: tests/workflow/test_builtin_metrics.py), the retrieval one (its per-endpoint files
+    have no in-process twin) by Snakemake, its jobs served, one score job as on the bucket."""
+    workdir = tmp_path_factory.mktemp("local-run")
+    config = small_config(workdir)
+    config["retrieval"]["search"].pop("scoring")
+    snakemake(workdir, "results/reports/search/report.json", "--configfile", str(write(workdir, config)))
+    cwd = os.getcwd()
+    os.chdir(workdir)  # the config's paths are relative to the working folder
+    try:
+        labelled = benchmarks_from_config(config)["models"].run().to_dict()
+    finally:
+        os.chdir(cwd)
+    return {"models": json.loads(json.dumps(labelled)),
+            "search": json.loads((workdir / "results" / "reports" / "search" / "report.json").read_text())}
+
+
+def test_reports_on_the_bucket_equal_a_local_run(s3_run, s3_env, local_reports):
+    for benchmark, local in local_reports.items():
         assert comparable(stored_report(s3_env, benchmark)) == comparable(local)
 
 

@@ -1,7 +1,8 @@
 """Installed in the workflow's job processes by tests/workflow/test_file_access.py (PYTHONPATH): every file a
 ``vertebrae`` job process opens, lists or renames into place is written to ``$VERTEBRAE_AUDIT_LOG/{pid}.jsonl``,
 after one line with the process's arguments. HDF5 files are opened by libhdf5, not by Python: each ``h5py.File``
-is reported as an ``open`` event too. Other processes (Snakemake itself) are left alone."""
+is reported as an ``open`` event too. Other processes (Snakemake itself) are left alone; files of the Python
+environment, which the audit allows, are not logged (most of a job's opens are its imports)."""
 
 import json
 import os
@@ -16,8 +17,14 @@ def _install(log: str) -> None:
     seen: set = set()
     out = open(os.path.join(log, f"{os.getpid()}.jsonl"), "a", buffering=1, encoding="utf-8")
     out.write(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd()}) + "\n")
+    events = frozenset({"open", "os.listdir", "os.scandir", "os.rename", "os.replace"})
+    # the Python environment (its modules, a packaged model's weights): the audit allows it, so it goes unlogged,
+    # which keeps the hook's cost small (most of a job's opens are its imports)
+    environment = tuple({os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
 
     def hook(event, args):
+        if event not in events:
+            return
         if event == "open":
             path, mode, flags = args
             writes = bool(mode and any(c in mode for c in "wax+")) or bool((flags or 0) & (os.O_WRONLY | os.O_RDWR))
@@ -30,7 +37,10 @@ def _install(log: str) -> None:
             return
         if path is None or isinstance(path, int):
             return
-        path = os.path.abspath(os.fsdecode(path))
+        path = os.fsdecode(path)
+        if path.startswith(environment):
+            return
+        path = os.path.abspath(path)
         if (path, kind) not in seen:
             seen.add((path, kind))
             out.write(json.dumps({"path": path, "kind": kind}) + "\n")
