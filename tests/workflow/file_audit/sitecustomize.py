@@ -1,8 +1,9 @@
-"""Installed in the workflow's job processes by tests/workflow/test_file_access.py (PYTHONPATH): every file a
-``vertebrae`` job process opens, lists or renames into place is written to ``$VERTEBRAE_AUDIT_LOG/{pid}.jsonl``,
-after one line with the process's arguments. HDF5 files are opened by libhdf5, not by Python: each ``h5py.File``
-is reported as an ``open`` event too. Other processes (Snakemake itself) are left alone; files of the Python
-environment, which the audit allows, are not logged (most of a job's opens are its imports)."""
+"""Installed in the default run's job processes (tests/workflow/conftest.py, PYTHONPATH) for
+tests/workflow/test_file_access.py: every file a ``vertebrae`` job process opens, lists or renames into place is
+written to ``$VERTEBRAE_AUDIT_LOG/{pid}.jsonl``, after one line with the process's arguments. HDF5 files are opened
+by libhdf5, not by Python: each ``h5py.File`` is reported as an ``open`` event too. Other processes (Snakemake
+itself) are left alone; files of the Python environment, which the audit allows, are not logged (most of a job's
+opens are its imports)."""
 
 import json
 import os
