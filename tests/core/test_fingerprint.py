@@ -281,6 +281,7 @@ def test_schema_table_is_pinned():
         "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
         "embedding-sweep": "vertebrae.embedding-sweep/v1",  # a new kind (layer sweep jobs): no fingerprint changes
         "labelled-partial": "vertebrae.labelled-partial/v1",  # a new kind (one metric's job): no fingerprint changes
+        "views": "vertebrae.views/v1",  # a new kind (a benchmark's target views report): no fingerprint changes
     }
 
 
