@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vertebrae.core.config import require_benchmarks
+from vertebrae.core.config import require_benchmarks, take_option
 from vertebrae.core.errors import ConfigError, VertebraeError
 from vertebrae.core.out_folder import check_out_folder, config_out, normal_out
 from vertebrae.reports.text import terminal_text
@@ -154,19 +154,7 @@ def storage_args(config: dict[str, Any], snakemake_args: Sequence[str]) -> tuple
 def out_option(snakemake_args: Sequence[str]) -> tuple[str | None, list[str]]:
     """``--out DIR`` (or ``--out=DIR``) taken out of the arguments after CONFIG (before a ``--``): vertebrae's, not
     Snakemake's (which would read it as an abbreviation of its --output-wait); the last one given wins."""
-    out, rest, it = None, [], iter(snakemake_args)
-    for arg in it:
-        if arg == "--":
-            rest += [arg, *it]
-            break
-        if arg == "--out":
-            out = next(it, None)
-            if out is None:
-                raise ConfigError("--out: name the folder the run writes in (--out DIR)")
-        elif arg.startswith("--out="):
-            out = arg.partition("=")[2]
-        else:
-            rest.append(arg)
+    out, rest = take_option(snakemake_args, "--out", "--out: name the folder the run writes in (--out DIR)")
     if out is not None and not out.strip():
         raise ConfigError("--out: name the folder the run writes in (--out DIR), not an empty name")
     return out, rest

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,3 +54,22 @@ def require_benchmarks(config: Any, files: Iterable[str | Path] = ()) -> None:
     holds = f"its keys are {', '.join(map(str, config))}" if config else empty
     raise ConfigError(f"{what}: no benchmark to run: a config needs at least one of the sections {sections}, each "
                       f"naming benchmarks with their dataset and extractors; {holds}")
+
+
+def take_option(args: Sequence[str], flag: str, missing: str) -> tuple[str | None, list[str]]:
+    """``flag VALUE`` (or ``flag=VALUE``) taken out of ``args`` before a ``--``, the last one given winning:
+    ``(value or None, the other arguments)``; ``flag`` with nothing after it raises ConfigError ``missing``."""
+    value, rest, it = None, [], iter(args)
+    for arg in it:
+        if arg == "--":
+            rest += [arg, *it]
+            break
+        if arg == flag:
+            value = next(it, None)
+            if value is None:
+                raise ConfigError(missing)
+        elif arg.startswith(flag + "="):
+            value = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+    return value, rest

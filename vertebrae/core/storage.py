@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from vertebrae.core.config import take_option
 from vertebrae.core.errors import ConfigError, VertebraeError
 
 STORAGE_ROOT_ENV = "VERTEBRAE_STORAGE_ROOT"
@@ -65,19 +66,8 @@ def snakemake_flags(url: str) -> list[str]:
 
 def storage_option(args: Sequence[str]) -> tuple[str | None, list[str]]:
     """``--storage URL`` (or ``--storage=URL``) taken out of ``args``; the URL is None when not given."""
-    url, rest, it = None, [], iter(args)
-    for arg in it:
-        if arg == "--":
-            rest += [arg, *it]
-            break
-        if arg == "--storage":
-            url = next(it, None)
-            if not url:
-                raise ConfigError("--storage: name the bucket and prefix the run keeps its files in (s3://BUCKET/PREFIX)")
-        elif arg.startswith("--storage="):
-            url = arg.partition("=")[2]
-        else:
-            rest.append(arg)
+    url, rest = take_option(args, "--storage", "--storage: name the bucket and prefix the run keeps its files in "
+                                                "(s3://BUCKET/PREFIX)")
     if url is not None:
         parse_url(url)
     return url, rest
