@@ -52,6 +52,7 @@ from vertebrae.workflow.bundled import packaged_profile, profile_args, snakefile
 from vertebrae.planning.config import load_config_file
 from vertebrae.planning.plan_once import plan_once
 from vertebrae.planning.retrieval import check_retrieval_sources
+from vertebrae.stages.plan import references
 from vertebrae.cli.serving import OFF, serving
 from vertebrae.core.job_client import SERVER_ENV
 
@@ -324,14 +325,7 @@ WORKFLOW_WIDE = "not of one benchmark (the cross-benchmark summary)"
 def _refs(value: Any) -> Iterator[str]:
     """The fingerprints of every ``{"fingerprint", "path"}`` reference inside a spec (a compressed endpoint's
     ``<pair fingerprint>/<side>``: its pair's)."""
-    if isinstance(value, dict):
-        if isinstance(value.get("fingerprint"), str) and "path" in value:
-            yield value["fingerprint"].split("/")[0]
-        for item in value.values():
-            yield from _refs(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _refs(item)
+    return (ref["fingerprint"].split("/")[0] for ref in references(value) if isinstance(ref["fingerprint"], str))
 
 
 def benchmark_fingerprints(planned) -> dict[str, set[str]]:

@@ -12,7 +12,7 @@ view or a level adds its protocol, scores, compare and report jobs and reruns th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from vertebrae.planning.labelled import (
     scoring_from_decl, scoring_plan_from_decl,
 )
 from vertebrae.stages.labelled import protocol_recipe, score_recipe
+from vertebrae.stages.plan import references
 from vertebrae.stages.labelled_partials import MERGE_STAGE, PART_STAGE
 
 VIEW_SEPARATOR = "@"  # never in a benchmark name: BENCH@VIEW names no other benchmark's report
@@ -125,16 +126,9 @@ def plan_views(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config
 _DROPPABLE = ("report", "protocol", "score", MERGE_STAGE, PART_STAGE)  # never an embedding, fit or compression
 
 
-def _refs(value: Any):
+def _refs(value: Any) -> Iterator[str]:
     """The fingerprints of the ``{"fingerprint", "path"}`` references inside a spec."""
-    if isinstance(value, dict):
-        if isinstance(value.get("fingerprint"), str) and "path" in value:
-            yield value["fingerprint"]
-        for item in value.values():
-            yield from _refs(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _refs(item)
+    return (ref["fingerprint"] for ref in references(value) if isinstance(ref["fingerprint"], str))
 
 
 def _drop_unrequested(result: WorkflowPlan, report_fp: str) -> None:

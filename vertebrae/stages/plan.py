@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +299,20 @@ def shard_fingerprint(spec: Mapping[str, Any], index: int) -> str:
     return fingerprint("embedding", {"parent": spec["fingerprint"], "rows": spec["shards"][index]})
 
 
-__all__ = ["BASE_DIR", "CONTEXT_KEYS", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
+
+def references(value: Any) -> Iterator[dict[str, Any]]:
+    """Every ``{"fingerprint", "path"}`` reference (a mapping holding both keys) inside a job spec, nested mappings
+    and lists included, in order."""
+    if isinstance(value, dict):
+        if "fingerprint" in value and "path" in value:
+            yield value
+        for item in value.values():
+            yield from references(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from references(item)
+
+
+__all__ = ["BASE_DIR", "CONTEXT_KEYS", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "references", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
            "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_name", "spec_file_text",
            "spec_kind"]

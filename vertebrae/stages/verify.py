@@ -44,6 +44,7 @@ from typing import Any
 from vertebrae.core.artifacts import move_aside, read_embeddings, read_json_artifact
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
 from vertebrae.core.out_folder import is_out_folder, working_folder
+from vertebrae.stages.plan import references
 from vertebrae.stages.report_check import check_report
 from vertebrae.stages.verify_pages import FIGURES, TEXTS, check_summary_json, check_text, page_consumers
 from vertebrae.reports.views import FILES as VIEWS_FILES, check_views_file
@@ -122,14 +123,7 @@ def _specs(root: Path) -> dict[str, dict[str, Any]]:
 
 def _refs(value: Any) -> Iterator[str]:
     """The paths of every ``{"fingerprint", "path"}`` reference inside a spec."""
-    if isinstance(value, dict):
-        if isinstance(value.get("path"), str) and "fingerprint" in value:
-            yield value["path"]
-        for item in value.values():
-            yield from _refs(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _refs(item)
+    return (ref["path"] for ref in references(value) if isinstance(ref["path"], str))
 
 
 def _outputs(root: Path, fp: str, spec: dict[str, Any] | None, files: list[Path]) -> list[Path]:
