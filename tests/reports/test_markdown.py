@@ -26,9 +26,13 @@ from vertebrae import (
     StabilityConfig,
 )
 from vertebrae.reports.markdown import render_markdown
+from vertebrae.scoring.paired.rows import RowResamplingConfig
 
 SCORING = OverlapScoringConfig(k=3)
 SEED = 5
+# a 3-class dataset's comparison resamples rows (default 200 subsamples, one OverlapIndex fit each per candidate);
+# these tests read the report's tables, not the comparison's p-values: 20 subsamples (the least) run the same path
+ROWS = RowResamplingConfig(resamples=20)
 
 
 def _columns(name: str, cols) -> SklearnExtractor:
@@ -118,11 +122,12 @@ def test_multilabel_report_says_per_label_scores():
 def test_separatix_section_when_diagnosed_and_absent_otherwise():
     X, labels = _blobs()
     dataset = BenchmarkDataset.from_embeddings(X, labels, identity=DatasetIdentity.declared("blobs", "1"))
-    plain = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, seed=SEED).run()
+    plain = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, row_resampling=ROWS,
+                      seed=SEED).run()
     assert "## Separatix" not in render_markdown(plain)
 
     diagnosed = Benchmark(dataset, [PrecomputedExtractor("p"), _columns("noise", [3, 4])], scoring_config=SCORING,
-                          separatix_config=SeparatixConfig(overlap_threshold=0.3), seed=SEED).run()
+                          separatix_config=SeparatixConfig(overlap_threshold=0.3), row_resampling=ROWS, seed=SEED).run()
     by_name = {r.name: r for r in diagnosed.extractor_results}
     assert by_name["p"].overlap.score >= 0.3 > by_name["noise"].overlap.score  # one passes the gate, one does not
     ran = by_name["p"].separatix
@@ -143,7 +148,7 @@ def test_separatix_section_when_diagnosed_and_absent_otherwise():
 def test_stability_interval_is_formatted_in_the_ranking_table():
     X, labels = _blobs()
     dataset = BenchmarkDataset.from_embeddings(X, labels, identity=DatasetIdentity.declared("blobs", "1"))
-    result = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING,
+    result = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, row_resampling=ROWS,
                        stability_config=StabilityConfig(repeats=3, interval_level=0.5), seed=SEED).run()
     r = result.extractor_results[0]
     low, high = np.percentile(r.stability.scores, [25.0, 75.0])
@@ -173,7 +178,7 @@ def test_pipes_in_names_are_escaped_in_every_table():
     dataset = BenchmarkDataset.from_embeddings(X, labels, identity=DatasetIdentity.declared("pipes", "1"))
     result = Benchmark(dataset, [PrecomputedExtractor("raw|v2"), _columns("cols", [0, 1, 2])],
                        metrics=[CallableMetric.from_path("metric_fixtures:embedding_width", "width|dims")],
-                       scoring_config=SCORING, seed=SEED).run()
+                       scoring_config=SCORING, row_resampling=ROWS, seed=SEED).run()
     text = render_markdown(result)
     # every table keeps one column count: each line has as many unescaped pipes as its header
     for title in _headers(text):
@@ -221,7 +226,7 @@ def test_ranking_leaves_out_columns_equal_for_every_candidate():
     X, labels = _blobs()
     dataset = BenchmarkDataset.from_embeddings(X, labels, identity=DatasetIdentity.declared("blobs", "1"))
     plain = Benchmark(dataset, [PrecomputedExtractor("p"), _columns("cols", [0, 1])], scoring_config=SCORING,
-                      seed=SEED).run()
+                      row_resampling=ROWS, seed=SEED).run()
     for r in plain.extractor_results:  # classification: score = macro score = primary score
         assert r.primary_score == r.overlap.score == r.overlap.macro_score
     text = render_markdown(plain)
@@ -364,7 +369,7 @@ def test_the_dataset_is_named_as_declared_and_its_identity_folded_away(tmp_path,
 
     def report(dataset: dict) -> str:
         config = {"benchmarks": {"b": {"dataset": dataset, "extractors": {"raw": {"type": "precomputed"}},
-                                       "scoring": {"k": 3}}}}
+                                       "scoring": {"k": 3}, "row_resampling": {"resamples": 20}}}}
         return render_markdown(benchmarks_from_config(config)["b"].run())
 
     text = report({"source": source})
