@@ -41,9 +41,13 @@ from vertebrae import (
 )
 from vertebrae.core.errors import VertebraeWarning
 from vertebrae.reports.markdown import render_markdown
+from vertebrae.scoring.paired.rows import RowResamplingConfig
 
 SCORING = OverlapScoringConfig(k=4)
 SEED = 3
+# a 3-class dataset ranked by OverlapIndex makes the comparison resample rows (default 200 subsamples, one
+# OverlapIndex fit each per candidate), which these tests do not read: 20, the least, runs the same path
+ROWS = RowResamplingConfig(resamples=20)
 N_PER_CLASS = 40
 CLASSES = ["cat", "dog", 7]  # typed labels: two strings and an int
 
@@ -86,7 +90,8 @@ class Boom(TransformerMixin, BaseEstimator):
 def ranked_run():
     dataset = _dataset()
     extractors = [_columns("noise", range(4, 8)), _columns("signal", range(0, 4)), _columns("all", range(8))]
-    result = Benchmark(dataset, extractors, scoring_config=SCORING, seed=SEED, name="toy-bench").run()
+    result = Benchmark(dataset, extractors, scoring_config=SCORING,
+                       row_resampling=ROWS, seed=SEED, name="toy-bench").run()
     return dataset, result
 
 
@@ -120,7 +125,8 @@ def test_run_ranks_best_first_and_matches_direct_scoring(ranked_run):
 
 def test_ties_keep_declaration_order():
     dataset = _dataset()
-    result = Benchmark(dataset, [PrecomputedExtractor("b"), PrecomputedExtractor("a")], scoring_config=SCORING).run()
+    result = Benchmark(dataset, [PrecomputedExtractor("b"), PrecomputedExtractor("a")], scoring_config=SCORING,
+                       row_resampling=ROWS).run()
     assert result.extractor_results[0].primary_score == result.extractor_results[1].primary_score
     assert [r.name for r in result.ranked_results()] == ["b", "a"]
 
@@ -190,17 +196,17 @@ def test_save_json_and_markdown(ranked_run, tmp_path):
 def test_shards_and_batch_size_do_not_change_scores():
     X, labels = _features()
     dataset = BenchmarkDataset.from_embeddings(X, labels, identity=DatasetIdentity.declared("toy-emb", "1"))
-    base = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, seed=SEED).run()
+    base = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, row_resampling=ROWS, seed=SEED).run()
     for config in (EmbeddingConfig(batch_size=7, shards=3), EmbeddingConfig(batch_size=1, shards=120),
                    EmbeddingConfig(batch_size=1000, shards=500)):
-        other = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, embedding_config=config,
-                          seed=SEED).run()
+        other = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING,
+                          row_resampling=ROWS, embedding_config=config, seed=SEED).run()
         assert other.extractor_results[0].overlap == base.extractor_results[0].overlap
 
 
 def test_sparse_embeddings_with_shards_match_direct_scoring():
     dataset = _dataset(sparse=True)
-    result = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING,
+    result = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, row_resampling=ROWS,
                        embedding_config=EmbeddingConfig(batch_size=9, shards=4), seed=SEED).run()
     X, labels = _features()
     direct = OverlapIndexScorer(SCORING).score(sp.csr_matrix(np.where(np.abs(X) < 0.5, 0.0, X)), labels, seed=SEED)
@@ -233,12 +239,14 @@ def test_cache_requires_dir():
 def test_cache_miss_then_hit_for_precomputed(tmp_path):
     dataset = _dataset()
     cache = CacheConfig(enabled=True, cache_dir=tmp_path)
-    first = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, cache_config=cache, seed=SEED).run()
+    first = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING,
+                      row_resampling=ROWS, cache_config=cache, seed=SEED).run()
     r1 = first.extractor_results[0]
     assert r1.embedding_metadata["cache_status"] == "miss"
     assert r1.embedding_metadata["cache_eligible"] is True
     assert (tmp_path / "embeddings" / f"{r1.embedding_metadata['fingerprint']}.h5").is_file()
-    second = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, cache_config=cache, seed=SEED).run()
+    second = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING,
+                       row_resampling=ROWS, cache_config=cache, seed=SEED).run()
     r2 = second.extractor_results[0]
     assert r2.embedding_metadata["cache_status"] == "hit"
     assert r2.overlap == r1.overlap
@@ -248,11 +256,11 @@ def test_cache_miss_then_hit_for_sklearn_with_cache_identity(tmp_path):
     dataset = _dataset()
     cache = CacheConfig(enabled=True, cache_dir=tmp_path)
     first = Benchmark(dataset, [_columns("sig", range(4), identity="signal-cols@1")], scoring_config=SCORING,
-                      cache_config=cache, seed=SEED).run()
+                      row_resampling=ROWS, cache_config=cache, seed=SEED).run()
     assert first.extractor_results[0].embedding_metadata["cache_status"] == "miss"
     # a fresh extractor with the same declared identity: a hit, never refitted (Boom would fail)
     second = Benchmark(dataset, [SklearnExtractor("sig", Boom(), cache_identity="signal-cols@1")], scoring_config=SCORING,
-                       cache_config=cache, seed=SEED).run()
+                       row_resampling=ROWS, cache_config=cache, seed=SEED).run()
     hit = second.extractor_results[0]
     assert hit.embedding_metadata["cache_status"] == "hit"
     assert hit.overlap == first.extractor_results[0].overlap
@@ -260,19 +268,21 @@ def test_cache_miss_then_hit_for_sklearn_with_cache_identity(tmp_path):
     assert hit.overlap.to_dict() == OverlapIndexScorer(SCORING).score(X[:, :4], labels, seed=SEED).to_dict()
     # a different identity is a different artifact
     third = Benchmark(dataset, [_columns("sig", range(4), identity="signal-cols@2")], scoring_config=SCORING,
-                      cache_config=cache, seed=SEED).run()
+                      row_resampling=ROWS, cache_config=cache, seed=SEED).run()
     assert third.extractor_results[0].embedding_metadata["cache_status"] == "miss"
 
 
 def test_cache_bypassed_for_unsafe_identities(tmp_path):
     cache = CacheConfig(enabled=True, cache_dir=tmp_path)
-    live = Benchmark(_dataset(), [_columns("sig", range(4))], scoring_config=SCORING, cache_config=cache).run()
+    live = Benchmark(_dataset(), [_columns("sig", range(4))], scoring_config=SCORING,
+                     row_resampling=ROWS, cache_config=cache).run()
     r = live.extractor_results[0]
     assert r.embedding_metadata["cache_status"] == "bypassed_unsafe_identity"
     assert r.embedding_metadata["cache_eligible"] is False
     ephemeral = _dataset(identity=DatasetIdentity.ephemeral())
     for _ in range(2):
-        eph = Benchmark(ephemeral, [PrecomputedExtractor("p")], scoring_config=SCORING, cache_config=cache).run()
+        eph = Benchmark(ephemeral, [PrecomputedExtractor("p")], scoring_config=SCORING,
+                        row_resampling=ROWS, cache_config=cache).run()
         assert eph.extractor_results[0].embedding_metadata["cache_status"] == "bypassed_unsafe_identity"
     assert not (tmp_path / "embeddings").exists() or not any((tmp_path / "embeddings").iterdir())
 
@@ -280,13 +290,15 @@ def test_cache_bypassed_for_unsafe_identities(tmp_path):
 def test_corrupted_cache_file_is_refused(tmp_path):
     dataset = _dataset()
     cache = CacheConfig(enabled=True, cache_dir=tmp_path)
-    first = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, cache_config=cache).run()
+    first = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING,
+                      row_resampling=ROWS, cache_config=cache).run()
     path = tmp_path / "embeddings" / f"{first.extractor_results[0].embedding_metadata['fingerprint']}.h5"
     size = path.stat().st_size
     with open(path, "r+b") as fh:
         fh.truncate(size // 2)
     with pytest.raises(ArtifactError) as info:
-        Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, cache_config=cache).run()
+        Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING,
+                  row_resampling=ROWS, cache_config=cache).run()
     assert str(path) in str(info.value)
 
 
@@ -312,7 +324,8 @@ def test_empty_benchmark_and_wrong_dataset_are_refused():
 
 def test_evaluator_returns_one_extractor_result(ranked_run):
     dataset, result = ranked_run
-    single = Evaluator(dataset=dataset, extractor=_columns("signal", range(4)), scoring_config=SCORING, seed=SEED).run()
+    single = Evaluator(dataset=dataset, extractor=_columns("signal", range(4)), scoring_config=SCORING,
+                       row_resampling=ROWS, seed=SEED).run()
     assert isinstance(single, ExtractorResult)
     assert single.name == "signal"
     expected = next(r for r in result.extractor_results if r.name == "signal")
@@ -333,8 +346,8 @@ def compressed_run():
     dataset = _dataset()
     configs = [EmbeddingCompressionConfig(method="pca", n_components=4),
                EmbeddingCompressionConfig(method="pca", n_components=8)]  # 8 >= width 8: an explicit no-op
-    result = Benchmark(dataset, [_columns("all", range(8))], scoring_config=SCORING, compression_configs=configs,
-                       seed=SEED).run()
+    result = Benchmark(dataset, [_columns("all", range(8))], scoring_config=SCORING,
+                       row_resampling=ROWS, compression_configs=configs, seed=SEED).run()
     return dataset, result
 
 
@@ -492,7 +505,8 @@ def test_a_lambda_metric_runs_in_process_with_a_not_cacheable_warning():
     """
     dataset = _dataset()
     lam = CallableMetric("lam", lambda embeddings, labels, **_: float(embeddings.shape[1]))
-    result = Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[lam], scoring_config=SCORING, seed=SEED).run()
+    result = Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[lam], scoring_config=SCORING,
+                       row_resampling=ROWS, seed=SEED).run()
     custom = result.extractor_results[0].custom_metrics["lam"]
     assert custom.score == 8.0
     assert custom.metadata["cacheable"] is False
@@ -506,8 +520,8 @@ def test_a_lambda_metric_runs_in_process_with_a_not_cacheable_warning():
 def test_stability_through_benchmark_equals_the_direct_analysis():
     dataset = _dataset()
     config = StabilityConfig(repeats=3)
-    result = Benchmark(dataset, [_columns("signal", range(4))], scoring_config=SCORING, stability_config=config,
-                       seed=SEED).run()
+    result = Benchmark(dataset, [_columns("signal", range(4))], scoring_config=SCORING,
+                       row_resampling=ROWS, stability_config=config, seed=SEED).run()
     X, labels = _features()
     direct = run_stability_analysis(X[:, 0:4], dataset.targets, scoring_config=SCORING, stability_config=config,
                                     seed=SEED, row_ids=dataset.row_ids)
@@ -522,7 +536,7 @@ def test_stability_through_benchmark_equals_the_direct_analysis():
 
 def test_separatix_gate_failure_is_recorded_without_running_separatix():
     dataset = _dataset()
-    result = Benchmark(dataset, [_columns("noise", range(4, 8))], scoring_config=SCORING,
+    result = Benchmark(dataset, [_columns("noise", range(4, 8))], scoring_config=SCORING, row_resampling=ROWS,
                        separatix_config=SeparatixConfig(overlap_threshold=0.999), seed=SEED).run()
     r = result.extractor_results[0]
     assert r.overlap.score < 0.999  # the noise columns overlap
@@ -539,7 +553,7 @@ def test_groups_reach_a_custom_metric_as_semantic_keys():
     groups = [1, "x", 2] * N_PER_CLASS  # ints and strings
     dataset = _dataset().with_groups(groups, name="site")
     result = Benchmark(dataset, [PrecomputedExtractor("p")], metrics=[CallableMetric.from_path("metric_fixtures:echo_inputs")],
-                       scoring_config=SCORING, seed=SEED).run()
+                       scoring_config=SCORING, row_resampling=ROWS, seed=SEED).run()
     seen = result.extractor_results[0].custom_metrics["echo_inputs"].diagnostics
     assert seen["groups"] == ["@int:1", "x", "@int:2"] * N_PER_CLASS
     assert seen["groups_type"] == "ndarray"
@@ -653,7 +667,7 @@ def test_a_collapsed_embedding_never_ranks_above_a_real_one():
     extractors = [_columns("noise", range(4, 8)), SklearnExtractor("constant", FunctionTransformer(_constant)),
                   SklearnExtractor("one_direction", FunctionTransformer(_one_direction)), _columns("signal", range(0, 4))]
     with pytest.warns(VertebraeWarning, match="degenerate-embedding"):
-        result = Benchmark(dataset, extractors, scoring_config=SCORING, seed=SEED, name="collapse",
+        result = Benchmark(dataset, extractors, scoring_config=SCORING, row_resampling=ROWS, seed=SEED, name="collapse",
                            stability_config=StabilityConfig(repeats=2)).run()
     by_name = {r.name: r for r in result.extractor_results}
     collapsed = ["constant", "one_direction"]
@@ -686,7 +700,7 @@ def test_a_compressed_variant_that_collapses_is_not_ranked():
     # normalisation every row is (+1, 0) or (-1, 0), two points for three classes; "signal" and its PCA(2) stay healthy
     dataset = _dataset()
     extractors = [SklearnExtractor("one_direction", FunctionTransformer(_one_direction)), _columns("signal", range(0, 4))]
-    result = Benchmark(dataset, extractors, scoring_config=SCORING, seed=SEED,
+    result = Benchmark(dataset, extractors, scoring_config=SCORING, row_resampling=ROWS, seed=SEED,
                        compression_configs=[EmbeddingCompressionConfig(method="pca", n_components=2)]).run()
     by_name = {r.name: r for r in result.extractor_results}
     variant = by_name["one_direction[pca_2]"]
@@ -719,7 +733,8 @@ def test_a_run_plans_each_builtin_metric_once_for_all_its_candidates(monkeypatch
     for cls in (KNNMetric, LinearProbeMetric, FewShotMetric, ClusteringMetric):
         original = cls._plan
         monkeypatch.setattr(cls, "_plan", lambda self, *a, _o=original, **k: calls.append(self.name) or _o(self, *a, **k))
-    result = Benchmark(dataset, extractors, scoring_config=SCORING, seed=SEED, metrics=metrics).run()
+    result = Benchmark(dataset, extractors, scoring_config=SCORING,
+                       row_resampling=ROWS, seed=SEED, metrics=metrics).run()
     assert sorted(calls) == sorted(2 * [m.name for m in metrics]), calls  # the constructor's check and the run's
     monkeypatch.undo()
     X = _features()[0]
