@@ -10,7 +10,9 @@ prototype keeps ``min_samples_per_cluster`` rows where the class allows it; ever
 
 from __future__ import annotations
 
+import sys
 import warnings
+from functools import lru_cache
 from importlib.metadata import version
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -437,7 +439,7 @@ class OverlapIndexScorer:
         collapse = warn_collapse(finding)
         metadata = {
             "backend": "MiniBatchKMeans",
-            "overlapindex_version": version("overlapindex"),
+            "overlapindex_version": _overlapindex_version(),
             "seed": seed,
             "normalize_embeddings": config.normalize_embeddings,
             "offline_chunk_size": config.offline_chunk_size,
@@ -460,14 +462,34 @@ def _finite_or_none(value: Any) -> float | None:
     return value if np.isfinite(value) else None
 
 
+@lru_cache(maxsize=1)
+def _overlapindex_version() -> str:
+    """The installed overlapindex's version, read once per process (reading the package metadata costs ~1.5 ms, as
+    much as a fit of a small class; a score job's stability and row resamples score hundreds of times)."""
+    return version("overlapindex")
+
+
+_THREADPOOLS: list[tuple[int, Any]] = []  # (len(sys.modules) when made, threadpoolctl.ThreadpoolController)
+
+
+def _threadpools() -> Any:
+    """threadpoolctl's controller of the loaded thread-pool libraries, made once per process and again only after
+    new modules were imported (a new OpenMP runtime, torch's say, is loaded by an import): its scan of the loaded
+    shared libraries costs ~2 ms, more than the fit of a small class, and a score job fits hundreds of times."""
+    from threadpoolctl import ThreadpoolController
+
+    loaded = len(sys.modules)
+    if not _THREADPOOLS or _THREADPOOLS[0][0] != loaded:
+        _THREADPOOLS[:] = [(loaded, ThreadpoolController())]
+    return _THREADPOOLS[0][1]
+
+
 def _fit_capturing_warnings(index: Any, X: Any, Y: Any) -> list[str]:
     """Fit ``index`` on one OpenMP thread (BLAS untouched): its k-means runs per class on mini-batches of at most
     1,024 rows, too little work per parallel region to gain from threads; on a busy 2-core machine two OpenMP
     threads made a fit 4-50x slower (2,000 x 64 to 60,000 x 512), with the same score (scikit-learn's k-means
     does not depend on its thread count)."""
-    from threadpoolctl import threadpool_limits
-
-    with warnings.catch_warnings(record=True) as caught, threadpool_limits(limits=1, user_api="openmp"):
+    with warnings.catch_warnings(record=True) as caught, _threadpools().limit(limits=1, user_api="openmp"):
         warnings.simplefilter("always")
         index.fit(X, Y)
     return [f"overlapindex: {w.message}" for w in caught]
