@@ -36,6 +36,9 @@ CONFIG = {
                 "pca3": {"type": "sklearn",
                          "steps": [{"estimator": "sklearn.decomposition.PCA", "params": {"n_components": 3}}]},
             },
+            # 3 classes: the comparison resamples rows, one OverlapIndex fit per subsample and candidate, in the
+            # score jobs and in process alike; 20 subsamples (the least) instead of the default 200
+            "row_resampling": {"resamples": 20},
         }
     },
 }
