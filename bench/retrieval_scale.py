@@ -16,6 +16,11 @@
    metrics must be equal. The CPU-time ratio (user + system of all jobs) is printed beside it.
 3. ``peak_job_mib``: the largest partial job's peak RSS (Snakemake's benchmark file), checked against its declared
    mem_mb.
+4. The breakdown of the fastest runs, from each job's Snakemake benchmark record (wall ``s``) and the ``phases:``
+   line of its log (``vertebrae.core.phases``): per job kind, its wall time as Snakemake saw it and, inside it, the
+   process start (interpreter, imports; record minus the job's own clock), reading, the kernel, writing and the
+   rest, summed over the kind's jobs; for the partials also their kernel time against the one job's (the share
+   of the work the split adds or removes).
 
 Usage: ``python bench/retrieval_scale.py [--split 100] [--repeats 5] [--threads 2] [--partial-threads 1]
 [--run-repeats 2] [--skip-run]``.
@@ -40,6 +45,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from workflow_support import comparable, job_counts  # noqa: E402
+
+sys.path.insert(0, str(REPO))
+from vertebrae.core.phases import parse_phases  # noqa: E402
+from vertebrae.planning import plan as plan_config  # noqa: E402
+
+SCORE_RULES = ("score_retrieval", "stage_retrieval_fanout", "score_retrieval_partial", "merge_retrieval_partials")
 
 
 def _env() -> dict[str, str]:
@@ -148,6 +159,56 @@ def _score_stage(workdir: Path, rules: tuple[str, ...]) -> tuple[float, float]:
     return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def _record_s(path: Path) -> tuple[float, float]:
+    """(wall s, max_rss MiB) of a Snakemake benchmark record."""
+    with open(path, encoding="utf-8") as handle:
+        row = next(csv.DictReader(handle, delimiter="\t"))
+    return float(row["s"]), float(row["max_rss"])
+
+
+def breakdown(workdir: Path) -> dict[str, dict[str, float]]:
+    """Per score rule that ran last in ``workdir``: ``jobs``, ``wall`` (the records' s, summed) and the phases of
+    the jobs' logs summed (``start``: record wall minus the job's own clock; ``rest``: the job's clock minus its
+    named phases)."""
+    wp = plan_config(yaml.safe_load((workdir / "config" / "config.yaml").read_text(encoding="utf-8")), base_dir=workdir)
+    jobs = {"score_retrieval": [f"score_retrieval/{fp}" for fp in wp.fingerprints("score-retrieval")],
+            "stage_retrieval_fanout": [f"stage_retrieval_fanout/{fp}" for fp in set(wp.fanouts.values())],
+            "score_retrieval_partial": [f"score_retrieval_partial/{wp.fanouts[fp]}/{fp}"
+                                        for fp in wp.fingerprints("score-retrieval-partial")],
+            "merge_retrieval_partials": [f"merge_retrieval_partials/{fp}" for fp in set(wp.fanouts.values())]}
+    found: dict[str, dict[str, float]] = {}
+    for rule, names in jobs.items():
+        total: dict[str, float] = {}
+        for name in names:
+            record, log = workdir / wp.record(name), workdir / wp.log(name)
+            phases = parse_phases(log.read_text(encoding="utf-8")) if log.exists() else None
+            if not record.exists() or phases is None:
+                break
+            wall = _record_s(record)[0]
+            named = {key: value for key, value in phases.items() if key not in ("start", "job")}
+            parts = {"jobs": 1, "wall": wall, "start": wall - phases["job"], **named,
+                     "rest": phases["job"] - sum(named.values())}
+            for key, value in parts.items():
+                total[key] = total.get(key, 0.0) + value
+        else:
+            if names:
+                found[rule] = total
+    return found
+
+
+def print_breakdown(single: dict[str, dict[str, float]], fanned: dict[str, dict[str, float]]) -> None:
+    """The breakdown table (seconds summed over each rule's jobs; wall of a job as Snakemake timed it)."""
+    print("| job kind (fastest runs) | jobs | wall (sum) | start | read | kernel | summary | write | rest |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for rule, row in [*single.items(), *fanned.items()]:
+        cells = " | ".join(f"{row[key]:.2f}" if key in row else "-"
+                           for key in ("wall", "start", "read", "kernel", "summary", "write", "rest"))
+        print(f"| {rule} | {int(row['jobs'])} | {cells} |")
+    one, parts = single.get("score_retrieval"), fanned.get("score_retrieval_partial")
+    if one and parts and one.get("kernel"):
+        print(f"| partials' kernel (sum) / the one job's kernel | {parts['kernel'] / one['kernel']:.2f} |")
+
+
 def fanout_ratio(root: Path, threads: int, partial_threads: int, repeats: int) -> tuple[float, float, float, int]:
     data = root / "run" / "data" / "scale.h5"
     _hdf5_source(data, 1_020_000, 64, every=51, write=True)
@@ -159,25 +220,23 @@ def fanout_ratio(root: Path, threads: int, partial_threads: int, repeats: int) -
     for _ in range(repeats):  # interleaved, the fastest of each kept: this machine's speed drifts over minutes
         _workdir(root, "run", one)
         wall, cpu = _score_stage(workdir, ("score_retrieval",))
+        if wall < single:
+            single_parts = breakdown(workdir)
         single, single_cpu = min(single, wall), min(single_cpu, cpu)
         single_report = json.loads(report_path.read_text(encoding="utf-8"))
         _workdir(root, "run", _config("data/scale.h5", every=51, split=(2, 4), threads=partial_threads))
         wall, cpu = _score_stage(workdir, ("stage_retrieval_fanout", "score_retrieval_partial",
                                            "merge_retrieval_partials"))
+        if wall < fanned:
+            fanned_parts = breakdown(workdir)
         fanned, fanned_cpu = min(fanned, wall), min(fanned_cpu, cpu)
         report = json.loads(report_path.read_text(encoding="utf-8"))
         assert comparable(report["candidate_results"]) == comparable(single_report["candidate_results"]), \
             "the fanned-out score differs from the one-job score"
-    sys.path.insert(0, str(REPO))
-    from vertebrae.planning import plan
-
-    wp = plan(yaml.safe_load((workdir / "config" / "config.yaml").read_text(encoding="utf-8")), base_dir=workdir)
+    wp = plan_config(yaml.safe_load((workdir / "config" / "config.yaml").read_text(encoding="utf-8")), base_dir=workdir)
     peak, declared = 0.0, 0
     for fp in wp.fingerprints("score-retrieval-partial"):
-        tsv = workdir / "benchmarks" / "score_retrieval_partial" / wp.fanouts[fp] / f"{fp}.tsv"  # under its merge
-        with open(tsv, encoding="utf-8") as handle:
-            row = next(csv.DictReader(handle, delimiter="\t"))
-        rss = float(row["max_rss"])
+        rss = _record_s(workdir / wp.record(f"score_retrieval_partial/{wp.fanouts[fp]}/{fp}"))[1]  # under its merge
         if rss > peak:
             peak, declared = rss, wp.partial_mem_mb(fp)
     print(f"| one score job on {threads} thread(s), 20,000 x 1,000,000 x 64 (+ compare, report, figures), fastest "
@@ -187,6 +246,7 @@ def fanout_ratio(root: Path, threads: int, partial_threads: int, repeats: int) -
     print(f"| ratio: wall, CPU | {fanned / single:.2f}, {fanned_cpu / single_cpu:.2f} |")
     print(f"| largest partial job: peak RSS / declared mem_mb | {peak:.0f} / {declared} MiB |")
     assert peak <= declared, f"a partial job used {peak:.0f} MiB, more than its declared {declared} mem_mb"
+    print_breakdown(single_parts, fanned_parts)
     return fanned / single, single, fanned, int(round(peak))
 
 

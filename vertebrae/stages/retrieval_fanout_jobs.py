@@ -28,6 +28,7 @@ from vertebrae.core.artifacts import (read_embedding_rows, read_json_document, r
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, StaleArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.labels import describe_key
+from vertebrae.core.phases import Phases
 from vertebrae.data.relevance import RetrievalProtocol
 from vertebrae.scoring.degenerate import GRID, _quantise, _unit_rows, detect_collapse, unit_csr_data, warn_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
@@ -148,8 +149,10 @@ def run_fanout_inputs(plan: str | Path, queries: str | Path, gallery: str | Path
     partial jobs of a candidate depend on one file, and an edit of an endpoint reruns this job and then all of
     them). A relevance error (a query, or for bidirectional scoring a gallery item, without an eligible positive)
     is raised here."""
+    phases = Phases()
     spec = load_plan(plan, MERGE_STAGE)
-    prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    with phases("read"):
+        prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
     args = (prot.relevance, prot.exclusions, (prot.n_queries, prot.n_gallery), prot.query_ids, prot.gallery_ids)
     eligible, excluded = direction_inputs(*args, "forward")
     if RetrievalConfig.from_dict(spec["retrieval"]).bidirectional:
@@ -170,6 +173,7 @@ def run_fanout_inputs(plan: str | Path, queries: str | Path, gallery: str | Path
                          "content_hash": manifest["content_hash"]}
     write_json_artifact(output, FANOUT_KIND, payload, fingerprint=spec["fingerprint"],
                         recipe={"score": spec["fingerprint"]})
+    phases.log()
 
 
 def _unchanged(path: Any, got: str, recorded: Mapping[str, Any], what: str, source: Any) -> None:
@@ -233,9 +237,13 @@ def run_score_partial(plan: str | Path, queries: str | Path, gallery: str | Path
     ``plan`` is the partial's own spec, or the candidate's merge spec with ``partial`` naming the partial's
     fingerprint. Reads only its query rows, its gallery rows and the gallery rows of its queries' positives (by
     index) from the endpoint files (``read_embedding_rows``: each chunk read is verified), plus the protocol."""
+    phases = Phases()
     spec = _partial_spec(plan, partial)
     rows = (*spec["query_rows"], *spec["gallery_rows"])
-    _score_partial(spec, queries, gallery, _from_protocol(spec, protocol, rows), output)
+    with phases("read"):
+        relevance = _from_protocol(spec, protocol, rows)
+    _score_partial(spec, queries, gallery, relevance, output, phases=phases)
+    phases.log()
 
 
 def run_score_fanout_partial(fanout: str | Path, partial: str, output: str | Path) -> None:
@@ -243,11 +251,15 @@ def run_score_fanout_partial(fanout: str | Path, partial: str, output: str | Pat
     spec that ``fanout`` (``stage-retrieval-fanout``'s artifact) names, from the endpoints and relevance rows it
     names, each read by range (the protocol is not read: the merge checks the partial against it); a file whose
     content changed since it was recorded is refused naming the file."""
-    _, recorded = read_json_document(fanout, FANOUT_KIND, fingerprint=None)
-    spec = _partial_spec(recorded["plan"]["path"], partial, recorded=recorded, fanout=fanout)
-    rows = (*spec["query_rows"], *spec["gallery_rows"])
-    relevance = _from_fanout(spec, recorded, fanout, rows)
-    _score_partial(spec, recorded["query"]["path"], recorded["gallery"]["path"], relevance, output, recorded, fanout)
+    phases = Phases()
+    with phases("read"):
+        _, recorded = read_json_document(fanout, FANOUT_KIND, fingerprint=None)
+        spec = _partial_spec(recorded["plan"]["path"], partial, recorded=recorded, fanout=fanout)
+        rows = (*spec["query_rows"], *spec["gallery_rows"])
+        relevance = _from_fanout(spec, recorded, fanout, rows)
+    _score_partial(spec, recorded["query"]["path"], recorded["gallery"]["path"], relevance, output, recorded, fanout,
+                   phases=phases)
+    phases.log()
 
 
 def _partial_spec(plan: str | Path, partial: str | None, *, recorded: Mapping[str, Any] | None = None,
@@ -262,15 +274,17 @@ def _partial_spec(plan: str | Path, partial: str | None, *, recorded: Mapping[st
 
 
 def _score_partial(spec: Mapping[str, Any], queries: str | Path, gallery: str | Path, rel: _Relevance,
-                   output: str | Path, recorded: Mapping[str, Any] | None = None, fanout: Any = None) -> None:
+                   output: str | Path, recorded: Mapping[str, Any] | None = None, fanout: Any = None, *,
+                   phases: Phases) -> None:
     config = RetrievalConfig.from_dict(spec["retrieval"])
     direction = spec["direction"]
     (qa, qb), (ga, gb) = spec["query_rows"], spec["gallery_rows"]
     files = {"query": (queries, spec["query"]["fingerprint"]), "gallery": (gallery, spec["gallery"]["fingerprint"])}
     q_role, g_role = ("query", "gallery") if direction == "forward" else ("gallery", "query")
     (q_path, q_fp), (g_path, g_fp) = files[q_role], files[g_role]
-    q_rows = read_embedding_rows(q_path, qa, qb, fingerprint=q_fp)
-    g_rows = read_embedding_rows(g_path, ga, gb, fingerprint=g_fp, rows=rel.positive_rows)
+    with phases("read"):
+        q_rows = read_embedding_rows(q_path, qa, qb, fingerprint=q_fp)
+        g_rows = read_embedding_rows(g_path, ga, gb, fingerprint=g_fp, rows=rel.positive_rows)
     for rows, n, role in ((q_rows, rel.shape[0], q_role), (g_rows, rel.shape[1], g_role)):
         if rows.manifest["shape"][0] != n:
             raise ValidationError(f"endpoint {role!r}: embeddings have {rows.manifest['shape'][0]} rows, the protocol "
@@ -286,10 +300,11 @@ def _score_partial(spec: Mapping[str, Any], queries: str | Path, gallery: str | 
     def gallery_id(indices: Any) -> list[str]:  # rows [ga, gb) and the positives' rows
         return [rel.gallery_ids[i - ga] if ga <= i < gb else positive_ids[i] for i in map(int, indices)]
 
-    partial = compute_partial(direction, q_rows.matrix, g_rows.matrix, g_rows.picked, rel.positive_rows, rel.block,
-                              rel.excluded, shape=rel.shape, query_rows=(qa, qb), gallery_rows=(ga, gb),
-                              config=config, query_ids=rel.query_ids, gallery_id=gallery_id,
-                              device=spec.get("device", "cpu"))
+    with phases("kernel"):
+        partial = compute_partial(direction, q_rows.matrix, g_rows.matrix, g_rows.picked, rel.positive_rows,
+                                  rel.block, rel.excluded, shape=rel.shape, query_rows=(qa, qb),
+                                  gallery_rows=(ga, gb), config=config, query_ids=rel.query_ids,
+                                  gallery_id=gallery_id, device=spec.get("device", "cpu"))
     normalize = config.similarity == "cosine"
     manifests = {q_role: q_rows.manifest, g_role: g_rows.manifest}
     info = {
@@ -302,9 +317,11 @@ def _score_partial(spec: Mapping[str, Any], queries: str | Path, gallery: str | 
         "summaries": {q_role: [qa, qb], g_role: [ga, gb]},
         THROUGHPUT_PAYLOAD: [(manifests[role].get("metadata") or {}).get(THROUGHPUT) for role in ("query", "gallery")],
     }
-    extra = {f"summary/{q_role}": collapse_summary(q_rows.matrix, normalize),
-             f"summary/{g_role}": collapse_summary(g_rows.matrix, normalize)}
-    replace(partial, info=info, extra=extra).save(output, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    with phases("summary"):
+        extra = {f"summary/{q_role}": collapse_summary(q_rows.matrix, normalize),
+                 f"summary/{g_role}": collapse_summary(g_rows.matrix, normalize)}
+    with phases("write"):
+        replace(partial, info=info, extra=extra).save(output, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
 def _load_partials(spec: Mapping[str, Any], paths: Sequence[str | Path]) -> list[FanoutPartial]:
@@ -387,12 +404,14 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
     gallery exactly once; a missing, stale, duplicated or mixed partial is refused naming its file. No
     ``partials`` given: the paths the merge spec plans (the workflow's way: 10,000 paths would not fit one shell
     line)."""
-    spec = load_plan(plan, MERGE_STAGE)
-    if not partials:
-        partials = [ref["path"] for ref in spec["partials"]]
-    config = RetrievalConfig.from_dict(spec["retrieval"])
-    loaded = _load_partials(spec, partials)
-    prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    phases = Phases()
+    with phases("read"):
+        spec = load_plan(plan, MERGE_STAGE)
+        if not partials:
+            partials = [ref["path"] for ref in spec["partials"]]
+        config = RetrievalConfig.from_dict(spec["retrieval"])
+        loaded = _load_partials(spec, partials)
+        prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
     first = loaded[0]
     for p in loaded:
         if p.info.get("contents", {}).get("protocol") != protocol_hash:
@@ -404,7 +423,8 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
             if p.info.get(key) != first.info.get(key):
                 raise StaleArtifactError(f"artifact {p.source}: stale or mixed retrieval partial: its inputs' {key} "
                                          f"differ from those of {first.source}", str(p.source))
-    score = merge_fanout(loaded, config)
+    with phases("kernel"):
+        score = merge_fanout(loaded, config)
     endpoints = first.info["endpoints"]
     findings = _degenerate([p for p in loaded if p.direction == "forward"], endpoints, config)
     if findings:
@@ -415,7 +435,9 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
     payload = {"score": score.to_dict(), "endpoints": {"dim": endpoints["gallery"]["dim"], **endpoints},
                "compression_metadata": first.info.get("compression_metadata"),
                THROUGHPUT_PAYLOAD: first.info.get(THROUGHPUT_PAYLOAD)}  # the embed jobs' records, as score-retrieval
-    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    with phases("write"):
+        write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    phases.log()
 
 
 __all__ = ["FANOUT_KIND", "collapse_summary", "relevance_rows", "run_fanout_inputs", "run_merge_partials",

@@ -11,6 +11,7 @@ from pathlib import Path
 from vertebrae.compression import EmbeddingCompressionConfig
 from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
+from vertebrae.core.phases import Phases
 from vertebrae.core.provenance import software
 from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, carried as carried_throughput
 from vertebrae.data.relevance import RetrievalProtocol
@@ -56,14 +57,20 @@ def run_compress(plan: str | Path, queries: str | Path, gallery: str | Path, que
 
 def run_score(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path, output: str | Path) -> None:
     """``vertebrae score-retrieval``: exact ranking of one candidate's queries against its gallery."""
+    phases = Phases()
     spec = load_plan(plan, "score-retrieval")
-    q, q_meta = read_block(queries, spec["query"]["fingerprint"])
-    g, g_meta = read_block(gallery, spec["gallery"]["fingerprint"])
+    with phases("read"):
+        q, q_meta = read_block(queries, spec["query"]["fingerprint"])
+        g, g_meta = read_block(gallery, spec["gallery"]["fingerprint"])
+        retrieval_protocol = _read_protocol(spec["protocol"], protocol)
     config = RetrievalConfig.from_dict(spec["retrieval"])
-    score = score_retrieval(q, g, _read_protocol(spec["protocol"], protocol), config, device=spec.get("device", "cpu"))
+    with phases("kernel"):
+        score = score_retrieval(q, g, retrieval_protocol, config, device=spec.get("device", "cpu"))
     payload = {"score": score.to_dict(), "endpoints": endpoint_metadata(q, g), "compression_metadata": q_meta.get("compression"),
                THROUGHPUT_PAYLOAD: [q_meta.get(THROUGHPUT), g_meta.get(THROUGHPUT)]}
-    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    with phases("write"):
+        write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    phases.log()
 
 
 def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path]):
