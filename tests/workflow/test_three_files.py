@@ -43,6 +43,8 @@ def done(tmp_path_factory) -> tuple[Path, dict]:
     """A directory where ``vertebrae run my.yaml --cores 2`` has run the three-files config to the end."""
     work = tmp_path_factory.mktemp("three-files")
     config = three_files_config(work)
+    # 3 classes: each score job resamples rows, one OverlapIndex fit per subsample; 20 (the least), not 200
+    config["benchmarks"]["models"]["row_resampling"] = {"resamples": 20}
     (work / "my.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     vertebrae(work, "run", "my.yaml", "--cores", "2")
     return work, config
