@@ -21,12 +21,16 @@ def _pca(n: int) -> dict:
     return {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA", "params": {"n_components": n}}]}
 
 
-A = {"benchmarks": {"wine": {"dataset": WINE, "extractors": {"raw": {"type": "precomputed"}, "pca": _pca(4)}}},
+# wine's 3 classes make each score job resample rows (one OverlapIndex fit per subsample): 20, the least, not 200
+ROWS = {"resamples": 20}
+A = {"benchmarks": {"wine": {"dataset": WINE, "extractors": {"raw": {"type": "precomputed"}, "pca": _pca(4)},
+                             "row_resampling": ROWS}},
      "retrieval": {"search": {"dataset": SEARCH, "shards": 1, "extractors": {"raw": {"type": "precomputed"}}}}}
 # B: A's wine candidates and one more under another benchmark name, both renamed (only there: a config naming them
 # as A does too would plan A's jobs under A's names); A's retrieval benchmark with one more candidate
 B = {"benchmarks": {"wine_again": {"dataset": WINE, "extractors": {"features": {"type": "precomputed"},
-                                                                    "pca4": _pca(4), "pca8": _pca(8)}}},
+                                                                    "pca4": _pca(4), "pca8": _pca(8)},
+                                  "row_resampling": ROWS}},
      "retrieval": {"search": {"dataset": SEARCH, "shards": 1, "extractors": {"raw": {"type": "precomputed"},
                                                                              "pca2": _pca(2)}}}}
 # the jobs that write a benchmark's report and the pages over all of them: a config's own, rewritten when the
