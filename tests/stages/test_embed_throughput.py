@@ -34,9 +34,10 @@ def _mlp(width: int, dropout: float) -> dict:
 
 
 def _config(source: dict, extractors: dict, *, shards: int, batch_size: int, costs: dict | None = None) -> dict:
+    # 3 classes: the score jobs resample rows, one OverlapIndex fit per subsample; 20 (the least), not 200
     config = {"seed": 0, "embedding": {"shards": shards, "batch_size": batch_size},
               "benchmarks": {"b": {"dataset": {"source": source, "identity": {"kind": "content"}},
-                                   "extractors": extractors}}}
+                                   "extractors": extractors, "row_resampling": {"resamples": 20}}}}
     return {**config, "costs": costs} if costs is not None else config
 
 
