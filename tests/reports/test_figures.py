@@ -11,6 +11,7 @@ from sklearn.datasets import load_iris
 from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, FewShotMetric, OverlapScoringConfig
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.extractors import PrecomputedExtractor, SklearnExtractor
+from vertebrae.scoring.paired.rows import RowResamplingConfig
 from vertebrae.reports.figures import (
     confusion_matrix_figure,
     few_shot_curves,
@@ -22,6 +23,8 @@ from vertebrae.reports.figures import (
     report_names_pattern,
     write_report_figures,
 )
+
+ROWS = RowResamplingConfig(resamples=20)  # iris's 3 classes: the comparison resamples rows; 20 (the least), not 200
 
 
 def _close(fig):
@@ -80,7 +83,7 @@ def iris_report() -> dict:
     from sklearn.decomposition import PCA
 
     result = Benchmark(dataset, [PrecomputedExtractor("raw"), SklearnExtractor("pca2", PCA(2), cache_identity="pca2")],
-                       scoring_config=OverlapScoringConfig(k=3), seed=0, name="iris").run()
+                       scoring_config=OverlapScoringConfig(k=3), row_resampling=ROWS, seed=0, name="iris").run()
     return result.to_dict()
 
 
@@ -113,7 +116,7 @@ def few_shot_report() -> dict:
 
     return Benchmark(dataset, [PrecomputedExtractor("raw"), SklearnExtractor("noisy", PCA(2), cache_identity="pca2")],
                      metrics=[FewShotMetric(shots=[1, 3, 10], episodes=12)], scoring_config=OverlapScoringConfig(k=3),
-                     seed=0, name="iris").run().to_dict()
+                     row_resampling=ROWS, seed=0, name="iris").run().to_dict()
 
 
 def test_few_shot_curves_sit_beside_the_heat_map_with_the_reported_numbers(few_shot_report, tmp_path):

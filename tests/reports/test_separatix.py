@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from reports.test_markdown import SCORING, SEED, _blobs, _cells, _columns, _section, _table_lines
+from reports.test_markdown import ROWS, SCORING, SEED, _blobs, _cells, _columns, _section, _table_lines
 
 from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, PrecomputedExtractor, SeparatixConfig
 from vertebrae.reports.markdown import render_markdown
@@ -24,7 +24,7 @@ def grouped():
     dataset = BenchmarkDataset.from_embeddings(X, labels, identity=DatasetIdentity.declared("blobs", "1"))
     dataset = dataset.with_groups([f"g{i % 6}" for i in range(len(labels))])
     return Benchmark(dataset, [PrecomputedExtractor("p"), _columns("noise", [3, 4])], scoring_config=SCORING,
-                     separatix_config=SeparatixConfig(overlap_threshold=0.3), seed=SEED).run()
+                     separatix_config=SeparatixConfig(overlap_threshold=0.3), row_resampling=ROWS, seed=SEED).run()
 
 
 def _block(section: str, title: str) -> list[str]:
@@ -88,7 +88,7 @@ def test_grouped_run_shows_every_part_of_the_section(grouped):
 def test_ungrouped_run_says_no_group_cv():
     X, labels = _blobs()
     dataset = BenchmarkDataset.from_embeddings(X, labels, identity=DatasetIdentity.declared("blobs", "1"))
-    result = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING,
+    result = Benchmark(dataset, [PrecomputedExtractor("p")], scoring_config=SCORING, row_resampling=ROWS,
                        separatix_config=SeparatixConfig(overlap_threshold=0.3), seed=SEED).run()
     row = _rows(_block(_section(render_markdown(result), "Separatix"), "Evaluation context"))["p"]
     assert row[1:6] == ["stratified", "3", "no", "none declared", "cross_validation"]
