@@ -14,6 +14,7 @@ from reports.test_figures import _close
 from reports.test_markdown import _cells
 
 from vertebrae.core.errors import ValidationError
+from vertebrae.scoring.paired.rows import RowResamplingConfig
 from vertebrae.reports.comparison import (
     TITLE,
     check_comparison,
@@ -318,7 +319,8 @@ def _labelled():
     X, y = load_iris(return_X_y=True)
     dataset = BenchmarkDataset.from_arrays(X, y, identity=DatasetIdentity.declared("iris", "1"))
     result = Benchmark(dataset, [PrecomputedExtractor("raw"), SklearnExtractor("pca2", PCA(2), cache_identity="pca2")],
-                       scoring_config=OverlapScoringConfig(k=3), seed=0, name="iris").run()
+                       scoring_config=OverlapScoringConfig(k=3), row_resampling=RowResamplingConfig(resamples=20), seed=0,
+                       name="iris").run()  # iris's 3 classes resample rows: 20 subsamples (the least), not 200
     return result, render_markdown
 
 

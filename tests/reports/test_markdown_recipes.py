@@ -7,6 +7,7 @@ import numpy as np
 
 from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, LinearProbeMetric, PrecomputedExtractor
 from vertebrae.reports.markdown import render_markdown
+from vertebrae.scoring.paired.rows import RowResamplingConfig
 
 
 def _report(metrics):
@@ -15,7 +16,9 @@ def _report(metrics):
     x = rng.normal(size=(len(y), 5))
     x[np.arange(len(y)), y] += 3.0
     dataset = BenchmarkDataset.from_embeddings(x, [f"c{v}" for v in y], identity=DatasetIdentity.declared("blobs", "1"))
-    return render_markdown(Benchmark(dataset, [PrecomputedExtractor("p")], metrics=metrics, seed=5).run())
+    # 3 classes: the comparison resamples rows; 20 subsamples (the least), not the default 200
+    return render_markdown(Benchmark(dataset, [PrecomputedExtractor("p")], metrics=metrics,
+                                     row_resampling=RowResamplingConfig(resamples=20), seed=5).run())
 
 
 def test_a_published_recipe_is_named_under_the_metrics_table():
