@@ -76,7 +76,8 @@ def test_a_labels_only_hf_dataset_is_refused_in_python_and_as_a_retrieval_side(t
 def _config(decl: dict, extractors: dict) -> dict:
     return {"embedding": {"shards": 1, "batch_size": 64}, "benchmarks": {"tbl": {
         "dataset": {"source": decl}, "extractors": extractors,
-        "stability": {"enabled": False}, "separatix": {"enabled": False}}}}
+        "stability": {"enabled": False}, "separatix": {"enabled": False},
+        "row_resampling": {"resamples": 20}}}}  # 3 classes resample rows: 20 subsamples (the least), not 200
 
 
 @pytest.mark.parametrize("kind", ["csv", "npz", "hdf5", "hf_dataset"])
