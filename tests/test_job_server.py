@@ -166,10 +166,8 @@ def test_a_served_run_equals_an_unserved_one(tmp_path):
     after it) to rerun: equal reports; the rerun score jobs were served (their Snakemake benchmark records measured
     the client: a fraction of an unserved score job's memory)."""
     config = dict(USER_CONFIG, embedding={"batch_size": 50, "shards": 1})
-    # iris's 3 classes make each score job resample rows: 20 subsamples (the least), not the default 200
     config["benchmarks"] = {"my_iris": dict(USER_CONFIG["benchmarks"]["my_iris"],
-                                            compression=[{"method": "pca", "n_components": 2}],
-                                            row_resampling={"resamples": 20})}
+                                            compression=[{"method": "pca", "n_components": 2}])}
     (tmp_path / "my.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     report = tmp_path / "results/reports/my_iris/report.json"
     reports, memory = {}, {}

@@ -65,7 +65,8 @@ DEFAULT_RUN_SECONDS = pytest.StashKey[float]()  # the session's local default ru
 BIN = Path(sys.executable).parent  # the test environment's bin folder (.venv/bin): snakemake, vertebrae
 # A user's own small config (tests/workflow/test_user_config.py, test_slurm.py). Its 4 shards (150 rows / 25 = 6
 # batches) apply alone; deep-merged into the demo config, the demo's `shards: 2` would not (the schema's default,
-# "auto", would plan this small endpoint as one shard).
+# "auto", would plan this small endpoint as one shard). Iris's 3 classes make the score job resample rows for the
+# comparison, one OverlapIndex fit per subsample: 20 (the least), not the default 200, which no test reads.
 USER_CONFIG = {
     "seed": 0,
     "embedding": {"batch_size": 25, "shards": 4},
@@ -74,6 +75,7 @@ USER_CONFIG = {
                     "identity": {"kind": "declared", "name": "my-iris", "revision": "1"}},
         "extractors": {"raw": {"type": "precomputed"}},
         "scoring": {"k": 5},
+        "row_resampling": {"resamples": 20},
     }},
 }
 
