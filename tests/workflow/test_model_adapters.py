@@ -38,6 +38,8 @@ def test_image_manifest_with_open_clip_and_hf_vision(tmp_path, monkeypatch):
                                    "device": "cpu"},
                 },
                 "scoring": {"k": 2, "min_samples_per_cluster": 2},
+                # 3 classes: the score jobs and the in-process run resample rows alike; 20 (the least), not 200
+                "row_resampling": {"resamples": 20},
             },
         },
     }
