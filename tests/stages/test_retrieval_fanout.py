@@ -90,6 +90,38 @@ def test_in_process_fanout_equals_the_scorer_bit_for_bit(similarity, split):
     assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
 
 
+@pytest.mark.parametrize("similarity", ["cosine", "squared_l2"])
+def test_partials_counted_by_the_fused_kernel_merge_to_the_scorer_bit_for_bit(similarity, monkeypatch):
+    """The partial jobs count with the one-pass numba kernel where the one job does (``kernel="auto"`` on enough
+    pairs): forced here on a small case with ties at shard edges, exclusions and both directions; the kernel's
+    calls are counted (the real kernel runs)."""
+    from vertebrae.scoring.retrieval import fused
+
+    calls = []
+    real = fused.count_block
+    monkeypatch.setattr(fused, "count_block", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
+    Q, G, relevance, exclusions = _data(nq=9, ng=23)
+    config = RetrievalConfig(similarity=similarity, bidirectional=True, ks=(1, 3, 5), primary_metric="ndcg@5",
+                             query_block_size=2, gallery_block_size=3)
+    expected = RetrievalScorer(config, kernel="numpy").score(Q, G, relevance, exclusions=exclusions).to_dict()
+    parts = []
+    for qr in _bounds(9, 2):
+        for gr in _bounds(23, 3):
+            for rows, direction in (((qr, gr), "forward"), ((gr, qr), "reverse")):
+                parts.append(score_retrieval_partial(Q, G, relevance, query_rows=rows[0], gallery_rows=rows[1],
+                                                     config=config, exclusions=exclusions, direction=direction,
+                                                     kernel="fused"))
+    got = merge_retrieval_partials(parts, config=config).to_dict()
+    assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert calls, "the partials did not count with the fused kernel"
+    calls.clear()
+    score_retrieval_partial(Q, G, relevance, query_rows=(0, 9), gallery_rows=(0, 23), config=config, kernel="numpy")
+    assert not calls
+    with pytest.raises(ConfigError, match="kernel must be one of"):
+        score_retrieval_partial(Q, G, relevance, query_rows=(0, 9), gallery_rows=(0, 23), config=config,
+                                kernel="fast")
+
+
 def test_ties_with_positives_straddling_every_gallery_edge_and_ids():
     """Blocks of identical gallery rows, each cut by a shard edge, holding positives: ranks by gallery row order."""
     rng = np.random.default_rng(3)

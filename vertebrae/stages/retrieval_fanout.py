@@ -35,6 +35,7 @@ from vertebrae.scoring.retrieval import (PositivePairs, RetrievalConfig, Retriev
                                          positive_scores, prepare_endpoint, relevance_matrix)
 from vertebrae.scoring.retrieval.conventions import tie_order
 from vertebrae.scoring.retrieval.device import block_product, resolve_device
+from vertebrae.scoring.retrieval.fused import use_fused
 from vertebrae.scoring.retrieval.inputs import _IndexKeys, _row_id_keys, check_representable
 from vertebrae.scoring.retrieval.kernel import _Workspace, score_query_block
 from vertebrae.scoring.retrieval.scorer import blas_threads, map_blocks
@@ -298,13 +299,15 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
                     block: sp.csr_matrix, excluded_block: sp.csr_matrix | None, *, shape: Sequence[int],
                     query_rows: Sequence[int], gallery_rows: Sequence[int], config: RetrievalConfig,
                     query_ids: Sequence[str], gallery_id: Callable[[np.ndarray], list[str]],
-                    workers: int | None = None, device: str = "cpu") -> FanoutPartial:
+                    workers: int | None = None, device: str = "cpu", kernel: str = "auto") -> FanoutPartial:
     """One partial from the rows it needs: ``Q_rows`` (the direction's queries ``query_rows``), ``G_rows`` (its
     gallery rows ``gallery_rows``), ``P_rows`` (the gallery rows ``positive_rows``, ascending, that hold the
     queries' positives); ``block`` / ``excluded_block``: rows ``query_rows`` of the direction's eligible grades
     and excluded pairs (``direction_inputs``), whose whole ``shape`` is (queries, gallery); ``gallery_id(indices)``:
     gallery row ids of ``gallery_rows`` and ``positive_rows``, for messages and nearest negatives; ``device``:
-    where the block products run (``device.resolve_device``; the same counts on every device)."""
+    where the block products run (``device.resolve_device``; the same counts on every device); ``kernel``: how
+    score blocks are counted, decided on the partial's (query, gallery) pairs as the one score job decides on
+    its own (``fused.use_fused``; the same counts either way)."""
     if direction not in DIRECTIONS:
         raise ValidationError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     (qa, qb), (ga, gb) = (int(v) for v in query_rows), (int(v) for v in gallery_rows)
@@ -335,13 +338,14 @@ def compute_partial(direction: str, Q_rows: Any, G_rows: Any, P_rows: Any, posit
 
     shards = [(gs, Gp[gs:min(gs + config.gallery_block_size, s)]) for gs in range(0, s, config.gallery_block_size)]
     product = block_product(resolve_device(device), (Qp.scan, Gp.scan))
+    fused = use_fused(kernel, b * s)
     local = threading.local()  # one workspace per worker thread, reused by all its blocks
     # equal scores: ids looked up for tied pairs only, among the rows gallery_id knows
     ties = tie_order(config.conventions, gallery_id, rows=np.union1d(np.arange(ga, gb), positive_rows))
 
     def query_block(qs: int) -> RetrievalPartial:
         qe = min(qs + config.query_block_size, b)
-        workspace = getattr(local, "workspace", None) or _Workspace(product)
+        workspace = getattr(local, "workspace", None) or _Workspace(product, fused)
         local.workspace = workspace
         return score_query_block(Qp[qs:qe], Gp, shards, query_offset=qa + qs, gallery_offset=ga,
                                  positives=positives.rows(qs, qe),
@@ -466,7 +470,8 @@ def _rows(matrix: Any, index: Any) -> Any:
 def score_retrieval_partial(queries: Any, gallery: Any, relevance: Any, *, query_rows: Sequence[int],
                             gallery_rows: Sequence[int], config: RetrievalConfig | None = None,
                             query_ids: Sequence[str] | None = None, gallery_ids: Sequence[str] | None = None,
-                            exclusions: Any = None, direction: str = "forward", device: str = "cpu") -> FanoutPartial:
+                            exclusions: Any = None, direction: str = "forward", device: str = "cpu",
+                            kernel: str = "auto") -> FanoutPartial:
     """The partial score of rows ``query_rows`` x ``gallery_rows`` (``[start, stop)``), for a user who runs the
     shards on their own scheduler and merges them with ``merge_retrieval_partials``.
 
@@ -475,6 +480,7 @@ def score_retrieval_partial(queries: Any, gallery: Any, relevance: Any, *, query
     lazily read matrix (``np.memmap``, an ``h5py`` dataset) costs only those rows. ``direction="reverse"``
     (bidirectional configs need both): the gallery plays the queries, so ``query_rows`` index the gallery and
     ``gallery_rows`` the queries. ``save(path)`` / ``FanoutPartial.load(path)`` move it between processes.
+    ``kernel``: ``"auto"``, ``"fused"`` or ``"numpy"``, as ``RetrievalScorer`` takes it (the same partial).
     """
     config = RetrievalConfig() if config is None else config
     if not isinstance(config, RetrievalConfig):
@@ -492,7 +498,7 @@ def score_retrieval_partial(queries: Any, gallery: Any, relevance: Any, *, query
                            positive_rows, eligible[qa:qb], None if excluded is None else excluded[qa:qb],
                            shape=eligible.shape, query_rows=(qa, qb), gallery_rows=(ga, gb),
                            config=config, query_ids=[q_keys[i] for i in range(qa, qb)],
-                           gallery_id=lambda idx: [g_keys[int(i)] for i in idx], device=device)
+                           gallery_id=lambda idx: [g_keys[int(i)] for i in idx], device=device, kernel=kernel)
 
 
 def _range(rows: Sequence[int], n: int, name: str) -> tuple[int, int]:
