@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,14 @@ def _git(root: Path, *args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=None)
+def installed_version(distribution: str) -> str:
+    """The installed version of ``distribution``, read once per process: reading a package's metadata costs
+    ~1.5 ms, and the recipes of a plan and the fits of a score job ask for the same few versions hundreds or
+    thousands of times (a 1,000-candidate plan: twice per candidate)."""
+    return version(distribution)
 
 
 @functools.lru_cache(maxsize=1)

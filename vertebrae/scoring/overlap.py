@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import sys
 import warnings
-from functools import lru_cache
-from importlib.metadata import version
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -23,6 +21,7 @@ import scipy.sparse as sp
 
 from vertebrae.core.errors import BudgetError, LabelError, ValidationError
 from vertebrae.core.fingerprint import to_json_value
+from vertebrae.core.provenance import installed_version
 from vertebrae.core.labels import LabelCatalog, _parse_key, semantic_key
 from vertebrae.core.records import check_bool, from_record, one_of, positive_int, record_fields, seed_int
 from vertebrae.core.arrays import (as_matrix, binary_exponents, check_finite, encode_row_ids, power_of_two_factor,
@@ -439,7 +438,7 @@ class OverlapIndexScorer:
         collapse = warn_collapse(finding)
         metadata = {
             "backend": "MiniBatchKMeans",
-            "overlapindex_version": _overlapindex_version(),
+            "overlapindex_version": installed_version("overlapindex"),
             "seed": seed,
             "normalize_embeddings": config.normalize_embeddings,
             "offline_chunk_size": config.offline_chunk_size,
@@ -460,13 +459,6 @@ class OverlapIndexScorer:
 def _finite_or_none(value: Any) -> float | None:
     value = float(value)
     return value if np.isfinite(value) else None
-
-
-@lru_cache(maxsize=1)
-def _overlapindex_version() -> str:
-    """The installed overlapindex's version, read once per process (reading the package metadata costs ~1.5 ms, as
-    much as a fit of a small class; a score job's stability and row resamples score hundreds of times)."""
-    return version("overlapindex")
 
 
 _THREADPOOLS: list[tuple[int, Any]] = []  # (len(sys.modules) when made, threadpoolctl.ThreadpoolController)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import version
 from typing import Any
 
 from vertebrae import __version__
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
+from vertebrae.core.provenance import installed_version
 from vertebrae.data.labelled import BenchmarkDataset, LabelledProtocol
 from vertebrae.results import BenchmarkResult, ExtractorResult
 from vertebrae.compression import EmbeddingCompressionConfig, fit_paired_compression
@@ -99,7 +99,8 @@ class ScoringPlan:
 
 
 def backend_versions() -> dict[str, str]:
-    return {"overlapindex": version("overlapindex"), "separatix": version("separatix"), "schema": SCHEMAS["score"]}
+    return {"overlapindex": installed_version("overlapindex"), "separatix": installed_version("separatix"),
+            "schema": SCHEMAS["score"]}
 
 
 def score_recipe(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> dict[str, Any]:

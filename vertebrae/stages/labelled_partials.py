@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from vertebrae.core.artifacts import read_embeddings, read_json_document, read_m
 from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD
 from vertebrae.core.errors import ArtifactError, StaleArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS, fingerprint
+from vertebrae.core.provenance import installed_version
 from vertebrae.data.labelled import LabelledProtocol
 from vertebrae.stages.common import EmbeddingBlock, check_row_ids
 from vertebrae.stages.labelled import ScoringPlan
@@ -45,7 +45,7 @@ def part_recipes(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> list
     from vertebrae.scoring.stability import sampling_seeds_for, scoring_seeds_for
 
     base = {"embedding": embedding_fp, "protocol": protocol_fp, "schema": SCHEMAS[KIND]}
-    overlap_backend = {"overlapindex": version("overlapindex")}
+    overlap_backend = {"overlapindex": installed_version("overlapindex")}
     scoring = plan.scoring.to_dict()
     overlap = {**base, "part": "overlap", "scoring": scoring, "seed": int(plan.seed), "backend": overlap_backend}
     recipes = [overlap]
@@ -78,7 +78,8 @@ def part_recipes(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> list
     if plan.separatix is not None:
         recipes.append({**base, "part": "separatix", "separatix": plan.separatix.to_dict(),
                         "overlap": fingerprint(KIND, overlap), "normalize_embeddings": plan.scoring.normalize_embeddings,
-                        "max_dense_bytes": plan.scoring.max_dense_bytes, "backend": {"separatix": version("separatix")}})
+                        "max_dense_bytes": plan.scoring.max_dense_bytes,
+                        "backend": {"separatix": installed_version("separatix")}})
     return recipes
 
 
