@@ -42,6 +42,8 @@ def _config(groups_key="site"):
                 "scoring": {"k": 3},
                 "separatix": {"enabled": True, "overlap_threshold": 0.0, "max_samples": 90},
                 "metrics": [{"type": "callable", "path": "metric_fixtures:echo_inputs"}],
+                # 3 classes: the comparison resamples rows (in partial jobs of 50, and in process); 20, not 200
+                "row_resampling": {"resamples": 20},
             },
         },
     }

@@ -55,6 +55,8 @@ def test_onnx_model_through_the_workflow(tmp_path, monkeypatch):
                         "identity": {"kind": "declared", "name": "iris", "revision": "1"}},
             "extractors": {"mlp": {"type": "onnx", "path": "models/mlp.onnx", "batch_size": 16}},
             "scoring": {"k": 5},
+            # iris's 3 classes: the score job and the in-process run resample rows; 20 (the least), not 200
+            "row_resampling": {"resamples": 20},
         }},
     }
     # first a model with two inputs and no input_name: vertebrae validate refuses it, naming the key and both names
