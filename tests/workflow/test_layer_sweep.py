@@ -19,6 +19,8 @@ def _config(decl):
             "dataset": {"source": {"type": "manifest", "path": "data/images.csv", "image_column": "image",
                                    "id_column": "id"}, "identity": {"kind": "declared", "revision": "1", "name": "pics"}},
             "extractors": decl, "scoring": {"k": 2, "min_samples_per_cluster": 2},
+            # 3 classes: the score jobs and the in-process run resample rows alike; 20 (the least), not 200
+            "row_resampling": {"resamples": 20},
         }},
     }
 
