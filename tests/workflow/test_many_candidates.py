@@ -27,6 +27,7 @@ def candidates_config(paths: dict[str, str]) -> dict:
                     "identity": {"kind": "declared", "name": "tiny", "revision": "1"}},
         "extractors": {name: {"type": "precomputed", "path": path} for name, path in paths.items()},
         "scoring": {"k": 4},
+        "row_resampling": {"resamples": 20},  # 3 classes: each score job resamples rows; 20 (the least), not 200
     }}}
 
 
