@@ -33,6 +33,7 @@ CONFIG = {
                        "pca2": {"type": "sklearn", "steps": [{"estimator": "sklearn.decomposition.PCA",
                                                               "params": {"n_components": 2}}]}},
         "scoring": {"k": 5},
+        "row_resampling": {"resamples": 20},  # iris: 3 classes; 20 row subsamples (the least) run the same path
     }},
     "retrieval": {"search": {
         "dataset": {"source": {"type": "label_split", "source": {"type": "sklearn", "name": "iris"}, "query_every": 5},
