@@ -599,6 +599,30 @@ def test_gpus_follow_the_declared_device(decl, expected):
 def test_jobs_without_extractor_ask_for_no_gpu():
     assert gpus({"stage": "score"}) == 0
 
+
+@pytest.mark.parametrize("fanout", [False, True])
+def test_a_probe_on_a_cuda_device_asks_for_a_gpu_in_the_job_that_fits_it(tmp_path, fanout):
+    """The planned specs of a linear probe on ``torch:cpu`` (planned here, where no GPU is) with the device made
+    ``cuda``: the score job (or, fanned out, the probe's partial job) asks for one GPU; the merge and the report,
+    whose specs repeat the metric, and every other job ask for none."""
+    import copy
+    import json
+
+    config = {"seed": 0, "benchmarks": {"wine": {
+        "dataset": {"source": {"type": "sklearn", "name": "wine"},
+                    "identity": {"kind": "declared", "name": "wine", "revision": "1"}},
+        "extractors": {"raw": {"type": "precomputed"}}, "fanout": fanout,
+        "metrics": [{"type": "linear_probe", "device": "torch:cpu"}, {"type": "knn"}]}}}
+    planned = plan(config, base_dir=tmp_path)
+    asking = set()
+    for fp, spec in planned.specs.items():
+        assert gpus(spec) == 0
+        on_cuda = json.loads(json.dumps(spec).replace('"torch:cpu"', '"cuda:1"'))
+        if gpus(copy.deepcopy(on_cuda)):
+            asking.add(spec["stage"])
+            assert spec["stage"] != "score-labelled-partial" or spec["recipe"]["metric"]["type"] == "linear_probe"
+    assert asking == {"score-labelled-partial" if fanout else "score"}
+
 def test_report_spec_lists_candidates_in_declaration_order(default_plan):
     digits = default_plan.spec(default_plan.reports["digits"])
     assert [c["name"] for c in digits["candidates"]] == [

@@ -54,14 +54,22 @@ def segment_key(segments: list[int] | None, tars: list[list] | None = None) -> d
 
 
 def gpus(spec: Mapping[str, Any]) -> int:
-    """GPUs a job asks for: 1 when its device (a retrieval score job's ``device``, else its extractor's) is CUDA
-    (``cuda`` or ``cuda:N``), else 0.
+    """GPUs a job asks for: 1 when a device it computes on is CUDA (``cuda`` or ``cuda:N``), else 0: a retrieval
+    score job's ``device``, else its extractor's; a labelled score job's built-in metrics' (``linear_probe``'s
+    ``device``), a labelled partial job's own metric's. The merge and report jobs, whose specs repeat the metrics,
+    compute nothing on them and ask for none.
 
     Scikit-learn, precomputed and CPU-model jobs ask for none, so a CPU-only cluster runs the workflow unchanged.
     """
     decl = (spec.get("extractor") or {}).get("decl") or {}
-    device = spec.get("device", decl.get("device"))  # a score job's own device, else its extractor's
-    return int(isinstance(device, str) and device.split(":", 1)[0] == "cuda")
+    devices = [spec.get("device", decl.get("device"))]  # a score job's own device, else its extractor's
+    stage = spec.get("stage")
+    if stage == "score":
+        devices += [metric.get("device") for metric in (spec.get("plan") or {}).get("metrics") or ()
+                    if isinstance(metric, Mapping)]
+    elif stage == "score-labelled-partial":
+        devices.append(((spec.get("recipe") or {}).get("metric") or {}).get("device"))
+    return int(any(isinstance(device, str) and device.split(":", 1)[0] == "cuda" for device in devices))
 
 
 @dataclass

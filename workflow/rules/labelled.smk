@@ -106,6 +106,8 @@ rule score:
         score=PLAN.artifact_path("score", "{fp}"),
     wildcard_constraints:
         fp=f"(?!(?:{get_labelled_fanout_pattern()}))[0-9a-f]{{16}}",  # fingerprints are 16 characters
+    resources:
+        gpu=get_gpus,  # a built-in metric on a CUDA device (linear_probe's device)
     threads: PLAN.threads["scoring"]
     conda:
         "../../envs/vertebrae.yaml"
@@ -129,6 +131,8 @@ rule score_labelled_partial:
         partial=PLAN.artifact_path("labelled-partial", "{fp}"),
     params:
         overlap=get_overlap_option,
+    resources:
+        gpu=get_gpus,  # its metric on a CUDA device (linear_probe's device)
     threads: PLAN.threads["scoring"]
     priority: get_part_priority
     conda:
