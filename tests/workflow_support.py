@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -114,6 +115,19 @@ def write_config(workdir: Path, config: dict) -> Path:
         shutil.copytree(REPO / "config" / "data", path.parent / "data")
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
+
+
+def dry_run_jobs(dry_run_stdout: str) -> list[tuple[str, list[str]]]:
+    """(rule, outputs) of every job ``snakemake -n`` lists, in its order."""
+    jobs, rule = [], None
+    for line in dry_run_stdout.splitlines():
+        found = re.match(r"^(?:local)?rule (\w+):", line)
+        if found:
+            rule = found.group(1)
+        elif rule and line.strip().startswith("output:"):
+            jobs.append((rule, [path.strip() for path in line.split(":", 1)[1].split(",")]))
+            rule = None
+    return jobs
 
 
 def job_counts(dry_run_stdout: str) -> dict[str, int]:

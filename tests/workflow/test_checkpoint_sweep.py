@@ -5,12 +5,11 @@ own jobs (dry run, by rule and by fingerprint)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 
-from workflow_support import REPO, snakemake, write_config, written_report
+from workflow_support import REPO, dry_run_jobs, snakemake, write_config, written_report
 
 
 def _config(extractors):
@@ -21,19 +20,6 @@ def _config(extractors):
             "extractors": extractors, "scoring": {"k": 2}, "row_resampling": {"mode": "class"},
         }},
     }
-
-
-def _dry_jobs(stdout: str) -> list[tuple[str, str]]:
-    """(rule, output line) of every job a dry run lists."""
-    jobs, rule = [], None
-    for line in stdout.splitlines():
-        found = re.match(r"^(?:local)?rule (\w+):", line)
-        if found:
-            rule = found.group(1)
-        elif rule and line.strip().startswith("output:"):
-            jobs.append((rule, line.split(":", 1)[1].strip()))
-            rule = None
-    return jobs
 
 
 def test_checkpoint_sweep_reports_steps_and_a_new_checkpoint_adds_only_its_jobs(tmp_path, monkeypatch):
@@ -77,7 +63,8 @@ def test_checkpoint_sweep_reports_steps_and_a_new_checkpoint_adds_only_its_jobs(
     assert set(plan(plain, base_dir=tmp_path).fingerprints("score")) == set(swept.fingerprints("score"))
     # a new checkpoint lands: only its embed, merge and score run, then the report (and what reads it)
     held.rename(third)
-    jobs = _dry_jobs(snakemake(tmp_path, "-n").stdout)
+    jobs = [(rule, out) for rule, outputs in dry_run_jobs(snakemake(tmp_path, "-n").stdout)
+            for out in outputs]
     new = plan(_config({"plain3": {**net, "weights": "ckpts/step_3.safetensors"}}), base_dir=tmp_path)
     (embed_fp,), (score_fp,) = new.fingerprints("embed"), new.fingerprints("score")
     by_rule = {rule: [out for r, out in jobs if r == rule] for rule, _ in jobs}

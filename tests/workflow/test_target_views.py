@@ -16,7 +16,7 @@ from sklearn.preprocessing import normalize
 
 from vertebrae.core.labels import semantic_key
 from vertebrae.planning.views import views_benchmarks_from_config
-from workflow_support import snakemake
+from workflow_support import dry_run_jobs, snakemake
 
 
 def _data(root):
@@ -45,19 +45,6 @@ def _config(**targets):
                 "scoring": {"k": 2}, "row_resampling": {"mode": "class"},
                 "targets": {"species": {}, "site": {"key": "site", "role": "nuisance"}, **targets},
                 "hierarchy": {"file": "parents.csv", "levels": ["genus", "leaf"]}}}}
-
-
-def _jobs(dry_run: str) -> list[tuple[str, list[str]]]:
-    """(rule, outputs) of every job a dry run lists."""
-    jobs, rule = [], None
-    for line in dry_run.splitlines():
-        found = re.match(r"^(?:local)?rule (\w+):", line)
-        if found:
-            rule = found.group(1)
-        elif rule and line.strip().startswith("output:"):
-            jobs.append((rule, [p.strip() for p in line.split(":", 1)[1].split(",")]))
-            rule = None
-    return jobs
 
 
 def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypatch):
@@ -104,7 +91,7 @@ def test_views_report_and_adding_a_view_reruns_only_its_jobs(tmp_path, monkeypat
                      for name in ("cfg.yaml", "cfg2.yaml"))  # as Snakemake reads them (keys sorted)
     new = {fp: s["stage"] for fp, s in after.specs.items() if fp not in before.specs}
     assert sorted(new.values()) == ["compare", "protocol", "report", "score", "score", "views"]
-    jobs = _jobs(snakemake(tmp_path, target, "-n", "--configfile", "cfg2.yaml").stdout)
+    jobs = dry_run_jobs(snakemake(tmp_path, target, "-n", "--configfile", "cfg2.yaml").stdout)
     rules = sorted(rule for rule, _ in jobs)
     assert rules == sorted(["compare", "report", "score", "score", "views_report", "write_protocol"]
                            + ["plan"] * len(new))
