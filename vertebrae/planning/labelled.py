@@ -63,7 +63,7 @@ def scoring_plan_from_decl(bench: Mapping[str, Any], seed: int, *, where: str) -
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], base_dir: Path, where: str,
+def _check_against_targets(plan: ScoringPlan, dataset: Mapping[str, Any], where: str,
                            loaded: _Loaded) -> None:
     """What the score jobs would refuse from the targets alone, refused at plan time so that validate catches it:
     a ``k`` mapping or ``exclude_classes`` naming classes, classes too small for a prototype
@@ -205,7 +205,7 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     batch_size = config["embedding"]["batch_size"]
     scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
     loaded = _Loaded(dataset, base_dir, where)
-    _check_against_targets(scoring_plan, dataset, base_dir, where, loaded)
+    _check_against_targets(scoring_plan, dataset, where, loaded)
     scoring_plan = _row_resampling(scoring_plan, bench, where, comparison_config(config, "benchmarks", name).enabled,
                                    loaded)
     compressions = compressions_from_decl(bench["compression"], where=f"{where}.compression")

@@ -164,7 +164,7 @@ def _plan_view(result: WorkflowPlan, name: str, report_name: str, bench: Mapping
     scoring_plan = scoring_plan_from_decl(vbench, config["seed"], where=where)
     shim = _Shim(dataset)
     try:
-        _check_against_targets(scoring_plan, vbench["dataset"], base_dir, where, shim)
+        _check_against_targets(scoring_plan, vbench["dataset"], where, shim)
         scoring_plan = _row_resampling(scoring_plan, vbench, where, compare_enabled, shim)
     except ConfigError as exc:
         raise ConfigError(f"{where} (view {view.name!r}): {exc}") from None

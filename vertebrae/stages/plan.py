@@ -189,10 +189,6 @@ def check_tars(spec: Mapping[str, Any]) -> None:
         raise ValidationError(f"{spec['where']}: the source's tar files changed since the plan was made; re-plan")
 
 
-#: Keys of a job spec that only say where it came from (a config key path, a candidate's name in one config): they
-#: word messages and never change what the job writes, so the spec file's name leaves them out.
-CONTEXT_KEYS = frozenset({"where", "name"})
-
 
 def spec_content(value: Any) -> Any:
     """``value`` (a job spec, or part of one) without its context: every ``where`` key at any depth, and ``name``
@@ -313,6 +309,6 @@ def references(value: Any) -> Iterator[dict[str, Any]]:
             yield from references(item)
 
 
-__all__ = ["BASE_DIR", "CONTEXT_KEYS", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "references", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
+__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "references", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
            "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_name", "spec_file_text",
            "spec_kind"]
