@@ -41,7 +41,7 @@ def test_slurm_profile_adds_site_settings_to_the_workflow_profiles_resources(tmp
     # embedding jobs size their own (tests/workflow/test_resources.py): the profile sets none for them
     assert "mem_mb" not in workflow_profile["embed_shard"] and int(resources["embed_shard"]["mem_mb"]) < 1000
     assert resources["embed_shard"]["gpu"] == "0"  # scikit-learn and precomputed extractors need no GPU
-    assert "gpu" not in resources["score"]
+    assert resources["score"]["gpu"] == "0"  # no built-in metric on a CUDA device
 
 
 # --- installing the site profile, and what the shipped one promises ---------------------------------------------
