@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from importlib.metadata import version
 from typing import Any
 
 from vertebrae import __version__
 from vertebrae.compression import EmbeddingCompressionConfig, compress_pair
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
+from vertebrae.core.provenance import installed_version
 from vertebrae.data.relevance import RetrievalProtocol
 from vertebrae.results.retrieval import RetrievalBenchmarkResult, RetrievalCandidateResult
 from vertebrae.scoring.degenerate import detect_collapse, warn_collapse
@@ -103,7 +103,7 @@ def retrieval_report(
         {"benchmark": benchmark, "protocol": "retrieval", "primary_metric": config.primary_metric,
          "similarity": config.similarity, "bidirectional": config.bidirectional, "conventions": config.conventions,
          "retrieval": config.to_dict(),
-         "vertebrae_version": __version__, "numpy": version("numpy")},
+         "vertebrae_version": __version__, "numpy": installed_version("numpy")},
     )
 
 

@@ -9,7 +9,6 @@ and seed. Sample and prompt endpoints are both raw or both from one paired compr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from importlib.metadata import version
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from vertebrae import __version__
 from vertebrae.compression import EmbeddingCompressionConfig, FittedCompression, fit_paired_compression
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS
+from vertebrae.core.provenance import installed_version
 from vertebrae.data.zero_shot import ZeroShotProtocol
 from vertebrae.extractors.base import Extractor
 from vertebrae.scoring.overlap import OverlapIndexScorer, OverlapScoreResult, OverlapScoringConfig
@@ -168,7 +168,7 @@ def zero_shot_report(candidates: Sequence[ZeroShotCandidateResult], protocol: Ze
         list(candidates), zero_shot_protocol_summary(protocol, dataset_name),
         {"benchmark": benchmark, "protocol": "zero-shot", "protocol_fingerprint": protocol_fingerprint,
          "primary_metric": config.primary_metric, "similarity": config.similarity, "zero_shot": config.to_dict(),
-         "overlap": overlap_config.to_dict(), "seed": seed, "vertebrae_version": __version__, "numpy": version("numpy")},
+         "overlap": overlap_config.to_dict(), "seed": seed, "vertebrae_version": __version__, "numpy": installed_version("numpy")},
     )
 
 
