@@ -63,6 +63,8 @@ RUN_ELSEWHERE = {
         "tests/extractors/test_checkpoints.py::test_the_docs_snippet_scores_each_checkpoint_as_the_plain_candidate",
     ("docs/cloud.md", "A 1,000,000 x 10,000,000 retrieval benchmark on a cluster", "python", 0):
         "tests/test_containers.py::test_the_cloud_cost_script_runs_as_written_and_computes_as_the_workflow_does",
+    ("docs/conventions.md", "A declared train / val / test split", "python", 0):
+        "tests/scoring/test_declared_split.py::test_the_conventions_snippet_runs_as_written",
     ("README.md", "Your own data", "yaml", 0): "tests/test_docs.py::test_the_readme_config_validates_and_runs",
     ("README.md", "The numbers papers publish", "yaml", 0):
         "tests/test_docs.py::test_the_readme_metrics_validate_and_run_beside_overlapindex",

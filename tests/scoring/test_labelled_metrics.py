@@ -328,8 +328,8 @@ def test_refusals_name_the_key_and_the_classes(data):
     for metric in (LinearProbeMetric(split=split), FewShotMetric(split=split), ClusteringMetric(split=split)):
         with pytest.raises(ValidationError, match=r"'split': classes \['3'\] have test rows but no train row"):
             metric.compute(x, classification_targets(y), row_ids=None)
-    with pytest.raises(ConfigError, match="'split' holds values other than train/test: \\['val'\\]"):
-        KNNMetric(split=["train", "val"])
+    with pytest.raises(ConfigError, match="'split' holds values other than train/val/test: \\['dev'\\]"):
+        KNNMetric(split=["train", "dev"])
     with pytest.raises(ConfigError, match="'split' may hold only"):
         KNNMetric(split={"train": [0], "validation": [1]})
     multilabel = multilabel_targets([["a"], ["a", "b"]] * 60)

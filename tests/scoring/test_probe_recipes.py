@@ -56,11 +56,13 @@ def _clip_train(features, labels, wd, lr, epochs, batch_size, seed):
     return model
 
 
-def _clip_oracle(x, y, train, test, *, lr=0.1, epochs=10, batch_size=64, val_proportion=None, seed=SEED):
+def _clip_oracle(x, y, train, test, *, lr=0.1, epochs=10, batch_size=64, val_proportion=None, seed=SEED, val=None):
     unit = torch.from_numpy((x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32))
     labels = torch.from_numpy(y.astype(np.int64))
     g = torch.Generator().manual_seed(seed)
-    if val_proportion is None:
+    if val is not None:  # --val_split: a split of its own, in its order; no random_split draw
+        fit = train
+    elif val_proportion is None:
         fit, val = train, None
     else:  # random_split's own arithmetic, on the positions of the train rows
         fit_part, val_part = torch.utils.data.random_split(range(len(train)), [1 - val_proportion, val_proportion],
@@ -143,6 +145,46 @@ def test_clip_benchmark_weight_decay_search_equals_the_loop(data):
     assert result.diagnostics["weight_decay"] == [wd]
     assert wd == pytest.approx(0.0825404185, rel=1e-9)  # inside the grid: the search's later steps moved it
     assert result.diagnostics["per_sample"]["predicted"] == predicted.tolist()
+
+
+def test_clip_benchmark_on_a_declared_train_val_test_split_equals_the_loop(data):
+    """Rows marked train / val / test: the weight decay is searched on the val rows (CLIP_benchmark's
+    ``--val_split``), the final layer trained on train + val and the score taken on the test rows alone."""
+    x, y = data
+    split = np.array(["train", "train", "val", "train", "test"])[np.arange(len(y)) % 5]
+    train, val, test = (np.flatnonzero(split == part) for part in ("train", "val", "test"))
+    metric = LinearProbeMetric(recipe="clip_benchmark", split=split.tolist(), epochs=3, batch_size=16)
+    result = metric.compute(x, classification_targets(y), row_ids=None, seed=SEED)
+    predicted, wd = _clip_oracle(x, y, train, test, epochs=3, batch_size=16, val=val)
+    assert result.diagnostics["weight_decay"] == [wd] and wd != 0.0  # searched, on the val rows
+    assert result.diagnostics["per_sample"]["ids"] == [f"@int:{i}" for i in test]  # the test rows alone
+    assert result.diagnostics["per_sample"]["predicted"] == predicted.tolist()
+    assert result.score == float((predicted == y[test]).mean())
+    assert result.metadata["n_validation"] == len(val) and result.metadata["evaluation"] == "split"
+    by_id = LinearProbeMetric(recipe="clip_benchmark", epochs=3, batch_size=16, split={
+        part: rows.tolist() for part, rows in (("train", train), ("val", val), ("test", test))})
+    assert by_id.compute(x, classification_targets(y), row_ids=None, seed=SEED).diagnostics["per_sample"] == \
+        result.diagnostics["per_sample"]
+    # evaluated on val instead (no search rows left: weight decay 0, as CLIP_benchmark without a validation part)
+    on_val = LinearProbeMetric(recipe="clip_benchmark", split=split.tolist(), eval_split="val", epochs=3,
+                               batch_size=16).compute(x, classification_targets(y), row_ids=None, seed=SEED)
+    assert on_val.diagnostics["per_sample"]["predicted"] == \
+        _clip_oracle(x, y, train, val, epochs=3, batch_size=16)[0].tolist()
+    assert on_val.diagnostics["weight_decay"] == [0.0] and on_val.metadata["eval_split"] == "val"
+
+
+def test_clip_benchmark_refuses_declared_val_rows_with_val_proportion(data):
+    x, y = data
+    with pytest.raises(ConfigError, match=r"key 'split' declares val rows and key 'val_proportion' = 0.2.*"
+                                          r"--val_split and --val_proportion exclude each other"):
+        LinearProbeMetric(recipe="clip_benchmark", val_proportion=0.2, split={"train": [0, 1], "val": [2], "test": [3]})
+    split = ["train", "val", "test"] * (len(y) // 3)
+    metric = LinearProbeMetric(recipe="clip_benchmark", val_proportion=0.2, split=split)
+    with pytest.raises(ValidationError, match=r"key 'split' declares val rows and key 'val_proportion'"):
+        metric.check(classification_targets(y))  # at plan / validate time, before any embedding
+    only_val = ["train" if i % 3 else "val" for i in range(len(y))]
+    assert LinearProbeMetric(recipe="clip_benchmark", val_proportion=0.2, split=only_val, eval_split="val").check(
+        classification_targets(y))  # evaluated on val, val_proportion carves its search rows from train
 
 
 # ---- MTEB: AbsTaskClassification's undersampled experiments -----------------------------------------------------

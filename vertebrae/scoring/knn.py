@@ -12,8 +12,11 @@ each) as the BLAS may use; neither the blocks nor the thread count changes a nei
 Each neighbour votes for its class with weight 1 (``weighting="uniform"``) or ``exp(s / T)`` (``"temperature"``,
 DINO's weighting, ``T`` = ``temperature``, default 0.07); the prediction is the class with the largest vote
 total (ties: the class first in catalog order). Train/test rows come from stratified folds (``folds``, default 5,
-shuffled with the run's seed; every row is predicted once) or a declared ``split``
-(``vertebrae.scoring.labelled_common``).
+shuffled with the run's seed; every row is predicted once) or a declared ``split`` of train/val/test rows
+(``vertebrae.scoring.labelled_common``): the neighbours are train rows, the predicted rows those ``eval_split``
+names (``test``, the default, or ``val``). DINO's ``eval_knn.py`` (train on the train split, report on val) is
+``weighting="temperature"``, ``temperature=0.07``, ``k=20`` with ``eval_split="val"``. The kNN chooses no
+hyper-parameter, so with ``eval_split="test"`` the val rows take no part.
 
 Scores: ``accuracy`` = mean correctness over predicted rows; ``balanced_accuracy`` = mean over true classes of
 the per-class recall; ``score`` is ``primary`` (default accuracy). Per-sample correctness is kept
@@ -32,8 +35,9 @@ import numpy as np
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.memory import MemoryConfig
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, check_policy, choice, classification_scores, flag, fold_plan, l2_normalised, parse_split, per_sample,
-    positive, positive_float, sample_paired, small_classes_entry, split_group_warnings,
+    BuiltinMetric, check_name, check_policy, choice, classification_scores, eval_split_entry, evaluation_name, flag,
+    fold_plan, l2_normalised, parse_eval_split, parse_split, per_sample, positive, positive_float, sample_paired,
+    small_classes_entry, split_group_warnings,
 )
 from vertebrae.scoring.metrics import MetricResult
 
@@ -190,7 +194,7 @@ class KNNMetric(BuiltinMetric):
 
     def __init__(self, k: int = 20, weighting: str = "uniform", temperature: float = 0.07, folds: int = 5,
                  split: Any = None, primary: str = "accuracy", group_folds: bool = True, small_classes: str = "refuse",
-                 *, name: str = "knn", memory_config: MemoryConfig | None = None) -> None:
+                 eval_split: str = "test", *, name: str = "knn", memory_config: MemoryConfig | None = None) -> None:
         owner = "KNNMetric"
         if memory_config is not None and not isinstance(memory_config, MemoryConfig):
             raise ConfigError(f"{owner}: memory_config must be a MemoryConfig or None, got {type(memory_config).__name__}")
@@ -201,6 +205,7 @@ class KNNMetric(BuiltinMetric):
         self.temperature = positive_float(temperature, owner, "temperature")
         self.folds = positive(folds, owner, "folds", minimum=2)
         self.split = parse_split(split, owner)
+        self.eval_split = parse_eval_split(eval_split, self.split, owner)
         self.primary = choice(primary, ("accuracy", "balanced_accuracy"), owner, "primary")
         self.group_folds = flag(group_folds, owner, "group_folds")
         self.small_classes = check_policy(small_classes, owner)
@@ -208,7 +213,7 @@ class KNNMetric(BuiltinMetric):
     def recipe(self) -> dict[str, Any]:
         return {"type": "knn", "name": self.name, "k": self.k, "weighting": self.weighting,
                 "temperature": self.temperature, "folds": self.folds, "split": self.split, "primary": self.primary,
-                "group_folds": self.group_folds, **small_classes_entry(self)}
+                "group_folds": self.group_folds, **small_classes_entry(self), **eval_split_entry(self)}
 
     def needed(self) -> tuple[int, str]:
         """Rows a class needs: ``k + 1`` (a test row and k neighbours of its own class), and with folds at least
@@ -218,11 +223,12 @@ class KNNMetric(BuiltinMetric):
         return self.k + 1, f"key 'k' = {self.k} (a test row and its k neighbours)"
 
     def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
-        codes, splits, grouped, notes = fold_plan(self, targets, keys, where, seed, groups, self.needed())
+        plan = fold_plan(self, targets, keys, where, seed, groups, self.needed())
+        codes, splits, grouped, notes = plan
         smallest = min(len(train) for train, _ in splits)
         if self.k >= smallest:
             raise ValidationError(f"{where}: key 'k' = {self.k} must be below the {smallest} train rows")
-        return codes, splits, grouped, notes
+        return plan
 
     def search(self, n_train: int, n_test: int, width: int) -> dict[str, int]:
         """The blocked search's working memory per worker (``block_bytes``, from ``memory_config``), its worker
@@ -256,7 +262,7 @@ class KNNMetric(BuiltinMetric):
         predicted = np.concatenate(outputs)
         warnings = notes + split_group_warnings(self.split, *splits[0], groups, where, grouped)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
-                    "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
+                    "target_type": targets.target_type, "evaluation": evaluation_name(self)}
         if regression:
             true = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1)[test]
             score = r2(true, predicted)

@@ -4,10 +4,15 @@
   defined for the target type is refused naming it (``require_target_type``).
 - **Evaluation rows.** Either stratified folds (``StratifiedKFold(folds, shuffle=True, random_state=seed)`` on
   the class codes: every row is a test row exactly once) or a declared split: ``split`` is a sequence of
-  ``"train"``/``"test"`` aligned with the rows, or a mapping ``{"train": [row ids], "test": [row ids]}`` (rows
-  in neither are left out). ``evaluation_splits`` returns the (train, test) index pairs.
-- **Refusals** (``ValidationError``/``ConfigError`` naming the key): split values other than train/test, an
-  unknown or repeated row id, classes with fewer rows than folds (named), a test class absent from train.
+  ``"train"``/``"val"``/``"test"`` aligned with the rows, or a mapping ``{"train": [row ids], "val": [row ids],
+  "test": [row ids]}`` (``val`` optional; rows in none are left out). The metric's ``eval_split`` (``test``, the
+  default, or ``val``: DINO's "train/val") names the rows it reports on; ``evaluation_splits`` returns the (train,
+  evaluated) index pairs. The ``val`` rows of a split evaluated on ``test`` are the rows a metric that chooses a
+  hyper-parameter chooses it on (``fold_plan(..., uses_val=True)``: the linear probe's ``C``, CLIP_benchmark's
+  weight decay); a metric that chooses nothing leaves them out.
+- **Refusals** (``ValidationError``/``ConfigError`` naming the key): split values other than train/val/test, an
+  unknown or repeated row id, a row in two parts, an empty ``val`` list, an evaluated part without rows, classes
+  with fewer rows than folds (named), an evaluated or val class absent from train.
 - **Paired units.** A metric's diagnostics carry ``"paired"``: ``{"unit", "source", "column", "strata"}`` naming
   which per-unit array of the diagnostics (``diagnostics[source][column]``, ids ``diagnostics[source]["ids"]``)
   reproduces the score as a mean (``strata``: a column of stratum labels, or None).
@@ -28,7 +33,9 @@ from vertebrae.core.labels import describe_key, semantic_key
 from vertebrae.scoring.class_sizes import apply_policy, check_policy
 from vertebrae.scoring.metrics import Metric, _check_name, _check_targets, _n_rows, _row_keys
 
-SPLIT_VALUES = ("train", "test")
+SPLIT_VALUES = ("train", "val", "test")
+#: the parts of a declared split a metric may report on (its ``eval_split``)
+EVAL_SPLITS = ("test", "val")
 
 
 def positive(value: Any, owner: str, key: str, *, minimum: int = 1) -> int:
@@ -57,7 +64,8 @@ def choice(value: Any, options: Sequence[str], owner: str, key: str) -> str:
 
 
 def parse_split(split: Any, owner: str) -> list[str] | dict[str, list[str]] | None:
-    """The JSON form of a declared split (see the module docstring); ConfigError naming ``split``."""
+    """The JSON form of a declared split (see the module docstring); ConfigError naming ``split``. A mapping keeps
+    ``val`` only where it is given (a train/test split keeps its JSON form, and so its fingerprint)."""
     if split is None:
         return None
     if isinstance(split, Mapping):
@@ -66,25 +74,46 @@ def parse_split(split: Any, owner: str) -> list[str] | dict[str, list[str]] | No
             raise ConfigError(f"{owner}: key 'split' may hold only {list(SPLIT_VALUES)}, got {unknown}")
         out = {}
         for part in SPLIT_VALUES:
+            if part == "val" and part not in split:
+                continue
             ids = split.get(part, [])
             if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
                 raise ConfigError(f"{owner}: key 'split.{part}' must be a list of row ids, got {type(ids).__name__}")
             out[part] = [i if isinstance(i, str) else semantic_key(i.item() if isinstance(i, np.generic) else i)
                          for i in (ids.tolist() if isinstance(ids, np.ndarray) else ids)]
-        both = sorted(set(out["train"]) & set(out["test"]))
-        if both:
-            raise ConfigError(f"{owner}: key 'split': row ids {both[:10]} are both train and test")
-        if not out["train"] or not out["test"]:
-            raise ConfigError(f"{owner}: key 'split' needs train and test rows")
+        for a, b in (("train", "test"), ("train", "val"), ("val", "test")):
+            both = sorted(set(out.get(a, ())) & set(out.get(b, ())))
+            if both:
+                raise ConfigError(f"{owner}: key 'split': row ids {both[:10]} are both {a} and {b}")
+        if "val" in out and not out["val"]:
+            raise ConfigError(f"{owner}: key 'split.val' is an empty list: give the validation rows' ids, or leave "
+                              "the key out")
+        if not out["train"] or not (out["test"] or out.get("val")):
+            raise ConfigError(f"{owner}: key 'split' needs train rows and test (or val) rows")
         return out
     if isinstance(split, (str, bytes)) or not isinstance(split, (Sequence, np.ndarray)):
-        raise ConfigError(f"{owner}: key 'split' must be a list of train/test per row or a mapping "
-                          f"{{train: [row ids], test: [row ids]}}, got {type(split).__name__}")
+        raise ConfigError(f"{owner}: key 'split' must be a list of train/val/test per row or a mapping "
+                          f"{{train: [row ids], val: [row ids], test: [row ids]}}, got {type(split).__name__}")
     values = split.tolist() if isinstance(split, np.ndarray) else list(split)
     bad = sorted({str(v) for v in values if v not in SPLIT_VALUES})
     if bad:
-        raise ConfigError(f"{owner}: key 'split' holds values other than train/test: {bad[:10]}")
+        raise ConfigError(f"{owner}: key 'split' holds values other than train/val/test: {bad[:10]}")
     return [str(v) for v in values]
+
+
+def parse_eval_split(value: Any, split: list[str] | dict[str, list[str]] | None, owner: str) -> str:
+    """The part of a declared split a metric reports on (``EVAL_SPLITS``); ConfigError naming ``eval_split``: a
+    value other than ``test`` without a declared split, or a mapping that declares no rows of that part."""
+    value = choice(value, EVAL_SPLITS, owner, "eval_split")
+    if split is None and value != "test":
+        raise ConfigError(f"{owner}: key 'eval_split' = {value!r} needs a declared 'split' (without one, stratified "
+                          "folds test every row)")
+    if isinstance(split, dict) and not split.get(value):
+        other = "val" if value == "test" else "test"
+        hint = f" (set eval_split: {other} to report on its {other} rows)" if split.get(other) else ""
+        raise ConfigError(f"{owner}: key 'split' declares no {value} rows, and key 'eval_split' = {value!r} "
+                          f"reports on them{hint}")
+    return value
 
 
 def class_codes(targets: Any, where: str) -> np.ndarray:
@@ -104,22 +133,37 @@ def class_names(targets: Any, codes: Sequence[int]) -> list[str]:
     return [catalog.display(catalog.keys[int(c)]) for c in codes]
 
 
-def split_positions(split: list[str] | dict[str, list[str]], keys: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray]:
-    """(train rows, test rows) of a declared split, as row indices in ascending order."""
+def split_parts(split: list[str] | dict[str, list[str]], keys: Sequence[str], where: str) -> dict[str, np.ndarray]:
+    """Each part of a declared split (``SPLIT_VALUES``; a part not declared is empty), as row indices in ascending
+    order."""
     n = len(keys)
     if isinstance(split, list):
         if len(split) != n:
             raise ValidationError(f"{where}: key 'split' has {len(split)} values for {n} rows")
         labels = np.asarray(split, dtype=object)
-        return np.flatnonzero(labels == "train"), np.flatnonzero(labels == "test")
+        return {part: np.flatnonzero(labels == part) for part in SPLIT_VALUES}
     index = {key: i for i, key in enumerate(keys)}
-    out = []
+    out = {}
     for part in SPLIT_VALUES:
-        missing = [k for k in split[part] if k not in index]
+        ids = split.get(part, [])
+        missing = [k for k in ids if k not in index]
         if missing:
             raise ValidationError(f"{where}: key 'split.{part}' names row ids absent from the dataset: {missing[:10]}")
-        out.append(np.sort(np.fromiter((index[k] for k in split[part]), dtype=np.int64, count=len(split[part]))))
-    return out[0], out[1]
+        out[part] = np.sort(np.fromiter((index[k] for k in ids), dtype=np.int64, count=len(ids)))
+    return out
+
+
+def split_positions(split: list[str] | dict[str, list[str]], keys: Sequence[str], where: str,
+                    evaluate: str = "test", *, eval_key: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(train rows, ``evaluate`` rows) of a declared split, as row indices in ascending order; a split without
+    either is refused (``eval_key``: the message names the metric's ``eval_split``)."""
+    parts = split_parts(split, keys, where)
+    if not parts["train"].size:
+        raise ValidationError(f"{where}: key 'split' has no train rows")
+    if not parts[evaluate].size:
+        named = f", and key 'eval_split' = {evaluate!r} reports on them" if eval_key else ", the rows it reports on"
+        raise ValidationError(f"{where}: key 'split' has no {evaluate} rows{named}")
+    return parts["train"], parts[evaluate]
 
 
 def group_codes(groups: Sequence[Any] | None, n: int, where: str) -> np.ndarray | None:
@@ -169,61 +213,114 @@ def small_class_rows(metric: Any, codes: np.ndarray, rows: np.ndarray, targets: 
     return rows[~dropped], warnings
 
 
+def declares_val(metric: Any) -> bool:
+    """Does the metric's declared split, evaluated on ``test``, hold val rows (to choose a hyper-parameter on)?"""
+    if metric.split is None or getattr(metric, "eval_split", "test") != "test":
+        return False
+    if isinstance(metric.split, dict):
+        return bool(metric.split.get("val"))
+    return "val" in metric.split
+
+
+def eval_split_entry(metric: Any) -> dict[str, str]:
+    """A metric's ``eval_split`` for its recipe, only when set away from ``test``: a recipe without it keeps its
+    fingerprint."""
+    return {"eval_split": metric.eval_split} if metric.eval_split != "test" else {}
+
+
+def evaluation_name(metric: Any) -> str:
+    """How the metric's rows were evaluated, for its metadata: ``"split"`` (train -> test), ``"split (val)"``
+    (train -> val), or ``"N folds"``."""
+    if metric.split is None:
+        return f"{metric.folds} folds"
+    return "split" if metric.eval_split == "test" else f"split ({metric.eval_split})"
+
+
 def small_classes_entry(metric: Any) -> dict[str, str]:
     """A metric's ``small_classes`` for its recipe, only when set: a recipe without it keeps its fingerprint."""
     return {"small_classes": metric.small_classes} if metric.small_classes != "refuse" else {}
 
 
+class FoldPlan(tuple):
+    """``fold_plan``'s answer: unpacks as (class codes, splits, group codes, warnings), with ``val``, the declared
+    validation rows (None without them), beside."""
+
+    val: np.ndarray | None
+
+    def __new__(cls, codes: Any, splits: Any, grouped: Any, warnings: Any, val: np.ndarray | None = None) -> FoldPlan:
+        plan = super().__new__(cls, (codes, splits, grouped, warnings))
+        plan.val = val
+        return plan
+
+    def __getnewargs__(self) -> tuple:
+        return (*self, self.val)
+
+
 def fold_plan(metric: Any, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Sequence[Any] | None,
-              needed: tuple[int, str] | None = None) -> tuple[np.ndarray | None, list[tuple[np.ndarray, np.ndarray]],
-                                                              np.ndarray | None, list[str]]:
+              needed: tuple[int, str] | None = None, *, uses_val: bool = False) -> FoldPlan:
     """(class codes, None for regression; ``evaluation_splits``; group codes, None unless ``group_folds``;
-    warnings) of a metric declaring ``folds``, ``split``, ``group_folds`` and ``small_classes``. ``needed``:
-    ``(rows a class needs, the key that sets it)``; classes with fewer rows (all rows, or a declared split's)
-    are refused or, excluded, in no split (``small_class_rows``)."""
+    warnings), and as ``.val`` the declared validation rows, of a metric declaring ``folds``, ``split``,
+    ``eval_split``, ``group_folds`` and ``small_classes``. ``needed``: ``(rows a class needs, the key that sets it)``; classes with
+    fewer rows (all rows, or a declared split's train and evaluated rows, and its val rows with ``uses_val``) are
+    refused or, excluded, in no split (``small_class_rows``). The validation rows are None unless ``uses_val``
+    and the split, evaluated on ``test``, declares ``val`` rows; a class they hold that no train row has is
+    refused."""
     codes = None if targets.target_type == "regression" else class_codes(targets, where)
     grouped = group_codes(groups, len(keys), where) if metric.group_folds else None
+    evaluate = getattr(metric, "eval_split", "test")
+    parts = None if metric.split is None else split_parts(metric.split, keys, where)
+    val = parts["val"] if parts is not None and uses_val and evaluate != "val" and parts["val"].size else None
     rows, warnings = np.arange(len(keys)), []
     if codes is not None and needed is not None:
-        if metric.split is not None:
-            train, test = split_positions(metric.split, keys, where)
-            rows = np.union1d(train, test)
+        if parts is not None:
+            rows = np.union1d(parts["train"], parts[evaluate])
+            rows = rows if val is None else np.union1d(rows, val)
         rows, warnings = small_class_rows(metric, codes, rows, targets, needed[0], needed[1], where)
     if rows.size == len(keys):
         splits = evaluation_splits(codes, keys, split=metric.split, folds=metric.folds, seed=seed, targets=targets,
-                                   where=where, groups=grouped)
+                                   where=where, groups=grouped, evaluate=evaluate)
     elif metric.split is not None:
         kept = np.zeros(len(keys), dtype=bool)
         kept[rows] = True
         splits = [(train[kept[train]], test[kept[test]]) for train, test in evaluation_splits(
-            codes, keys, split=metric.split, folds=metric.folds, seed=seed, targets=targets, where=where)]
+            codes, keys, split=metric.split, folds=metric.folds, seed=seed, targets=targets, where=where,
+            evaluate=evaluate)]
+        if val is not None:
+            val = val[kept[val]]
+            if not val.size:
+                raise ValidationError(f"{where}: key 'split': no val rows are left once key 'small_classes' = "
+                                      "'exclude' leaves out the classes it names")
     else:  # folds over the kept rows only, as row indices of the whole
         splits = [(rows[train], rows[test]) for train, test in evaluation_splits(
             codes[rows], [keys[i] for i in rows], split=None, folds=metric.folds, seed=seed, targets=targets,
             where=where, groups=None if grouped is None else grouped[rows])]
-    return codes, splits, grouped, warnings
+    if val is not None and codes is not None:
+        check_split_classes(codes, splits[0][0], val, targets, where, "val")
+    return FoldPlan(codes, splits, grouped, warnings, val)
 
 
-def check_split_classes(codes: np.ndarray, train: np.ndarray, test: np.ndarray, targets: Any, where: str) -> None:
-    """A declared split whose test rows hold a class no train row has is refused, naming the classes."""
+def check_split_classes(codes: np.ndarray, train: np.ndarray, test: np.ndarray, targets: Any, where: str,
+                        part: str = "test") -> None:
+    """A declared split whose ``part`` rows (test, val) hold a class no train row has is refused, naming the
+    classes."""
     absent = np.setdiff1d(np.unique(codes[test]), np.unique(codes[train]))
     if absent.size:
-        raise ValidationError(f"{where}: key 'split': classes {class_names(targets, absent)} have test rows but no "
+        raise ValidationError(f"{where}: key 'split': classes {class_names(targets, absent)} have {part} rows but no "
                               "train row")
 
 
 def evaluation_splits(codes: np.ndarray | None, keys: Sequence[str], *, split: Any, folds: int, seed: int,
-                      targets: Any, where: str, groups: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(train, test) row indices: the declared split, or stratified folds (plain KFold without classes); with
-    ``groups`` (``group_codes``) the folds keep each group on one side (StratifiedGroupKFold, GroupKFold)."""
+                      targets: Any, where: str, groups: np.ndarray | None = None,
+                      evaluate: str = "test") -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) row indices: the declared split (its ``evaluate`` rows tested), or stratified folds (plain
+    KFold without classes); with ``groups`` (``group_codes``) the folds keep each group on one side
+    (StratifiedGroupKFold, GroupKFold)."""
     from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold, StratifiedKFold
 
     if split is not None:
-        train, test = split_positions(split, keys, where)
-        if not train.size or not test.size:
-            raise ValidationError(f"{where}: key 'split' needs train and test rows")
+        train, test = split_positions(split, keys, where, evaluate, eval_key=True)
         if codes is not None:
-            check_split_classes(codes, train, test, targets, where)
+            check_split_classes(codes, train, test, targets, where, evaluate)
         return [(train, test)]
     n = len(keys)
     n_groups = None if groups is None else int(groups.max()) + 1 if groups.size else 0
@@ -328,6 +425,6 @@ def check_name(name: Any, owner: str) -> str:
     return _check_name(name, owner)
 
 
-__all__ = ["BuiltinMetric", "SPLIT_VALUES", "check_name", "check_policy", "check_split_classes", "choice", "class_codes", "classification_scores", "dense_rows",
-           "evaluation_splits", "flag", "fold_plan", "group_codes", "l2_normalised", "parse_split", "per_sample", "positive", "positive_float", "prepared", "small_class_rows", "small_classes_entry",
-           "require_target_type", "sample_paired", "split_group_warnings", "split_positions"]
+__all__ = ["BuiltinMetric", "EVAL_SPLITS", "FoldPlan", "SPLIT_VALUES", "declares_val", "eval_split_entry", "evaluation_name", "check_name", "check_policy", "check_split_classes", "choice", "class_codes", "classification_scores", "dense_rows",
+           "evaluation_splits", "flag", "fold_plan", "group_codes", "l2_normalised", "parse_eval_split", "parse_split", "per_sample", "positive", "positive_float", "prepared", "small_class_rows", "small_classes_entry",
+           "require_target_type", "sample_paired", "split_group_warnings", "split_parts", "split_positions"]

@@ -11,6 +11,15 @@ folds shuffled with the run's seed (ties: the first in ``Cs``), and is refitted 
 Scores: ``accuracy`` and ``balanced_accuracy`` over the predicted rows; ``score`` is ``primary``. Per-sample
 correctness and the chosen ``C`` per split are kept.
 
+A declared ``split`` of train/val/test rows: the probe reports on the rows ``eval_split`` names (``test``, the
+default, or ``val``). Evaluated on ``test``, a split with ``val`` rows chooses ``C`` on them: the train and val rows
+are standardised together (one ``StandardScaler`` fitted on both, as on an outer split's train rows), each ``C`` is
+fitted on the train rows and judged by accuracy on the val rows (one held-out fold in place of ``inner_folds``:
+``LogisticRegressionCV(cv=[(train, val)])``), and the refit with the chosen ``C`` uses train and val rows.
+``clip_benchmark`` searches its weight decay on them (CLIP_benchmark's ``--val_split``; not with
+``val_proportion``, as there); ``mteb`` takes no part of them. Without val rows (or evaluated on ``val``) the
+hyper-parameters are chosen as without a split.
+
 ``solver``: ``vertebrae`` (the default) fits with ``scoring.probe_solver``: float32 products, each inner fold's C
 path from strong to weak with warm starts, a fit ending when the predictions it is judged on stop changing (or at
 scikit-learn's gradient tolerance), the fits on worker threads of single-threaded BLAS; on digits, wine and a
@@ -50,8 +59,9 @@ from vertebrae.core.arrays import to_unit_peak
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.scoring.knn import r2
 from vertebrae.scoring.labelled_common import (
-    BuiltinMetric, check_name, check_policy, choice, class_names, classification_scores, flag, fold_plan, l2_normalised,
-    parse_split, per_sample, positive, positive_float, sample_paired, small_classes_entry, split_group_warnings,
+    BuiltinMetric, check_name, check_policy, choice, class_names, classification_scores, declares_val, eval_split_entry,
+    evaluation_name, flag, fold_plan, l2_normalised, parse_eval_split, parse_split, per_sample, positive, positive_float,
+    sample_paired, small_classes_entry, split_group_warnings,
 )
 from vertebrae.scoring.metrics import MetricResult
 from vertebrae.scoring.probe_solver import logistic_probe, ridge_probe, thread_limits
@@ -88,13 +98,15 @@ class LinearProbeMetric(BuiltinMetric):
                  primary: str = "accuracy", max_iter: int | None = None, group_folds: bool = True,
                  small_classes: str = "refuse", solver: str = "vertebrae", recipe: str = "vertebrae", lr: float = 0.1,
                  epochs: int = 10, batch_size: int = 64, val_proportion: float | None = None, n_experiments: int = 10,
-                 samples_per_label: int = 8, device: str = "cpu", *, name: str = "linear_probe") -> None:
+                 samples_per_label: int = 8, device: str = "cpu", eval_split: str = "test", *,
+                 name: str = "linear_probe") -> None:
         owner = "LinearProbeMetric"
         self.name = check_name(name, owner)
         self.Cs = _grid(Cs, owner)
         self.folds = positive(folds, owner, "folds", minimum=2)
         self.inner_folds = positive(inner_folds, owner, "inner_folds", minimum=2)
         self.split = parse_split(split, owner)
+        self.eval_split = parse_eval_split(eval_split, self.split, owner)
         self.primary = choice(primary, ("accuracy", "balanced_accuracy"), owner, "primary")
         self.recipe_name = choice(recipe, RECIPES, owner, "recipe")
         self.max_iter = MAX_ITER[self.recipe_name] if max_iter is None else positive(max_iter, owner, "max_iter")
@@ -117,6 +129,14 @@ class LinearProbeMetric(BuiltinMetric):
             if changed:
                 raise ConfigError(f"{owner}: key(s) {changed} belong to recipe {other!r}, not to recipe "
                                   f"{self.recipe_name!r} (recipes: {list(RECIPES)})")
+        if val_proportion is not None and isinstance(self.split, dict) and self.eval_split == "test" \
+                and self.split.get("val"):
+            raise ConfigError(self._val_twice(owner))
+
+    def _val_twice(self, where: str) -> str:
+        return (f"{where}: recipe 'clip_benchmark': key 'split' declares val rows and key 'val_proportion' = "
+                f"{self.val_proportion:g} carves validation rows from train: give one (CLIP_benchmark's --val_split "
+                "and --val_proportion exclude each other)")
 
     def _device(self, device: Any, owner: str) -> str:
         """``device`` as given, once ``retrieval.device.resolve_device`` accepts it here (a missing GPU or torch is
@@ -139,7 +159,8 @@ class LinearProbeMetric(BuiltinMetric):
             "recipe": self.recipe_name, **{key: getattr(self, key) for key in RECIPE_KEYS[self.recipe_name]}}
         return {"type": "linear_probe", "name": self.name, "Cs": list(self.Cs), "folds": self.folds,
                 "inner_folds": self.inner_folds, "split": self.split, "primary": self.primary, "max_iter": self.max_iter,
-                "group_folds": self.group_folds, **small_classes_entry(self), "solver": self.solver,
+                "group_folds": self.group_folds, **small_classes_entry(self), **eval_split_entry(self),
+                "solver": self.solver,
                 **({} if self.device == "cpu" else {"device": self.device}), **own}
 
     def _inner(self, train: np.ndarray, codes: np.ndarray | None, seed: int, groups: np.ndarray | None
@@ -210,9 +231,13 @@ class LinearProbeMetric(BuiltinMetric):
     def _plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
         if self.recipe_name != "vertebrae":
             return self._recipe_plan(targets, keys, where, seed, groups)
+        with_val = declares_val(self)
         needed = (self.folds, f"key 'folds' = {self.folds}") if self.split is None else \
-            (self.inner_folds, f"key 'inner_folds' = {self.inner_folds}")
-        codes, splits, grouped, notes = fold_plan(self, targets, keys, where, seed, groups, needed)
+            (1, "a declared split") if with_val else (self.inner_folds, f"key 'inner_folds' = {self.inner_folds}")
+        plan = fold_plan(self, targets, keys, where, seed, groups, needed, uses_val=True)
+        codes, splits, grouped, notes = plan
+        if plan.val is not None:  # C is chosen on the val rows, not by inner folds
+            return plan
         for train, _ in splits if codes is not None else ():
             counts = np.bincount(codes[train], minlength=len(targets.catalog))
             small = np.flatnonzero((counts > 0) & (counts < self.inner_folds))
@@ -226,7 +251,7 @@ class LinearProbeMetric(BuiltinMetric):
             if fewest < self.inner_folds:
                 raise ValidationError(f"{where}: key 'inner_folds' = {self.inner_folds} exceeds the {fewest} "
                                       "independence groups of a fold's train rows")
-        return codes, splits, grouped, notes
+        return plan
 
     def _recipe_plan(self, targets: Any, keys: Sequence[str], where: str, seed: int, groups: Any = None):
         """The outer splits of a published recipe: classification only; with ``val_proportion`` every split's train
@@ -235,7 +260,11 @@ class LinearProbeMetric(BuiltinMetric):
             raise ValidationError(f"{where}: recipe {self.recipe_name!r} is defined for classification targets only "
                                   f"(target type {targets.target_type!r}); recipe 'vertebrae' also takes regression")
         needed = (self.folds, f"key 'folds' = {self.folds}") if self.split is None else (1, "a declared split")
-        codes, splits, grouped, notes = fold_plan(self, targets, keys, where, seed, groups, needed)
+        plan = fold_plan(self, targets, keys, where, seed, groups, needed,
+                         uses_val=self.recipe_name == "clip_benchmark")
+        codes, splits, grouped, notes = plan
+        if plan.val is not None and self.val_proportion is not None:
+            raise ValidationError(self._val_twice(where))
         if self.recipe_name == "clip_benchmark" and self.val_proportion is not None:
             from vertebrae.scoring.probe_recipes import random_split_lengths
 
@@ -246,9 +275,9 @@ class LinearProbeMetric(BuiltinMetric):
                     raise ValidationError(f"{where}: recipe 'clip_benchmark': key 'val_proportion' = "
                                           f"{self.val_proportion:g} leaves no {part} rows among the {len(train)} train "
                                           f"rows of {self._fold_name(j, splits)}: its weight-decay search needs both")
-        return codes, splits, grouped, notes
+        return plan
 
-    def _published(self, matrix, codes, splits, keys, seed: int, where: str, catalog=()):
+    def _published(self, matrix, codes, splits, keys, seed: int, where: str, catalog=(), val=None):
         """(predictions per experiment, each a list over splits; diagnostics; warnings) of a published recipe."""
         from vertebrae.scoring.probe_recipes import clip_benchmark_probe, mteb_probe
 
@@ -256,7 +285,7 @@ class LinearProbeMetric(BuiltinMetric):
             unit = l2_normalised(matrix, keys, where)
             fits = [clip_benchmark_probe(unit, codes, train, test, lr=self.lr, epochs=self.epochs,
                                          batch_size=self.batch_size, val_proportion=self.val_proportion, seed=seed,
-                                         n_classes=len(catalog)) for train, test in splits]
+                                         n_classes=len(catalog), val=val) for train, test in splits]
             top5 = {} if any(f[2] is None for f in fits) else {"_top5": np.concatenate([f[2] for f in fits])}
             return [[f[0] for f in fits]], {"weight_decay": [f[1] for f in fits], **top5}, []
         fits = [mteb_probe(matrix, codes, train, test, n_experiments=self.n_experiments,
@@ -267,8 +296,8 @@ class LinearProbeMetric(BuiltinMetric):
         return [[f[0][e] for f in fits] for e in range(self.n_experiments)], {}, warnings
 
     def _compute_published(self, matrix, targets, keys, where, seed, groups, plan) -> MetricResult:
-        codes, splits, grouped, notes = plan
-        experiments, extra, warned = self._published(matrix, codes, splits, keys, seed, where, targets.catalog)
+        (codes, splits, grouped, notes), val = plan, plan.val
+        experiments, extra, warned = self._published(matrix, codes, splits, keys, seed, where, targets.catalog, val)
         test = np.concatenate([t for _, t in splits])
         true = codes[test]
         runs = [np.concatenate(e) for e in experiments]
@@ -290,7 +319,8 @@ class LinearProbeMetric(BuiltinMetric):
             diagnostics["per_experiment"] = per_run
         warnings = notes + warned + split_group_warnings(self.split, *splits[0], groups, where, grouped)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
-                    "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
+                    "target_type": targets.target_type, "evaluation": evaluation_name(self),
+                    **({} if val is None else {"n_validation": int(val.size)})}
         return MetricResult(self.name, scores[self.primary], True, diagnostics, warnings, metadata)
 
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
@@ -298,12 +328,18 @@ class LinearProbeMetric(BuiltinMetric):
         matrix, keys, where, plan = self._planned(embeddings, targets, row_ids, seed, groups, plan)
         if self.recipe_name != "vertebrae":
             return self._compute_published(matrix, targets, keys, where, seed, groups, plan)
-        codes, splits, grouped, notes = plan
+        (codes, splits, grouped, notes), val = plan, plan.val
         matrix = to_unit_peak(matrix)  # one exact power of two for all rows: standardisation neither over- nor underflows
         regression = targets.target_type == "regression"
         values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1) if regression else codes
-        inner = [self._inner(train, codes, seed, None if grouped is None or self.split else grouped[train])
-                 for train, _ in splits]
+        if val is not None:  # a declared val part: the one held-out fold choosing C; the refit on train and val
+            (train, test), = splits
+            both = np.union1d(train, val)
+            splits = [(both, test)]
+            inner = [[(np.flatnonzero(np.isin(both, train)), np.flatnonzero(np.isin(both, val)))]]
+        else:
+            inner = [self._inner(train, codes, seed, None if grouped is None or self.split else grouped[train])
+                     for train, _ in splits]
         fit = self._sklearn(matrix, values, splits, inner, regression, seed, where) if self.solver == "sklearn" \
             else self._vertebrae(matrix, values, splits, inner, regression, where)
         tests, outputs, chosen = [test for _, test in splits], [f[0] for f in fit], [f[1] for f in fit]
@@ -312,7 +348,8 @@ class LinearProbeMetric(BuiltinMetric):
         warnings = notes + [w for f in fit for w in f[2]]
         warnings += split_group_warnings(self.split, *splits[0], groups, where, grouped)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
-                    "target_type": targets.target_type, "evaluation": "split" if self.split else f"{self.folds} folds"}
+                    "target_type": targets.target_type, "evaluation": evaluation_name(self),
+                    **({} if val is None else {"n_validation": int(val.size)})}
         if regression:
             score = r2(values[test], predicted)
             return MetricResult(self.name, score, True, {"r2": score, "chosen_C": chosen}, warnings, metadata)

@@ -30,11 +30,11 @@ def _builder(cls: type, keys: tuple[str, ...]) -> tuple[Callable[[Mapping[str, A
 #: built-in type -> (builder, keys allowed beside "type"); the same keys as the class's recipe()
 BUILTIN_TYPES = {
     "knn": _builder(KNNMetric, ("name", "k", "weighting", "temperature", "folds", "split", "primary", "group_folds",
-                                "small_classes")),
+                                "small_classes", "eval_split")),
     "linear_probe": _builder(LinearProbeMetric, ("name", "Cs", "folds", "inner_folds", "split", "primary", "max_iter",
                                                  "group_folds", "small_classes", "solver", "recipe", "lr", "epochs",
                                                  "batch_size", "val_proportion", "n_experiments",
-                                                 "samples_per_label", "device")),
+                                                 "samples_per_label", "device", "eval_split")),
     "few_shot": _builder(FewShotMetric, ("name", "shots", "episodes", "split", "primary_shots", "group_episodes",
                                          "small_classes")),
     "clustering": _builder(ClusteringMetric, ("name", "n_init", "repeats", "split", "primary", "algorithm", "batch_size",

@@ -6,18 +6,20 @@ and the ``eval`` defaults of its CLI), on CPU in float32 (CLIP_benchmark runs it
 ``--no_amp``; this recipe is its ``--no_amp`` arithmetic):
 
 1. rows L2-normalised (its ``Featurizer(normalize=True)``);
-2. with ``val_proportion`` (its ``--val_proportion``): the train rows split as ``torch.utils.data.random_split``
-   splits them with the fractions ``[1 - p, p]`` (floors, the remainder dealt round-robin, one ``randperm``);
-   then the fit rows permuted by one more ``randperm`` (its few-shot selection with ``fewshot_k = -1``). Both
-   draws come from a torch generator seeded with the run's seed (CLIP_benchmark draws them from the global
-   stream after loading its model, which no embedding file can replay);
+2. the validation rows: declared ones (``val``: the val rows of the metric's declared split, its
+   ``--val_split``: a dataset split of their own, taken in row order), or with ``val_proportion`` (its
+   ``--val_proportion``) the train rows split as ``torch.utils.data.random_split`` splits them with the fractions
+   ``[1 - p, p]`` (floors, the remainder dealt round-robin, one ``randperm``), or none; then the fit rows
+   permuted by one more ``randperm`` (its few-shot selection with ``fewshot_k = -1``). The draws come from a
+   torch generator seeded with the run's seed (CLIP_benchmark draws them from the global stream after loading its
+   model, which no embedding file can replay);
 3. one training = ``torch.manual_seed(seed)``, ``torch.nn.Linear(d, max class code + 1)``, ``torch.optim.AdamW``
    (``lr``, the candidate weight decay, torch's betas and eps), mean cross-entropy, ``epochs`` passes over
    shuffled mini-batches of ``batch_size`` (the last one short), the learning rate set before every step to the
    cosine schedule ``0.5 (1 + cos(pi step / steps)) lr`` without warm-up. The shuffle is the one
    ``DataLoader(shuffle=True)`` makes from the global stream: per epoch one int64 draw for the iterator's base
    seed, one for the sampler's generator, then ``randperm`` of the rows from that generator;
-4. weight decay: without a validation part 0 (its default); with one, its search over the 97 values
+4. weight decay: without validation rows 0 (its default); with them, its search over the 97 values
    ``logspace(-6, 2, 97)``: the 7 values of ``logspace(-6, 2, 7)`` first, then around the best index steps of
    8, 4, 2, 1 (left, best, right, clipped to the grid), each candidate trained on the fit rows and judged by
    top-1 accuracy on the validation rows (a strictly larger accuracy wins; the running best starts at the grid's
@@ -98,17 +100,23 @@ def _top5(torch: Any, layer: Any, x: Any, y: Any, rows: np.ndarray) -> np.ndarra
 
 
 def clip_benchmark_probe(unit: np.ndarray, codes: np.ndarray, train: np.ndarray, test: np.ndarray, *, lr: float,
-                         epochs: int, batch_size: int, val_proportion: float | None, seed: int, n_classes: int = 0
-                         ) -> tuple[np.ndarray, float, np.ndarray | None]:
+                         epochs: int, batch_size: int, val_proportion: float | None, seed: int, n_classes: int = 0,
+                         val: np.ndarray | None = None) -> tuple[np.ndarray, float, np.ndarray | None]:
     """(test predictions, weight decay, each test row's top-5 hit) of CLIP_benchmark's probe on one split;
-    ``unit``: the L2-normalised rows. The top-5 hits are None where CLIP_benchmark reports no acc5: a dataset of
-    fewer than 5 classes (``n_classes``, its class list), or a layer of fewer than 5 outputs."""
+    ``unit``: the L2-normalised rows; ``val``: declared validation rows (not with ``val_proportion``). The top-5
+    hits are None where CLIP_benchmark reports no acc5: a dataset of fewer than 5 classes (``n_classes``, its
+    class list), or a layer of fewer than 5 outputs."""
     import torch
 
+    if val is not None and val_proportion is not None:
+        raise ValueError("clip_benchmark_probe: declared val rows and val_proportion exclude each other "
+                         "(CLIP_benchmark's --val_split and --val_proportion)")
     with torch.random.fork_rng(devices=[]):
         draws = torch.Generator()
         draws.manual_seed(int(seed))
-        if val_proportion is None:
+        if val is not None:
+            fit, val = train, np.asarray(val, dtype=np.int64)
+        elif val_proportion is None:
             fit, val = train, None
         else:
             n_fit, n_val = random_split_lengths(len(train), val_proportion)
