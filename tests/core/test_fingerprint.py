@@ -278,7 +278,10 @@ def test_schema_table_is_pinned():
         "retrieval-partial": "vertebrae.retrieval-partial/v2",
         # v2: the fan-out inputs also name the protocol's relevance rows by query and by gallery item (HDF5 beside
         # it), which partial jobs read by range instead of the whole protocol; no fingerprint of a recipe changes
-        "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
+        # v3: it is the inputs.json of a fan-out bundle folder (stages.fanout_bundle) that holds the merge spec, the
+        # endpoints and the relevance rows, named relative to it, with their content hashes; the partial jobs'
+        # one declared input; no fingerprint of a recipe changes
+        "retrieval-fanout": "vertebrae.retrieval-fanout/v3",
         "embedding-sweep": "vertebrae.embedding-sweep/v1",  # a new kind (layer sweep jobs): no fingerprint changes
         "labelled-partial": "vertebrae.labelled-partial/v1",  # a new kind (one metric's job): no fingerprint changes
         "views": "vertebrae.views/v1",  # a new kind (a benchmark's target views report): no fingerprint changes

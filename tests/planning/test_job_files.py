@@ -19,18 +19,23 @@ def test_a_specs_data_files_are_its_sources_and_precomputed_files(tmp_path):
     assert data_files({"stage": "score", "embedding": {"path": "results/x.h5"}}, str(tmp_path)) == []
 
 
-def test_a_retrieval_partial_declares_what_it_reads_and_not_the_protocol(tmp_path, monkeypatch):
-    """A fanned-out partial reads the fan-out inputs artifact, the merge spec's plan, both endpoints by range and
-    the relevance rows by side (stages.retrieval_fanout_jobs.run_score_fanout_partial); the protocol is the
-    merge's to check, so it is no input of the 10,000 partial jobs."""
+def test_a_retrieval_partial_declares_one_input_its_fanout_bundle_and_not_the_protocol(tmp_path, monkeypatch):
+    """A fanned-out partial reads only files of its candidate's fan-out bundle (the merge spec, both endpoints by
+    range, the relevance rows by side: stages.fanout_bundle, run_score_fanout_partial), so the bundle folder is its
+    one input, by pattern; the staging job reads the endpoints and the protocol (the protocol is the merge's to
+    check, so it is no input of the 10,000 partial jobs)."""
     from small_workflow import small_config
     from vertebrae.planning import plan
+    from vertebrae.planning.paths import artifact_path
 
     monkeypatch.chdir(tmp_path)
     planned = plan(small_config(tmp_path), base_dir=tmp_path)
     (merge_fp,) = set(planned.fanouts.values())
     merge = planned.specs[merge_fp]
-    inputs = planned.fanout_partial_inputs(merge_fp)
-    assert sorted(inputs) == ["fanout", "gallery", "gallery_rows", "plan", "queries", "query_rows"]
-    assert {inputs["queries"], inputs["gallery"]} == {merge["query"]["path"], merge["gallery"]["path"]}
-    assert merge["protocol"]["path"] not in inputs.values()
+    bundle = artifact_path("fanout", merge_fp, protocol="retrieval")
+    assert bundle == f"results/retrieval/fanouts/{merge_fp}"
+    for ref in merge["partials"]:
+        assert planned.inputs(ref["fingerprint"]) == {"fanout": bundle}
+    staging = planned.inputs(merge_fp, fanout=True)
+    assert {staging["queries"], staging["gallery"], staging["protocol"]} == {
+        merge["query"]["path"], merge["gallery"]["path"], merge["protocol"]["path"]}

@@ -1009,8 +1009,8 @@ def test_a_fanned_out_score_replaces_the_score_job_by_partials_and_a_merge(defau
                                              "gallery": merge["gallery"]["path"], "protocol": merge["protocol"]["path"]}
         for ref in merge["partials"]:
             partial = p.spec(ref["fingerprint"])
-            # one input: the candidate's fan-out inputs (merge spec, endpoints, protocol); no plan file per partial
-            assert p.inputs(ref["fingerprint"]) == {"fanout": f"results/retrieval/fanouts/{fp}.json"}
+            # one input: the candidate's fan-out bundle (merge spec, endpoints, relevance rows); no plan per partial
+            assert p.inputs(ref["fingerprint"]) == {"fanout": f"results/retrieval/fanouts/{fp}"}
             assert ref["path"] == f"results/retrieval/partials/{fp}/{ref['fingerprint']}.h5"  # under its merge
             assert ref["path"] == artifact_path("partial", ref["fingerprint"], protocol="retrieval", merge=fp)
             assert partial["device"] == "cuda" and p.gpus(ref["fingerprint"]) == 1

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -27,8 +28,8 @@ from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScorer
 from vertebrae.stages.plan import KIND_OF_STAGE, run_plan
 from vertebrae.stages.retrieval_fanout import (FanoutPartial, direction_inputs, fanout_specs, merge_retrieval_partials,
                                                partial_spec_of, score_retrieval_partial, split_bounds)
-from vertebrae.stages.retrieval_fanout_jobs import (_collapsed, collapse_summary, relevance_rows, run_merge_partials,
-                                                   run_score_fanout_partial, split_relevance_rows)
+from vertebrae.stages.retrieval_fanout_jobs import (_collapsed, collapse_summary, relevance_rows, run_fanout_inputs,
+                                                   run_merge_partials, run_score_fanout_partial, split_relevance_rows)
 from vertebrae.planning import plan
 from vertebrae.planning.paths import artifact_path
 
@@ -305,11 +306,10 @@ def _run_fanout(spec, split, tag, n=(9, 12)):
                                    n_gallery=n[1], partial_path=lambda fp: f"results/partials/{tag}/{fp}.h5")
     for s in (*partials, merge):
         run_plan(spec=json.dumps(s), output=f"plans/{tag}/{s['fingerprint']}.json")
-    fanout = f"results/fanouts/{tag}/{merge['fingerprint']}.json"
+    fanout = f"results/fanouts/{tag}/{merge['fingerprint']}"
     _cli("stage-retrieval-fanout", "--plan-json", f"plans/{tag}/{merge['fingerprint']}.json", "--queries",
          spec["query"]["path"], "--gallery", spec["gallery"]["path"], "--protocol", spec["protocol"]["path"],
-         "--output", fanout, "--query-rows-output", fanout.replace(".json", ".query.h5"), "--gallery-rows-output",
-         fanout.replace(".json", ".gallery.h5"))
+         "--output", fanout)
     files = ("--queries", spec["query"]["path"], "--gallery", spec["gallery"]["path"], "--protocol",
              spec["protocol"]["path"])
     for i, s in enumerate(partials):  # (the workflow's way) the fan-out inputs, own spec, or merge spec + --partial
@@ -402,9 +402,9 @@ def test_a_partial_named_by_the_merge_spec_is_rebuilt_from_it_and_others_are_ref
         partial_spec_of(merge, "abc")
 
 
-def test_a_partial_refuses_inputs_changed_since_the_fanout_inputs_were_recorded(tmp_path, monkeypatch):
-    """The workflow's partial jobs read the endpoints and relevance rows the fan-out inputs artifact names; one
-    whose content changed since (same path, same fingerprint) is refused naming the file. A partial does not read
+def test_a_partial_refuses_inputs_changed_since_the_fanout_bundle_was_written(tmp_path, monkeypatch):
+    """The workflow's partial jobs read the endpoints and relevance rows of their fan-out bundle; one whose content
+    is not what the bundle recorded (same path, same fingerprint) is refused naming the file. A partial does not read
     the protocol: one edited after staging is caught by the merge, which refuses partials of the old content."""
     monkeypatch.chdir(tmp_path)
     _write_data()
@@ -414,15 +414,15 @@ def test_a_partial_refuses_inputs_changed_since_the_fanout_inputs_were_recorded(
     _, paths, merge_plan = _run_fanout(p.spec(raw), (2, 2), "raw")
     partials, merge = fanout_specs(p.spec(raw), query_shards=2, gallery_shards=2, n_queries=9, n_gallery=12,
                                    partial_path=lambda fp: f"results/partials/raw/{fp}.h5")
-    fanout = f"results/fanouts/raw/{merge['fingerprint']}.json"
-    recorded = json.loads(open(fanout, encoding="utf-8").read())["payload"]
+    fanout = f"results/fanouts/raw/{merge['fingerprint']}"
+    recorded = json.loads(open(f"{fanout}/inputs.json", encoding="utf-8").read())["payload"]
     assert recorded["exclusions"] is True  # exclude_same_id: the rows carry excluded pairs
-    by_query = recorded["relevance"]["query"]["path"]
+    by_query = f"{fanout}/{recorded['relevance']['query']['path']}"  # a file of the bundle, named relative to it
     original = read_embeddings(by_query, fingerprint=merge["fingerprint"])
     write_embeddings(by_query, original.matrix * 2.0, original.row_ids, fingerprint=merge["fingerprint"],
                      recipe=original.manifest["recipe"])  # valid file, other content
     with pytest.raises(VertebraeError, match=rf"{by_query}: the relevance rows by query changed since "
-                                             rf"the fan-out inputs {fanout}"):
+                                             rf"the fan-out bundle {fanout}"):
         run_score_fanout_partial(fanout, partials[0]["fingerprint"], "x.h5")
     write_embeddings(by_query, original.matrix, original.row_ids, fingerprint=merge["fingerprint"],
                      recipe=original.manifest["recipe"])
@@ -486,3 +486,42 @@ def test_a_refused_foreign_partial_moves_aside_where_its_path_names_another(tmp_
     assert f"artifact {paths[0]}: stale or foreign retrieval partial" in err and "moved it aside to" in err
     assert not os.path.exists(paths[0]) and glob.glob(glob.escape(str(paths[0])) + ".corrupt-*")
     assert all(os.path.exists(path) for path in [*paths[1:], *other_paths])
+
+
+def test_the_fanout_bundle_holds_what_a_partial_reads_whole_or_not_at_all(tmp_path, monkeypatch):
+    """stage-retrieval-fanout writes one folder (the partial jobs' one input): the merge spec, the endpoints (hard
+    links: no bytes copied) and the relevance rows, each recorded in inputs.json; verify checks each file against
+    that record, and a bad file moves the whole folder aside. A staging that fails leaves no folder."""
+    from vertebrae.stages.verify import quarantine, verify
+
+    monkeypatch.chdir(tmp_path)
+    _write_data()
+    p = plan(_config("cosine", bidirectional=False))
+    _embed_and_score(p)
+    raw, _ = p.fingerprints("score-retrieval")
+    spec = p.spec(raw)
+    partials, merge = fanout_specs(spec, query_shards=2, gallery_shards=2, n_queries=9, n_gallery=12,
+                                   partial_path=lambda fp: f"results/partials/raw/{fp}.h5")
+    _run_fanout(spec, (2, 2), "raw")
+    bundle = tmp_path / "results" / "fanouts" / "raw" / merge["fingerprint"]
+    assert sorted(f.name for f in bundle.iterdir()) == sorted(
+        ["inputs.json", f"{merge['fingerprint']}.json", "query.h5", "gallery.h5", "rows.query.h5", "rows.gallery.h5"])
+    assert os.path.samefile(bundle / "query.h5", spec["query"]["path"])
+    assert os.path.samefile(bundle / "gallery.h5", spec["gallery"]["path"])
+    assert not [f for f in bundle.parent.iterdir() if f.name.startswith(".")]  # no temporary folder left
+    assert verify("results") == []
+    # another candidate's endpoint in its place: a valid file, not the one recorded
+    os.unlink(bundle / "gallery.h5")
+    shutil.copyfile(p.spec(p.fingerprints("score-retrieval")[1])["gallery"]["path"], bundle / "gallery.h5")
+    (problem,) = verify("results")
+    assert Path(problem[0]).resolve() == bundle / "gallery.h5" and "stale" in problem[1] and "inputs.json records" in problem[1]
+    moved = quarantine(bundle / "gallery.h5")
+    assert Path(moved[0][0]) == bundle and not bundle.exists()  # the folder as one: Snakemake restages it
+    # a staging that fails halfway (its relevance rows written, then another candidate's query endpoint refused)
+    # leaves no bundle, not even a partial one
+    other = p.spec(p.fingerprints("score-retrieval")[1])
+    with pytest.raises(VertebraeError, match=rf"{other['query']['path']}: stale: fingerprint .* the merge spec's "
+                                             r"query endpoint is"):
+        run_fanout_inputs(f"plans/raw/{merge['fingerprint']}.json", other["query"]["path"], spec["gallery"]["path"],
+                          spec["protocol"]["path"], bundle)
+    assert not bundle.exists() and not [f for f in bundle.parent.iterdir() if f.name.startswith(".")]

@@ -86,6 +86,9 @@ def undeclared(root: Path, logs: Path) -> set[tuple[str, str, str]]:
             if path in outputs or os.path.dirname(path) in folders and kind != "d" and (
                     kind == "w" or os.path.basename(path).startswith(".")):  # a temporary name beside an output
                 continue
+            if kind != "d" and (any(path.startswith(p + "/") for p in outputs)
+                                or any(path.startswith(f + "/.") for f in folders)):
+                continue  # inside a folder output (Snakemake's directory()), or a temporary folder beside an output
             if kind == "r" and (path in inputs or any(path.startswith(p + "/") for p in inputs | outputs)):
                 continue
             if path in folders and kind == "r":  # an output's folder, opened to sync the rename

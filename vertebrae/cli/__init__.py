@@ -153,17 +153,17 @@ COMMANDS: dict[str, Command] = {
                                         arg("--queries", required=True), arg("--gallery", required=True),
                                         PROTOCOL, OUTPUT)),
     "score-retrieval-fanout-partial": Command(
-        "one partial score of a fanned-out candidate, from the files its stage-retrieval-fanout artifact names (the "
+        "one partial score of a fanned-out candidate, from the files of its stage-retrieval-fanout bundle (the "
         "workflow's partial jobs)", "vertebrae.stages.retrieval_fanout_jobs:run_score_fanout_partial",
-        (arg("--fanout", required=True, metavar="FANOUT_JSON", help="the candidate's stage-retrieval-fanout artifact"),
+        (arg("--fanout", required=True, metavar="FANOUT_DIR", help="the candidate's stage-retrieval-fanout bundle "
+                                                                    "(a folder)"),
          arg("--partial", required=True, metavar="FINGERPRINT", help="the partial to score"), OUTPUT)),
-    "stage-retrieval-fanout": Command("record a fanned-out candidate's merge spec, endpoints and protocol (with "
-                                      "content hashes), the one input of its partial-score jobs, and write the "
-                                      "protocol's relevance rows by query and by gallery item for them",
+    "stage-retrieval-fanout": Command("write a fanned-out candidate's fan-out bundle (a folder: its merge spec, "
+                                      "endpoints and the protocol's relevance rows by query and by gallery item, "
+                                      "with content hashes), the one input of its partial-score jobs",
                                       "vertebrae.stages.retrieval_fanout_jobs:run_fanout_inputs",
                                       (PLAN, arg("--queries", required=True), arg("--gallery", required=True),
-                                       PROTOCOL, OUTPUT, arg("--query-rows-output", required=True),
-                                       arg("--gallery-rows-output", required=True))),
+                                       PROTOCOL, OUTPUT)),
     "merge-retrieval-partials": Command("merge a fanned-out candidate's partial scores into its score artifact",
                                         "vertebrae.stages.retrieval_fanout_jobs:run_merge_partials",
                                         (PLAN, PROTOCOL, OUTPUT,

@@ -32,7 +32,7 @@ SCHEMAS: dict[str, str] = {
     "comparison": "vertebrae.comparison-artifact/v1",
     "retrieval-partial": "vertebrae.retrieval-partial/v2",
     "embedding-sweep": "vertebrae.embedding-sweep/v1",  # a folder of layer shards (names a layer sweep job)
-    "retrieval-fanout": "vertebrae.retrieval-fanout/v2",
+    "retrieval-fanout": "vertebrae.retrieval-fanout/v3",
     "labelled-partial": "vertebrae.labelled-partial/v1",
     "views": "vertebrae.views/v1",  # a labelled benchmark's views report (planning.views)
 }

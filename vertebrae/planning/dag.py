@@ -177,9 +177,10 @@ class WorkflowPlan:
 
     def inputs(self, fp: str, *, merge: bool = False, fanout: bool = False) -> dict[str, str | list[str]]:
         """The named inputs of the job on spec ``fp``, for ``unpack``: of its shards' merge job when ``merge``; of
-        the fan-out inputs job of a merge-retrieval-partials spec when ``fanout`` (plan, endpoints, protocol).
-        A partial score has one input, its candidate's fan-out inputs artifact, which names the rest (one shared
-        input per job keeps the planning of 10,000 partial jobs near Snakemake's own cost)."""
+        the fan-out staging job of a merge-retrieval-partials spec when ``fanout`` (plan, endpoints, protocol).
+        A partial score has one input, its candidate's fan-out bundle (``stages.fanout_bundle``: a folder holding
+        every file it reads; one input per job keeps the planning of 10,000 partial jobs near Snakemake's own
+        cost)."""
         spec = self.specs[fp]
         named: dict[str, str | list[str]] = {"plan": self.plan_path(fp)}
         if merge:
@@ -221,18 +222,6 @@ class WorkflowPlan:
         if self.data_files(fp):
             named["data"] = self.data_files(fp)
         return named
-
-    def fanout_partial_inputs(self, fp: str) -> dict[str, str]:
-        """The named inputs of a partial score of merge spec ``fp``: the fan-out inputs artifact and what it names
-        and the job reads (the merge spec's plan, the endpoints, the relevance rows by side; not the protocol, which
-        the merge checks), one dict for every partial of the candidate."""
-        found = self.__dict__.setdefault("_partial_inputs", {})
-        if fp not in found:
-            named = {key: value for key, value in self.inputs(fp, fanout=True).items() if key != "protocol"}
-            found[fp] = {"fanout": self.artifact_path("fanout", fp, protocol="retrieval"), **named,
-                         **{f"{side}_rows": self.artifact_path("fanout-rows", fp, protocol="retrieval", side=side)
-                            for side in ("query", "gallery")}}
-        return found[fp]
 
     def partial_mem_mb(self, fp: str) -> int:
         """mem_mb of a partial-score job (``resources.partial_mem_mb``), from the rows of its split's largest

@@ -35,8 +35,7 @@ LAYOUT = {
         "protocol": "retrieval/relevance/{fp}.json",
         "score": "retrieval/scores/{fp}.json",
         "partial": "retrieval/partials/{merge}/{fp}.h5",  # under the candidate's merge (score) spec
-        "fanout": "retrieval/fanouts/{fp}.json",
-        "fanout-rows": "retrieval/fanouts/{fp}.{side}.h5",  # the protocol's relevance rows by query / gallery item
+        "fanout": "retrieval/fanouts/{fp}",  # a folder: the partials' one input (stages.fanout_bundle)
     },
     "zero_shot": {
         "plan": "zero_shot/plans/{fp}.json",

@@ -1,6 +1,6 @@
-"""The fan-out retrieval jobs: ``vertebrae stage-retrieval-fanout`` (once per candidate: the fan-out inputs
-artifact and the protocol's relevance rows), ``vertebrae score-retrieval-partial`` /
-``score-retrieval-fanout-partial`` (one partial: rows of the endpoints, and of the staged relevance rows, read by
+"""The fan-out retrieval jobs: ``vertebrae stage-retrieval-fanout`` (once per candidate: the fan-out bundle,
+``stages.fanout_bundle``: merge spec, endpoints, the protocol's relevance rows), ``vertebrae score-retrieval-partial``
+/ ``score-retrieval-fanout-partial`` (one partial: rows of the endpoints, and of the staged relevance rows, read by
 range and verified chunk by chunk) and ``vertebrae merge-retrieval-partials`` (verify the partials against the
 protocol, merge, write the score artifact ``score-retrieval`` writes, payload for payload; no embeddings are read).
 
@@ -14,6 +14,7 @@ step, since quantising is monotone.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +33,8 @@ from vertebrae.core.phases import Phases
 from vertebrae.data.relevance import RetrievalProtocol
 from vertebrae.scoring.degenerate import GRID, _quantise, _unit_rows, detect_collapse, unit_csr_data, warn_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
+from vertebrae.stages.fanout_bundle import (ENDPOINTS, FANOUT_KIND, INPUTS, RELEVANCE, link_or_copy, plan_name,
+                                            resolve, write_bundle)
 from vertebrae.stages.plan import load_plan
 from vertebrae.stages.retrieval_fanout import (MERGE_STAGE, PARTIAL_STAGE, FanoutPartial, compute_partial,
                                                direction_inputs, merge_fanout, partial_spec_of)
@@ -40,7 +43,6 @@ if TYPE_CHECKING:
     from vertebrae.core.artifacts import EmbeddingRows
 
 ROLES = ("query", "gallery")
-FANOUT_KIND = "retrieval-fanout"
 
 
 def _read_protocol(ref: Mapping[str, str], path: str | Path) -> tuple[RetrievalProtocol, str]:
@@ -137,48 +139,59 @@ def split_relevance_rows(matrix: Any, exclusions: bool, path: Any) -> tuple[sp.c
 
 
 def run_fanout_inputs(plan: str | Path, queries: str | Path, gallery: str | Path, protocol: str | Path,
-                      output: str | Path, query_rows_output: str | Path, gallery_rows_output: str | Path) -> None:
-    """``vertebrae stage-retrieval-fanout``: the one input of a fanned-out candidate's partial jobs (a
-    ``retrieval-fanout`` artifact under the merge spec's fingerprint): the paths of its merge spec, query and
-    gallery endpoints and protocol, with the endpoints' manifest content hashes and the protocol's content hash;
-    and the protocol's relevance rows (:func:`relevance_rows`) by query (``query_rows_output``) and by gallery
-    item (``gallery_rows_output``, the transpose: the reverse direction's), as embedding-format HDF5 keyed by the
-    protocol's ids, so that each partial reads its rows by range, chunk-verified, instead of the whole protocol.
+                      output: str | Path) -> None:
+    """``vertebrae stage-retrieval-fanout``: the fan-out bundle of a fanned-out candidate (``output``, a folder
+    named by the merge spec's fingerprint; ``stages.fanout_bundle``), the one input of its partial jobs: the merge
+    spec, the query and gallery endpoints (linked), the protocol's relevance rows (:func:`relevance_rows`) by
+    query and by gallery item (the transpose: the reverse direction's) as embedding-format HDF5 keyed by the
+    protocol's ids, so that each partial reads its rows by range, chunk-verified, instead of the whole protocol;
+    and ``inputs.json``, which records each file's fingerprint and content hash and the protocol's content hash.
 
-    Every partial job reads its files through it and refuses one whose content changed since (so the thousands of
-    partial jobs of a candidate depend on one file, and an edit of an endpoint reruns this job and then all of
-    them). A relevance error (a query, or for bidirectional scoring a gallery item, without an eligible positive)
-    is raised here."""
+    A partial refuses a bundle file whose content is not the one recorded (naming the file); an edit of an endpoint
+    or the protocol reruns this job and then all partials. A relevance error (a query, or for bidirectional scoring
+    a gallery item, without an eligible positive) is raised here."""
     phases = Phases()
     spec = load_plan(plan, MERGE_STAGE)
+    fp = spec["fingerprint"]
     with phases("read"):
         prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
+        plan_manifest, _ = read_json_document(plan, "plan", fingerprint=fp)
     args = (prot.relevance, prot.exclusions, (prot.n_queries, prot.n_gallery), prot.query_ids, prot.gallery_ids)
     eligible, excluded = direction_inputs(*args, "forward")
     if RetrievalConfig.from_dict(spec["retrieval"]).bidirectional:
         direction_inputs(*args, "reverse")  # every gallery item needs a reverse positive
     by_query = relevance_rows(eligible, excluded)
-    payload: dict[str, Any] = {"plan": {"path": str(plan), "fingerprint": spec["fingerprint"]},
+    payload: dict[str, Any] = {"plan": {"path": plan_name(fp), "fingerprint": fp,
+                                        "content_hash": plan_manifest["content_hash"]},
                                "protocol": {"path": str(protocol), "fingerprint": spec["protocol"]["fingerprint"],
                                             "content_hash": protocol_hash},
                                "exclusions": excluded is not None, "relevance": {}}
-    for side, path, matrix, ids in (("query", query_rows_output, by_query, prot.query_ids),
-                                    ("gallery", gallery_rows_output, by_query.T.tocsr(), prot.gallery_ids)):
-        manifest = write_embeddings(path, matrix, ids, fingerprint=spec["fingerprint"],
-                                    recipe={"score": spec["fingerprint"], "relevance_rows": side})
-        payload["relevance"][side] = {"path": str(path), "content_hash": manifest["content_hash"]}
-    for role, path in (("query", queries), ("gallery", gallery)):
-        manifest = read_manifest(path)
-        payload[role] = {"path": str(path), "fingerprint": spec[role]["fingerprint"],
-                         "content_hash": manifest["content_hash"]}
-    write_json_artifact(output, FANOUT_KIND, payload, fingerprint=spec["fingerprint"],
-                        recipe={"score": spec["fingerprint"]})
+
+    def fill(folder: Path) -> None:
+        shutil.copyfile(plan, folder / plan_name(fp))
+        for side, matrix, ids in (("query", by_query, prot.query_ids), ("gallery", by_query.T.tocsr(),
+                                                                        prot.gallery_ids)):
+            manifest = write_embeddings(folder / RELEVANCE[side], matrix, ids, fingerprint=fp,
+                                        recipe={"score": fp, "relevance_rows": side})
+            payload["relevance"][side] = {"path": RELEVANCE[side], "content_hash": manifest["content_hash"]}
+        for role, path in (("query", queries), ("gallery", gallery)):
+            manifest = read_manifest(path)
+            if manifest.get("fingerprint") != spec[role]["fingerprint"]:
+                raise StaleArtifactError(f"artifact {path}: stale: fingerprint {manifest.get('fingerprint')}, the "
+                                         f"merge spec's {role} endpoint is {spec[role]['fingerprint']}", str(path))
+            link_or_copy(path, folder / ENDPOINTS[role])
+            payload[role] = {"path": ENDPOINTS[role], "fingerprint": spec[role]["fingerprint"],
+                             "content_hash": manifest["content_hash"]}
+        write_json_artifact(folder / INPUTS, FANOUT_KIND, payload, fingerprint=fp, recipe={"score": fp})
+
+    with phases("write"):
+        write_bundle(output, fill)
     phases.log()
 
 
 def _unchanged(path: Any, got: str, recorded: Mapping[str, Any], what: str, source: Any) -> None:
     if got != recorded["content_hash"]:
-        raise ArtifactError(f"{path}: the {what} changed since the fan-out inputs {source} were written (content hash "
+        raise ArtifactError(f"{path}: the {what} changed since the fan-out bundle {source} was written (content hash "
                             f"{got}, recorded {recorded['content_hash']}): rerun stage-retrieval-fanout")
 
 
@@ -248,12 +261,13 @@ def run_score_partial(plan: str | Path, queries: str | Path, gallery: str | Path
 
 def run_score_fanout_partial(fanout: str | Path, partial: str, output: str | Path) -> None:
     """``vertebrae score-retrieval-fanout-partial`` (the workflow's partial jobs): partial ``partial`` of the merge
-    spec that ``fanout`` (``stage-retrieval-fanout``'s artifact) names, from the endpoints and relevance rows it
-    names, each read by range (the protocol is not read: the merge checks the partial against it); a file whose
-    content changed since it was recorded is refused naming the file."""
+    spec in the fan-out bundle ``fanout`` (``stage-retrieval-fanout``'s folder), from the endpoints and relevance
+    rows in it, each read by range (the protocol is not read: the merge checks the partial against it); a file
+    whose content is not the one the bundle recorded is refused naming the file."""
     phases = Phases()
     with phases("read"):
-        _, recorded = read_json_document(fanout, FANOUT_KIND, fingerprint=None)
+        _, recorded = read_json_document(Path(fanout) / INPUTS, FANOUT_KIND, fingerprint=None)
+        recorded = resolve(fanout, recorded)
         spec = _partial_spec(recorded["plan"]["path"], partial, recorded=recorded, fanout=fanout)
         rows = (*spec["query_rows"], *spec["gallery_rows"])
         relevance = _from_fanout(spec, recorded, fanout, rows)
@@ -268,7 +282,7 @@ def _partial_spec(plan: str | Path, partial: str | None, *, recorded: Mapping[st
         return load_plan(plan, PARTIAL_STAGE)
     merge_spec = load_plan(plan, MERGE_STAGE)
     if recorded is not None and merge_spec["fingerprint"] != recorded["plan"]["fingerprint"]:
-        raise ArtifactError(f"{plan}: merge spec {merge_spec['fingerprint']}, the fan-out inputs {fanout} were "
+        raise ArtifactError(f"{plan}: merge spec {merge_spec['fingerprint']}, the fan-out bundle {fanout} was "
                             f"written for {recorded['plan']['fingerprint']}")
     return partial_spec_of(merge_spec, partial)
 
@@ -440,5 +454,5 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
     phases.log()
 
 
-__all__ = ["FANOUT_KIND", "collapse_summary", "relevance_rows", "run_fanout_inputs", "run_merge_partials",
+__all__ = ["collapse_summary", "relevance_rows", "run_fanout_inputs", "run_merge_partials",
            "run_score_fanout_partial", "run_score_partial", "split_relevance_rows"]

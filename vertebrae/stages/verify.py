@@ -5,6 +5,8 @@ An artifact is checked as its reader checks it (schema, structure, content hash;
 the fingerprint its path names (``<fp>.json``, ``<fp>.h5``, ``<fp>/shard-i-of-n.h5``, ``<fp>/<side>.h5``, a layer
 sweep's ``shard-i-of-n/<layer fp>.h5``): a mismatch there is *stale*. A retrieval partial
 (``partials/<merge fp>/<fp>.h5``) is read in its own format, a plan must declare the recipe its fingerprint hashes.
+A file of a fan-out bundle (``fanouts/<merge fp>/``, ``stages.fanout_bundle``) must be the file its ``inputs.json``
+records (fingerprint and content hash); it moves aside with its whole folder, which the workflow then restages.
 A ``report.json`` must match its ``content_hash`` and parse through its result class's strict ``from_dict`` back to
 the same document (a hand-edited ranking, score or key is refused; ``stages.report_check``). Every page and table the
 workflow writes from the reports (report.md, the HTML items, report.html, the summary's CSV and Markdown,
@@ -41,9 +43,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vertebrae.core.artifacts import move_aside, read_embeddings, read_json_artifact
+from vertebrae.core.artifacts import move_aside, read_embeddings, read_json_artifact, read_json_document
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
 from vertebrae.core.out_folder import is_out_folder, working_folder
+from vertebrae.stages.fanout_bundle import FANOUT_KIND, INPUTS, bundle_of, check_bundle_file
 from vertebrae.stages.plan import references
 from vertebrae.stages.report_check import check_report
 from vertebrae.stages.verify_pages import FIGURES, TEXTS, check_summary_json, check_text, page_consumers
@@ -76,7 +79,7 @@ def _files(root: Path) -> Iterator[Path]:
     for path in sorted(root.rglob("*")):
         if (path.is_file() or path.is_symlink() and not path.exists()) \
                 and (path.suffix in _ARTIFACT_SUFFIXES or path.name in TEXTS or path.name in FIGURES) \
-                and not any(p.startswith(".") for p in path.relative_to(root).parts) and ".corrupt-" not in path.name:
+                and not any(p.startswith(".") or ".corrupt-" in p for p in path.relative_to(root).parts):
             yield path
 
 
@@ -211,8 +214,8 @@ def quarantine(path: str | Path) -> list[tuple[str, str]]:
     """Move ``path`` and every artifact built from it aside (:func:`set_aside`); return ``(old, new)`` pairs,
     ``path`` first."""
     moved = []
-    for item in [Path(path), *dependents(path)]:
-        try:
+    for item in dict.fromkeys(bundle_of(item) or item for item in [Path(path), *dependents(path)]):
+        try:  # a fan-out bundle's file moves with its whole folder (Snakemake tracks the folder)
             moved.append((str(item), set_aside(item)))
         except FileNotFoundError:  # never built, or already moved aside by a concurrent job
             continue
@@ -258,6 +261,15 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
         return
     if path.name in VIEWS_FILES and path.parent.parent.name == "reports":  # target views (reports.views)
         check_views_file(path)
+        return
+    bundle = bundle_of(path)
+    if bundle is not None and path.name != INPUTS:  # a file of a fan-out bundle: the one its inputs.json records
+        if path.suffix == ".h5":
+            manifest = read_embeddings(path, fingerprint=None).manifest
+        else:
+            manifest, payload = read_json_document(path, "plan", fingerprint=None)
+            check_plan_recipe(path, payload)
+        check_bundle_file(path, manifest, read_json_document(bundle / INPUTS, FANOUT_KIND, fingerprint=bundle.name)[1])
         return
     fp = _path_fp(path)
     if path.suffix == ".h5" and "partials" in (path.parent.name, path.parent.parent.name):

@@ -127,10 +127,6 @@ def get_plan_inputs(wildcards):
     return {**named, "spec": ancient(local(named["spec"]) if STORAGE else named["spec"])}
 
 
-def get_partial_inputs(wildcards):
-    return PLAN.fanout_partial_inputs(wildcards.fp)
-
-
 def get_merge_inputs(wildcards):
     return PLAN.inputs(wildcards.fp, merge=True)
 

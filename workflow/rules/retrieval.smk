@@ -93,18 +93,15 @@ rule score_retrieval:
 
 # A fanned-out score (scoring.query_shards x scoring.gallery_shards > 1): partial counts per (direction, query
 # range, gallery range), each job reading only its rows; the merge writes the very score artifact score_retrieval
-# would have written, under the same fingerprint. A partial's file lies under its candidate's merge spec ({fp}), so
-# its inputs are its candidate's (one dict shared by every partial): the fan-out inputs artifact, which names the
-# merge spec, endpoints and protocol with their content hashes, those files themselves, and the protocol's relevance
-# rows (by query, by gallery item) that stage_retrieval_fanout writes beside it, read by range; {partial} is the
-# partial's own fingerprint.
+# would have written, under the same fingerprint. stage_retrieval_fanout writes the candidate's fan-out bundle, a
+# folder holding every file a partial reads (the merge spec, the endpoints, the protocol's relevance rows by query
+# and by gallery item, with their content hashes: vertebrae.stages.fanout_bundle), so a partial declares one input,
+# by pattern: {fp} is the candidate's merge spec, {partial} the partial's own fingerprint.
 rule stage_retrieval_fanout:
     input:
         unpack(get_fanout_inputs),
     output:
-        fanout=PLAN.artifact_path("fanout", "{fp}", protocol="retrieval"),
-        query_rows=PLAN.artifact_path("fanout-rows", "{fp}", protocol="retrieval", side="query"),
-        gallery_rows=PLAN.artifact_path("fanout-rows", "{fp}", protocol="retrieval", side="gallery"),
+        fanout=directory(PLAN.artifact_path("fanout", "{fp}", protocol="retrieval")),
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -113,15 +110,17 @@ rule stage_retrieval_fanout:
         PLAN.record("stage_retrieval_fanout/{fp}")
     shell:
         "vertebrae stage-retrieval-fanout --plan-json {input.plan} --queries {input.queries} --gallery {input.gallery}"
-        " --protocol {input.protocol} --output {output.fanout} --query-rows-output {output.query_rows}"
-        " --gallery-rows-output {output.gallery_rows} > {log} 2>&1"
+        " --protocol {input.protocol} --output {output.fanout} > {log} 2>&1"
 
 
 rule score_retrieval_partial:
     input:
-        unpack(get_partial_inputs),  # the fan-out inputs artifact and what it names (one dict per candidate)
+        fanout=PLAN.artifact_path("fanout", "{fp}", protocol="retrieval"),
     output:
         partial=PLAN.artifact_path("partial", "{partial}", protocol="retrieval", merge="{fp}"),
+    wildcard_constraints:
+        fp="[0-9a-f]{16}",  # fingerprints are 16 characters
+        partial="[0-9a-f]{16}",
     resources:
         **PLAN.partial_resources(mem_mb=get_partial_mem_mb, gpu=get_partial_gpus),  # constants when all agree
     threads: PLAN.threads["scoring"]
