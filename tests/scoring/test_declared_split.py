@@ -133,6 +133,10 @@ def test_refusals_name_the_key_the_value_and_the_class(data):
     no_val = ["train" if i % 4 else "test" for i in range(len(y))]
     with pytest.raises(ValidationError, match=r"key 'split' has no val rows, and key 'eval_split' = 'val'"):
         KNNMetric(k=3, split=no_val, eval_split="val").check(targets)
+    dino = ["train" if i % 4 else "val" for i in range(len(y))]  # DINO's layout, eval_split left at test
+    with pytest.raises(ValidationError, match=r"no test rows, and key 'eval_split' = 'test' reports on them \(set "
+                                              r"eval_split: val to report on its val rows\)"):
+        KNNMetric(k=3, split=dino).check(targets)
     lonely = ["val" if label == 2 else s for label, s in zip(y, split)]  # class 2: val rows, no train row
     for metric in (KNNMetric(k=3, split=lonely, eval_split="val"), LinearProbeMetric(split=lonely),
                    LinearProbeMetric(recipe="clip_benchmark", split=lonely)):

@@ -162,7 +162,9 @@ def split_positions(split: list[str] | dict[str, list[str]], keys: Sequence[str]
         raise ValidationError(f"{where}: key 'split' has no train rows")
     if not parts[evaluate].size:
         named = f", and key 'eval_split' = {evaluate!r} reports on them" if eval_key else ", the rows it reports on"
-        raise ValidationError(f"{where}: key 'split' has no {evaluate} rows{named}")
+        other = "val" if evaluate == "test" else "test"
+        hint = f" (set eval_split: {other} to report on its {other} rows)" if eval_key and parts[other].size else ""
+        raise ValidationError(f"{where}: key 'split' has no {evaluate} rows{named}{hint}")
     return parts["train"], parts[evaluate]
 
 
