@@ -29,11 +29,14 @@ its default threads on this shared 2-core machine, one fold of a 30,000-row prob
 pinned (nested OpenMP and BLAS pools spinning on busy cores), which would flatter the ratio.
 
 ``fanout_ratio``: one precomputed candidate of ``--fanout-rows`` x ``--dims`` (``--classes`` classes) scored through
-Snakemake with OverlapIndex, 2 stability repeats and the four metrics (reduced settings), first as the one ``score``
-job on 2 threads, then (``fanout: true``) as one job per part on 1 thread each, two at a time (``--cores 2``), plus
-the merge; each run is ``--forcerun`` of its score rules (compare, report and figures follow in both). The ratio is
-of wall times (the fastest of ``--fanout-repeats`` interleaved runs); CPU seconds are printed beside it. The two
-score artifacts must be equal. ``--fanout-rows 0`` skips it (``nan``).
+the workflow with OverlapIndex, 2 stability repeats and the four metrics (reduced settings), first as the one
+``score`` job on 2 threads, then (``fanout: true``) as one job per part on 1 thread each, two at a time (``--cores
+2``), plus the merge; each run is ``--forcerun`` of its score rules (compare, report and figures follow in both).
+Both run as a user runs the workflow on one machine, ``vertebrae run CONFIG --cores 2`` (its scoring jobs served
+from one warm process, ``vertebrae.job_server``); ``--unserved`` runs plain ``snakemake`` instead (every job its
+own interpreter and imports: what a cluster's jobs pay). The ratio is of wall times (the fastest of
+``--fanout-repeats`` interleaved runs); CPU seconds are printed beside it. The two score artifacts must be equal.
+``--fanout-rows 0`` skips it (``nan``).
 """
 
 from __future__ import annotations
@@ -145,12 +148,16 @@ def direct_clustering(x, y, n_init, repeats):
     return float(np.mean(scores))
 
 
-def _snakemake(workdir: Path, *args: str) -> tuple[float, float]:
-    """(wall, CPU seconds of the jobs) of one Snakemake run in ``workdir``."""
+def _snakemake(workdir: Path, *args: str, served: bool = True) -> tuple[float, float]:
+    """(wall, CPU seconds of the jobs) of one run of the workflow in ``workdir``: ``vertebrae run`` (``served``), or
+    plain Snakemake."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(Path(__file__).resolve().parents[1] / "Snakefile"),
-           "--directory", str(workdir), "--cores", "2", *args]
+    if served:
+        cmd = [str(Path(sys.executable).parent / "vertebrae"), "run", "config/config.yaml", "--cores", "2", *args]
+    else:
+        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(Path(__file__).resolve().parents[1] / "Snakefile"),
+               "--directory", str(workdir), "--cores", "2", *args]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
@@ -177,7 +184,7 @@ def _fanout_config(fanout: bool, threads: int) -> dict:
             }}}
 
 
-def fanout_ratio(x: np.ndarray, y: np.ndarray, repeats: int) -> float:
+def fanout_ratio(x: np.ndarray, y: np.ndarray, repeats: int, served: bool = True) -> float:
     """Wall time of the fanned-out score stage over the one-job score stage (module docstring)."""
     import yaml
 
@@ -200,16 +207,17 @@ def fanout_ratio(x: np.ndarray, y: np.ndarray, repeats: int) -> float:
     for _ in range(repeats):  # interleaved, the fastest of each kept
         config = configure(False, 2)
         (score_fp,) = plan(config, base_dir=root).fingerprints("score")
-        wall, cpu = _snakemake(root, "--forcerun", "score")
+        wall, cpu = _snakemake(root, "--forcerun", "score", served=served)
         one, one_cpu = min(one, wall), min(one_cpu, cpu)
         single = read_json_artifact(root / artifact_path("score", score_fp), "score", fingerprint=score_fp)
         configure(True, 1)
-        wall, cpu = _snakemake(root, "--forcerun", "score_labelled_partial", "merge_labelled_partials")
+        wall, cpu = _snakemake(root, "--forcerun", "score_labelled_partial", "merge_labelled_partials", served=served)
         fanned, fanned_cpu = min(fanned, wall), min(fanned_cpu, cpu)
         merged = read_json_artifact(root / artifact_path("score", score_fp), "score", fingerprint=score_fp)
         assert json.dumps(merged, sort_keys=True) == json.dumps(single, sort_keys=True), \
             "the fanned-out score differs from the one-job score"
-    print(f"| one score job on 2 threads, {x.shape[0]} x {x.shape[1]} (+ compare, report, figures), fastest of "
+    how = "vertebrae run (served)" if served else "snakemake (unserved)"
+    print(f"| {how}: one score job on 2 threads, {x.shape[0]} x {x.shape[1]} (+ compare, report, figures), fastest of "
           f"{repeats}: wall, CPU | {one:.1f} s, {one_cpu:.1f} s |")
     print(f"| 7 partial jobs of 1 thread + merge, --cores 2 (+ compare, report, figures), fastest of {repeats}: "
           f"wall, CPU | {fanned:.1f} s, {fanned_cpu:.1f} s |")
@@ -237,6 +245,8 @@ def main() -> None:
     parser.add_argument("--skip", nargs="*", default=[], choices=["knn", "linear_probe", "few_shot", "clustering"])
     parser.add_argument("--fanout-rows", type=int, default=100_000, help="rows of the fan-out run (0: skip it)")
     parser.add_argument("--fanout-repeats", type=int, default=2)
+    parser.add_argument("--unserved", action="store_true",
+                        help="the fan-out run with plain snakemake (every job its own process) instead of vertebrae run")
     parser.add_argument("--timing-repeats", type=int, default=2, help="timed runs of each pair, order alternating")
     parser.add_argument("--threads", type=int, default=2, help="threads of every metric and its direct code")
     parser.add_argument("--probe-rows", type=int, default=0, help="rows of the probe pair (0: all)")
@@ -295,7 +305,7 @@ def main() -> None:
             print(f"{name:<14}{ours_s:>12.2f}{direct_s:>12.2f}{ratio:>8.3f}  {agreement(score, expected)}", flush=True)
     fanned = float("nan")
     if args.fanout_rows:
-        fanned = fanout_ratio(x[:args.fanout_rows], y[:args.fanout_rows], args.fanout_repeats)
+        fanned = fanout_ratio(x[:args.fanout_rows], y[:args.fanout_rows], args.fanout_repeats, not args.unserved)
     print(f"metric_ratio={worst:.3f} fanout_ratio={fanned:.3f} probe_ratio={probe:.3f}")
 
 if __name__ == "__main__":
