@@ -203,11 +203,18 @@ COMMANDS: dict[str, Command] = {
                              "leaderboard", "vertebrae.reports.report_page:write_index",
                              (arg("results_dir", metavar="RESULTS_DIR"), OUTPUT)),
     "verify": Command("check every artifact under RESULTS_DIR (schema, fingerprint, content hash); exit status 2 "
-                      "when any is corrupt or stale", "vertebrae.stages.verify:run_verify",
-                      (arg("results_dir", nargs="?", default="results", metavar="RESULTS_DIR"),
+                      "when any is corrupt or stale; --storage s3://BUCKET/PREFIX checks the objects of a run on "
+                      "object storage instead", "vertebrae.stages.verify_storage:run_verify",
+                      (arg("results_dir", nargs="?", default="results", metavar="RESULTS_DIR",
+                           help="the results folder (default results); with --storage, the run's out folder under "
+                                "the prefix, as the run spelled it"),
                        arg("--repair", action="store_true",
                            help="move corrupt or stale artifacts, and what was built from them, aside so that the "
-                                "workflow rebuilds exactly those"))),
+                                "workflow rebuilds exactly those (with --storage: in the bucket)"),
+                       arg("--storage", metavar="URL",
+                           help="s3://BUCKET/PREFIX, as given to `vertebrae run CONFIG --storage`: verify the objects "
+                                "under PREFIX/RESULTS_DIR/ (downloaded into a temporary folder; endpoint and "
+                                "credentials from the environment)"))),
     "plan-zero-shot": Command("write one zero-shot job spec (same as plan)", RUN_PLAN,
                               (SPEC, SPEC_FILE, OUTPUT)),
     "embed-zero-shot-shard": Command("embed one shard of the samples or the prompts", f"{ZERO_SHOT}:run_embed_shard",

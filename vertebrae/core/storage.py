@@ -115,10 +115,21 @@ def _client(endpoint: str | None, environ: Mapping[str, str]):
     return session, session.client("s3", endpoint_url=endpoint, config=config)
 
 
-def check_storage(url: str, *, endpoint: str | None = None, environ: Mapping[str, str] | None = None) -> None:
+def storage_client(url: str, *, endpoint: str | None = None, environ: Mapping[str, str] | None = None):
+    """A boto3 S3 client for ``url`` with the environment's credentials (never an argument's); StorageError naming
+    ``url`` where there are none."""
+    _, client = _client(endpoint, os.environ if environ is None else environ)
+    if client is None:
+        raise StorageError(f"--storage {url}: no credentials (SNAKEMAKE_STORAGE_S3_ACCESS_KEY, AWS_ACCESS_KEY_ID...)")
+    return client
+
+
+def check_storage(url: str, *, endpoint: str | None = None, environ: Mapping[str, str] | None = None,
+                  write: bool = True) -> None:
     """Refuse (StorageError naming ``url`` and what is missing) storage a run cannot use: no credentials, an
     unreachable endpoint, no such bucket, no access to it, no write access under the prefix (a probe object is
-    written and deleted)."""
+    written and deleted; ``write`` False: objects listed under the prefix instead, for a reader such as ``vertebrae
+    verify --storage``)."""
     from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
 
     environ = os.environ if environ is None else environ
@@ -133,9 +144,13 @@ def check_storage(url: str, *, endpoint: str | None = None, environ: Mapping[str
     step = "reach the bucket"
     try:
         client.head_bucket(Bucket=bucket)
-        step = "write under the prefix"
-        client.put_object(Bucket=bucket, Key=probe, Body=b"vertebrae write check\n")
-        client.delete_object(Bucket=bucket, Key=probe)
+        if write:
+            step = "write under the prefix"
+            client.put_object(Bucket=bucket, Key=probe, Body=b"vertebrae write check\n")
+            client.delete_object(Bucket=bucket, Key=probe)
+        else:
+            step = "list the objects under the prefix"
+            client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
     except (EndpointConnectionError, ConnectionError) as exc:
         raise StorageError(f"{where}: the storage endpoint is unreachable ({type(exc).__name__})") from None
     except NoCredentialsError:
@@ -146,6 +161,7 @@ def check_storage(url: str, *, endpoint: str | None = None, environ: Mapping[str
             reason = f"bucket {bucket!r} does not exist"
         elif code in ("403", "AccessDenied", "AllBucketsDisabled"):
             reason = ("no write access under the prefix" if step.startswith("write")
+                      else "no read access under the prefix" if step.startswith("list")
                       else f"no access to bucket {bucket!r} with these credentials")
         elif code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"):
             reason = f"the credentials are refused ({code})"
@@ -302,4 +318,4 @@ def _fetch(client: Any, config: Mapping[str, Any], bucket: str, prefix: str, roo
 
 __all__ = ["STORAGE_ROOT_ENV", "StorageError", "check_storage", "config_urls", "endpoint_url", "enter_root",
            "fetch_data", "is_url", "job_argv", "local_root", "parse_url", "refuse_secret_flags",
-           "refuse_urls_without_storage", "snakemake_flags", "storage_option", "under_prefix"]
+           "refuse_urls_without_storage", "snakemake_flags", "storage_client", "storage_option", "under_prefix"]
