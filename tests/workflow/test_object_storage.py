@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from docs_support import block
 from small_workflow import small_config, write
 from workflow_support import comparable, job_counts, snakemake
 from vertebrae.core.errors import ConfigError
@@ -127,6 +129,16 @@ def vertebrae_verify(workdir: Path, env: dict[str, str], *args: str) -> subproce
                           capture_output=True, text=True)
 
 
+def documented_verify() -> list[list[str]]:
+    """The commands of docs/cloud.md's "Checking the results in the bucket", as written: check, repair, rerun."""
+    lines = [shlex.split(line) for line in block("docs/cloud.md", "Checking the results in the bucket", "bash")
+             .splitlines() if line.strip()]
+    doc_url = "s3://BUCKET/PREFIX"
+    assert lines == [["vertebrae", "verify", "--storage", doc_url], ["vertebrae", "verify", "--repair", "--storage",
+                     doc_url], ["vertebrae", "run", "my-config.yaml", "--storage", doc_url]], lines
+    return [[URL if word == doc_url else word for word in line[2:]] for line in lines]
+
+
 def _nudged(value):
     """``value`` (a JSON document) with its first non-integral number changed; None when it holds none."""
     if isinstance(value, float) and value == value:
@@ -145,7 +157,8 @@ def test_verify_checks_the_objects_and_repair_in_the_bucket_rebuilds_exactly_the
     its URL (exit status 2); ``--repair`` moves it and what was built from it aside in the bucket, and a rerun on
     storage rebuilds exactly those, to the same reports. Placed before the rerun test below, which replaces a data
     object (a rerun after it would rebuild more)."""
-    clean = vertebrae_verify(s3_run, s3_env, "--storage", URL)
+    check, repair, _ = documented_verify()  # the docs' commands, run as written (on this bucket)
+    clean = vertebrae_verify(s3_run, s3_env, *check)
     assert clean.returncode == 0 and "every artifact verifies" in clean.stdout, clean.stdout + clean.stderr[-3000:]
     s3 = client(s3_env)
     before = {name: stored_report(s3_env, name) for name in ("models", "search")}
@@ -155,13 +168,13 @@ def test_verify_checks_the_objects_and_repair_in_the_bucket_rebuilds_exactly_the
     assert _nudged(document.get("payload", document)) is not None
     s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(document).encode())
 
-    bad = vertebrae_verify(s3_run, s3_env, "--storage", URL)
+    bad = vertebrae_verify(s3_run, s3_env, *check)
     assert bad.returncode == 2, bad.stdout + bad.stderr[-3000:]
     assert f"bad: s3://{BUCKET}/{key}: " in bad.stdout and bad.stdout.count("bad: ") == 1, bad.stdout
     assert "/tmp" not in bad.stdout and "vertebrae-verify-" not in bad.stdout + bad.stderr  # no local copy named
     assert f"--storage {URL}" in bad.stderr
 
-    repaired = vertebrae_verify(s3_run, s3_env, "--repair", "--storage", URL)
+    repaired = vertebrae_verify(s3_run, s3_env, *repair)
     assert repaired.returncode == 0 and f"moved aside: s3://{BUCKET}/{key}: " in repaired.stdout, repaired.stderr
     names = {item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/results/")["Contents"]}
     assert key not in names and any(n.startswith(key + ".corrupt-") for n in names)
@@ -169,14 +182,14 @@ def test_verify_checks_the_objects_and_repair_in_the_bucket_rebuilds_exactly_the
     assert report not in names and any(n.startswith(report + ".corrupt-") for n in names)
     assert f"{PREFIX}/results/reports/search/report.json" in names  # the other benchmark's untouched
 
-    rerun = vertebrae_run(s3_run, s3_env)
+    rerun = vertebrae_run(s3_run, s3_env)  # the docs' third line (config.yaml here), with --verbose and --cores 2
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     counts = job_counts(rerun.stdout + rerun.stderr)  # Snakemake's job table: the moved objects' jobs, no others
     assert counts.get("score") == 1 and counts.get("report") == 1 and "score_retrieval" not in counts, counts
     assert not {"embed_shard", "merge_embeddings", "write_protocol", "embed_retrieval_shard"} & set(counts), counts
     for name, report_before in before.items():
         assert comparable(stored_report(s3_env, name)) == comparable(report_before)
-    again = vertebrae_verify(s3_run, s3_env, "--storage", URL)
+    again = vertebrae_verify(s3_run, s3_env, *check)
     if again.returncode != 0:
         # Known, outside verify: the leaderboard job links a report's files where its local copy exists, and
         # report.md is none of its declared inputs; on storage a later run's job has no copy of it, so the rebuilt
@@ -186,6 +199,33 @@ def test_verify_checks_the_objects_and_repair_in_the_bucket_rebuilds_exactly_the
             again.stdout + again.stderr[-3000:]
         pytest.xfail("leaderboard.html rebuilt on storage lacks its report.md links (report.md not declared)")
     assert "every artifact verifies" in again.stdout, again.stdout
+
+
+def test_repair_moves_a_bundle_folders_objects_and_a_file_as_the_local_moves_name_them(s3_env, tmp_path):
+    """``move_in_bucket`` replays ``quarantine``'s local moves: a fan-out bundle folder moves every object under its
+    key (hidden ones too), a file its one object, under the same ``.corrupt-`` names; nothing else moves."""
+    from vertebrae.core.storage import storage_client
+    from vertebrae.stages.verify_storage import move_in_bucket
+
+    s3, prefix = client(s3_env), "moves/results"
+    bundle = "retrieval/fanouts/0123456789abcdef"
+    kept = [f"{prefix}/retrieval/fanouts/fedcba9876543210/inputs.json", f"{prefix}/{bundle}-other/x.h5"]
+    for key in [f"{prefix}/{bundle}/{name}" for name in ("inputs.json", "query.h5", ".hidden")] + \
+            [f"{prefix}/scores/aaaaaaaaaaaaaaaa.json", *kept]:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=key.encode())
+    tree = tmp_path / "results"
+    (tree / f"{bundle}.corrupt-T").mkdir(parents=True)  # the local tree after quarantine
+    moved = [(str(tree / "scores/aaaaaaaaaaaaaaaa.json"), str(tree / "scores/aaaaaaaaaaaaaaaa.json.corrupt-T")),
+             (str(tree / bundle), str(tree / f"{bundle}.corrupt-T"))]
+    done = move_in_bucket(storage_client(URL, environ=s3_env, endpoint=s3_env["SNAKEMAKE_STORAGE_S3_ENDPOINT_URL"]),
+                          BUCKET, moved, tree, prefix)
+    names = {item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix="moves/")["Contents"]}
+    assert names == {f"{prefix}/{bundle}.corrupt-T/{name}" for name in ("inputs.json", "query.h5", ".hidden")} | \
+        {f"{prefix}/scores/aaaaaaaaaaaaaaaa.json.corrupt-T", *kept}
+    assert len(done) == 4 and done[-1] == (f"{prefix}/scores/aaaaaaaaaaaaaaaa.json",
+                                           f"{prefix}/scores/aaaaaaaaaaaaaaaa.json.corrupt-T")  # the bad one last
+    body = s3.get_object(Bucket=BUCKET, Key=f"{prefix}/{bundle}.corrupt-T/query.h5")["Body"].read()
+    assert body == f"{prefix}/{bundle}/query.h5".encode()
 
 
 def test_verify_refuses_storage_it_cannot_read_and_a_bare_url(s3_env, tmp_path):
