@@ -168,3 +168,95 @@ def test_the_standardisation_is_standard_scalers_bit_for_bit():
     scaler, ours = StandardScaler().fit(x[train]), Standardised.fit(x, train)
     assert np.array_equal(scaler.mean_, ours.mean) and np.array_equal(scaler.scale_, ours.scale)
     assert np.array_equal(ours.rows(train)[:, :-1], scaler.transform(x[train]).astype(np.float32))
+
+
+def _float64_objective(xa, y, w, k):
+    """(mean loss, gradient) of the multinomial model in float64, shifted by each row's largest logit."""
+    x = xa.astype(np.float64)
+    z = x @ w.reshape(k, -1).T
+    z -= z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    total = e.sum(axis=1)
+    loss = np.mean(np.log(total) - z[np.arange(len(y)), y])
+    p = e / total[:, None]
+    p[np.arange(len(y)), y] -= 1.0
+    return loss, (p.T @ x).reshape(-1) / len(y)
+
+
+@pytest.mark.parametrize("device", ["cpu", "torch:cpu"])
+def test_the_loss_and_gradient_keep_their_digits_on_well_fitted_and_far_off_rows(device):
+    """Each row is taken relative to its own class's logit (``log1p`` of the other classes' exp sum): rows fitted with
+    margins of 17-30 still add their ``exp(-margin)`` to the loss and to their own class's gradient, which a float32
+    ``log(1 + s)`` and ``1 / (1 + s) - 1`` round away; rows whose own class is far behind (``exp`` overflows
+    float32) are evaluated shifted by their largest logit, without a warning. Loss and gradient equal a float64
+    evaluation to float32 precision."""
+    import warnings
+
+    from vertebrae.scoring.probe_solver import _objective
+
+    if device != "cpu":
+        pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    k, d = 4, 9
+    xa = np.c_[rng.normal(size=(4000, d - 1)), np.ones(4000)].astype(np.float32)
+    w = rng.normal(size=(k, d)) * 6
+    z = np.sort(xa.astype(np.float64) @ w.T, axis=1)
+    keep = (z[:, -1] - z[:, -2] > 17) & (z[:, -1] - z[:, -2] < 30)  # every row well fitted
+    xa = xa[keep][:300]
+    y = np.argmax(xa.astype(np.float64) @ w.T, axis=1)
+    for scale, wrong in ((1.0, 0), (4.0, 30), (1e-3, 30)):
+        labels = y.copy()
+        labels[:wrong] = (labels[:wrong] + 1) % k  # far off at scale 4: margins of -68 and below
+        weights = (w * scale).reshape(-1)
+        loss, grad = _float64_objective(xa, labels, weights, k)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ours = _objective(xa, labels, k, device).data_term(weights)
+        assert ours[0] == pytest.approx(loss, rel=1e-4), (scale, wrong)
+        assert np.max(np.abs(ours[1] - grad)) <= 1e-4 * np.max(np.abs(grad)), (scale, wrong)
+
+
+def test_a_fit_that_ends_before_its_stopping_rule_could_fire_predicts_its_rows_once(monkeypatch):
+    """Predictions are made for the stopping rule only once ``patience + 1`` checks exist: a fit ending within
+    ``check_every * (patience + 1)`` iterations (here at the gradient tolerance) predicts its judged rows once, at
+    its end, and its results are those of a fit that predicted at every check."""
+    import vertebrae.scoring.probe_solver as solver
+
+    calls = []
+    original = solver._predict
+    monkeypatch.setattr(solver, "_predict", lambda xa, w, k: calls.append(len(xa)) or original(xa, w, k))
+    x, y = _synthetic(900, 16, 6, 0.5)
+    order = np.random.default_rng(0).permutation(len(y))
+    splits = [(np.sort(order[:700]), np.sort(order[700:]))]
+    inner = [[(np.arange(700)[np.arange(700) % 2 != f], np.arange(700)[np.arange(700) % 2 == f]) for f in range(2)]]
+    path = logistic_probe(x, y, splits, inner, (0.01, 1.0), threads=1)[0]
+    its = [i for fold in path.iterations for i in fold]
+    assert 5 <= max(its) < 20, path.iterations  # checks were due, none could end a fit
+    fits = sum(1 for fold in path.iterations[:-1] for c, i in enumerate(fold) if i or c == 0) + 1
+    assert len(calls) == fits, (calls, path.iterations)
+    assert not path.unfinished
+
+
+def test_a_task_runs_once_those_it_follows_have_returned_without_a_barrier():
+    """``run_graph``: a free worker takes the first ready task, so a refit waits for its own split's inner folds
+    only, not for every other task; results come back in task order and the first exception is raised."""
+    import threading
+
+    from vertebrae.scoring.probe_solver import run_graph
+
+    follower_ran = threading.Event()
+    seen = []
+    tasks = [lambda: "first",
+             lambda: follower_ran.wait(timeout=30),  # returns once task 2 has run on the other worker
+             lambda: seen.append("follower") or follower_ran.set() or "after first"]
+    assert run_graph(tasks, [[], [], [0]], threads=2) == ["first", True, "after first"]
+    results = [None, None]
+    assert run_graph([lambda: 2, lambda: results[0] * 10], [[], [0]], threads=2, results=results) == [2, 20]
+
+    def fails():
+        raise ValueError("a fit failed")
+
+    with pytest.raises(ValueError, match="a fit failed"):
+        run_graph([fails, lambda: 1, lambda: 2], [[], [], [0]], threads=2)
+    with pytest.raises(ValueError, match=r"tasks \[1\] follow tasks that never run"):
+        run_graph([lambda: 1, lambda: 2], [[], [5]], threads=2)

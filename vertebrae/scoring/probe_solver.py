@@ -9,25 +9,31 @@ accuracy over the inner folds; the first of the largest, in the order ``Cs`` is 
 (the inner folds' mean weights at the chosen C). What differs is how each fit gets there:
 
 * **float32, one model.** The standardised rows (``StandardScaler`` on the outer split's train rows, a column of
-  ones appended) are held in float32; each evaluation is two BLAS products (``W X^T``, then the softmax residual
-  times ``X``) with the logits laid out class by row, the loss summed in float64. scipy's L-BFGS-B moves the
-  float64 weights, as in scikit-learn's lbfgs, so the path follows scikit-learn's.
+  ones appended) are made once per outer split, in float32, for its inner folds and its refit. Each evaluation is
+  two BLAS products (``X W^T``, then the softmax residual's transpose times ``X``) with the logits laid out row by
+  class, each row taken relative to its own class's logit (``_Objective``: the loss ``log1p`` of the other classes'
+  sum, the row sums a third, thin product), the loss summed in float64. scipy's L-BFGS-B moves the float64
+  weights, as in scikit-learn's lbfgs, so the path follows scikit-learn's.
 * **The path, strong to weak C, warm-started.** Each inner fold fits C after C from the previous C's weights, the
   first from zero (as scikit-learn's path does). The evaluation where one C ended is where the next starts, so it
   is not repeated, and a C whose start already meets the gradient tolerance costs no pass over the rows (its
   held-out predictions are the previous C's).
-* **The stopping rule is tied to what is measured.** Every ``check_every`` (5) iterations a fit predicts the rows
-  it is judged on (an inner fold's held-out rows; at the refit, the outer split's test rows, from their features
-  alone: no label is read) and stops once at most ``STABLE_SHARE`` (0.2%) of them have changed prediction since
-  the previous check, ``patience`` (3) checks in a row: the accuracy, and so the choice of C, then moves by at most
-  that much a check (with fewer than 500 judged rows: not at all). scikit-learn's own gradient tolerance (``gtol``,
-  its ``tol`` 1e-4 on the largest gradient entry of the mean loss) also ends a fit, as it ends scikit-learn's:
-  neither rule asks for precision far below what changes a prediction. A fit that reaches neither within ``max_iter``
-  iterations is reported (``LogisticPath.unfinished``: inner fold or ``"refit"``, and C), and the metric warns.
-* **Threads set explicitly.** The inner folds of every outer split, then the refits, are independent fits: they
-  run on ``threads`` worker threads, each with single-threaded BLAS and OpenMP held to one thread
-  (``thread_limits``), so no pool of threads spins beside another and a busy core slows one fit, not every product.
-  Every fit runs single-threaded whatever ``threads`` is, so the result does not depend on it.
+* **The stopping rule is tied to what is measured.** Every ``check_every`` (5) iterations a fit takes the
+  predictions of the rows it is judged on (an inner fold's held-out rows; at the refit, the outer split's test rows,
+  from their features alone: no label is read) and stops once at most ``STABLE_SHARE`` (0.2%) of them have changed
+  prediction since the previous check, ``patience`` (3) checks in a row: the accuracy, and so the choice of C, then
+  moves by at most that much a check (with fewer than 500 judged rows: not at all). The predictions of a check are
+  made only once ``patience + 1`` checks exist (until then no run of stable checks can end the fit), so a fit that
+  ends sooner predicts its rows once, at its end. scikit-learn's own gradient tolerance (``gtol``, its ``tol`` 1e-4
+  on the largest gradient entry of the mean loss) also ends a fit, as it ends scikit-learn's: neither rule asks for
+  precision far below what changes a prediction. A fit that reaches neither within ``max_iter`` iterations is
+  reported (``LogisticPath.unfinished``: inner fold or ``"refit"``, and C), and the metric warns.
+* **Threads set explicitly.** Each outer split's standardisation, its inner folds' paths (after it) and its refit
+  (after them) are tasks of one graph (``run_graph``) on ``threads`` worker threads, each with single-threaded BLAS
+  and OpenMP held to one thread (``thread_limits``), so no pool of threads spins beside another and a busy core
+  slows one fit, not every product. A free worker takes the first ready task in split order: no barrier between
+  the inner folds and the refits leaves a core idle, and a split's rows are let go after its refit. Every fit runs
+  single-threaded whatever ``threads`` is, so the result does not depend on it.
 * **Device.** ``device`` "torch:cpu", "cuda" or "cuda:N" runs the same evaluations with torch's products (IEEE
   float32, no TF32; on the CPU one torch thread per fit; on a GPU the fits run one after another); the rows move to
   the device once per fit. The L-BFGS steps stay on the CPU in float64.
@@ -153,14 +159,25 @@ def _first_argmax(torch: Any, z: Any) -> Any:
     return torch.where(z == top, columns, z.shape[1]).min(dim=1).values
 
 
+#: a row whose other classes' exp sum (relative to its own class) exceeds this, or overflowed, is evaluated again
+#: shifted by its largest logit (float32's exp overflows past 88.7)
+_FAR = 1e30
+
+
 class _Objective:
     """The mean multinomial loss of one fit's rows and its gradient, the weights flat as ``k x (d + 1)`` (each
-    class's intercept last). Logits are held class by row (``k x n``), so the softmax's reductions run along whole
-    rows of memory. The last evaluation is kept (module docstring: where one C ends the next starts)."""
+    class's intercept last). Logits are held row by class (``n x k``: the faster layout of the product with few
+    classes) and each row is taken relative to its own class's logit: ``loss_i = log1p(s_i)``, ``s_i`` the sum of
+    ``exp(z_ic - z_iy)`` over the other classes, and the own class's residual ``-s_i / (1 + s_i)``, so neither
+    loses its digits to a rounding of ``1 + s_i`` when a row is well fitted; the row sums are one BLAS product. A row
+    whose ``s_i`` exceeds ``_FAR`` (its own class far behind: ``exp`` near overflow) is evaluated again, shifted by
+    its largest logit. The last evaluation is kept (module docstring: where one C ends the next starts)."""
 
     def __init__(self, xa: np.ndarray, y: np.ndarray, k: int) -> None:
         self.xa, self.k, self.n = xa, k, len(y)
-        self.own = y * self.n + np.arange(self.n)  # each row's own logit in the flat k x n block
+        self.y = np.asarray(y)
+        self.own = np.arange(self.n) * k + self.y  # each row's own logit in the flat n x k block
+        self.ones = np.ones(k, dtype=np.float32)
         self.last: tuple[np.ndarray, float, np.ndarray] | None = None
 
     def at_zero(self) -> np.ndarray:
@@ -168,7 +185,7 @@ class _Objective:
         the loss is ``log k`` and the gradient ``mean(x) / k`` minus each class's row sum over n."""
         import scipy.sparse as sp
 
-        onehot = sp.csr_matrix((np.ones(self.n, dtype=np.float32), (self.own // self.n, np.arange(self.n))),
+        onehot = sp.csr_matrix((np.ones(self.n, dtype=np.float32), (self.y, np.arange(self.n))),
                                shape=(self.k, self.n))
         grad = self.xa.mean(axis=0, dtype=np.float64)[None, :] / self.k - (onehot @ self.xa).astype(np.float64) / self.n
         w = np.zeros(grad.size)
@@ -179,16 +196,29 @@ class _Objective:
         """(mean loss, its gradient), the penalty left out."""
         if self.last is not None and np.array_equal(self.last[0], w):
             return self.last[1], self.last[2]
-        z = w.reshape(self.k, -1).astype(np.float32) @ self.xa.T
-        z -= z.max(axis=0)
+        weights = w.reshape(self.k, -1).astype(np.float32).T
+        z = self.xa @ weights
         flat = z.reshape(-1)
-        own = flat[self.own].sum(dtype=np.float64)
-        np.exp(z, out=z)
-        total = z.sum(axis=0)
-        loss = (float(np.log(total).sum(dtype=np.float64)) - float(own)) / self.n
-        z *= 1.0 / total
-        flat[self.own] -= 1.0
-        grad = (z @ self.xa).astype(np.float64).reshape(-1) / self.n
+        z -= flat[self.own][:, None]
+        with np.errstate(over="ignore"):  # an overflowed row is evaluated again below
+            np.exp(z, out=z)
+        flat[self.own] = 0.0
+        others = z @ self.ones  # s_i
+        rows, total = np.log1p(others), others + 1.0
+        far = np.flatnonzero(~(others <= _FAR))
+        if far.size:  # rare: exp overflowed, or nearly; these rows again, shifted by their largest logit
+            zf = self.xa[far] @ weights
+            zf -= zf.max(axis=1, keepdims=True)
+            own = zf[np.arange(far.size), self.y[far]]
+            np.exp(zf, out=zf)
+            zf[np.arange(far.size), self.y[far]] = 0.0
+            z[far], others[far] = zf, zf.sum(axis=1)
+            total[far] = others[far] + np.exp(own)
+            rows[far] = np.log(total[far]) - own
+        loss = float(rows.sum(dtype=np.float64)) / self.n
+        z *= (1.0 / total)[:, None]
+        flat[self.own] = -others / total
+        grad = (z.T @ self.xa).astype(np.float64).reshape(-1) / self.n
         self.last = (w.copy(), loss, grad)
         return loss, grad
 
@@ -219,6 +249,7 @@ class _TorchObjective(_Objective):
         self.device = torch.device("cpu" if device == "torch:cpu" else device)
         self.rows = torch.from_numpy(xa).to(self.device)
         self.own_t = torch.from_numpy(self.own).to(self.device)
+        self.y_t = torch.from_numpy(self.y).to(self.device)
 
     def judged(self, rows: np.ndarray) -> Any:
         return self.torch.from_numpy(rows).to(self.device)
@@ -228,16 +259,28 @@ class _TorchObjective(_Objective):
             return self.last[1], self.last[2]
         torch = self.torch
         weights = torch.from_numpy(w.reshape(self.k, -1).astype(np.float32)).to(self.device)
-        z = weights @ self.rows.T
-        z -= z.max(dim=0).values
+        z = self.rows @ weights.T
         flat = z.view(-1)
-        own = float(flat[self.own_t].sum(dtype=torch.float64))
+        z -= flat[self.own_t][:, None]
         z.exp_()
-        total = z.sum(dim=0)
-        loss = (float(total.log().sum(dtype=torch.float64)) - own) / self.n
-        z *= 1.0 / total
-        flat[self.own_t] -= 1.0
-        grad = (z @ self.rows).double().cpu().numpy().reshape(-1) / self.n
+        flat[self.own_t] = 0.0
+        others = z.sum(dim=1)
+        rows, total = others.log1p(), others + 1.0
+        far = torch.nonzero(~(others <= _FAR)).view(-1)
+        if len(far):
+            picked = torch.arange(len(far), device=z.device), self.y_t[far]
+            zf = self.rows[far] @ weights.T
+            zf -= zf.max(dim=1, keepdim=True).values
+            own = zf[picked].clone()
+            zf.exp_()
+            zf[picked] = 0.0
+            z[far], others[far] = zf, zf.sum(dim=1)
+            total[far] = others[far] + own.exp()
+            rows[far] = total[far].log() - own
+        loss = float(rows.sum(dtype=torch.float64)) / self.n
+        z *= (1.0 / total)[:, None]
+        flat[self.own_t] = -others / total
+        grad = (z.T @ self.rows).double().cpu().numpy().reshape(-1) / self.n
         self.last = (w.copy(), loss, grad)
         return loss, grad
 
@@ -258,17 +301,22 @@ def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, ma
         _, grad = objective.penalised(w0, *objective.last[1:], l2)
         if np.max(np.abs(grad)) <= gtol:
             return w0, 0, True, None
-    state: dict[str, Any] = {"it": 0, "last": None, "same": 0, "done": False, "at": None}
+    state: dict[str, Any] = {"it": 0, "done": False}
+    window: list[list[Any]] = []  # [weights, their predictions or None] of the last patience + 1 checks
 
     def callback(intermediate_result: Any) -> None:
         state["it"] += 1
         if state["it"] % check_every:
             return
-        predicted = _predict(judged, intermediate_result.x, objective.k)
-        moved = len(predicted) if state["last"] is None else int(np.count_nonzero(predicted != state["last"]))
-        state["same"] = state["same"] + 1 if moved <= STABLE_SHARE * len(predicted) else 0
-        state["last"], state["at"] = predicted, intermediate_result.x.copy()
-        if state["same"] >= patience:
+        window.append([intermediate_result.x.copy(), None])
+        del window[:-(patience + 1)]
+        if len(window) <= patience:  # too few checks for patience stable ones: no prediction needed yet
+            return
+        for entry in window:
+            if entry[1] is None:
+                entry[1] = _predict(judged, entry[0], objective.k)
+        limit = STABLE_SHARE * len(window[0][1])
+        if all(np.count_nonzero(a[1] != b[1]) <= limit for a, b in zip(window, window[1:])):
             state["done"] = True
             raise StopIteration
 
@@ -276,7 +324,7 @@ def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, ma
                       options={"maxiter": max_iter, "gtol": gtol, "ftol": 64 * np.finfo(float).eps, "maxls": 50})
     # status 0: the gradient tolerance (or the stopping rule); 2: no further descent at the evaluation's precision
     reached = state["done"] or result.status == 2 or (result.status == 0 and result.nit < max_iter)
-    checked = state["last"] if state["at"] is not None and np.array_equal(state["at"], result.x) else None
+    checked = window[-1][1] if window and np.array_equal(window[-1][0], result.x) else None
     return result.x, int(result.nit), bool(reached), checked
 
 
@@ -304,13 +352,32 @@ class _Settings:
     device: str = "cpu"
 
 
-def _inner_path(scaler: Standardised, train: np.ndarray, codes: np.ndarray, k: int, fit_rows: np.ndarray,
-                held: np.ndarray, s: _Settings) -> tuple[np.ndarray, np.ndarray, list[int], list[float]]:
+class _Split:
+    """One outer split's rows for its fits: the train rows' class codes, and the train and test rows standardised by
+    the train rows' ``StandardScaler`` (float32, a column of ones appended), made once (``prepare``) for its inner
+    folds and its refit, and let go after the refit."""
+
+    def __init__(self, x: np.ndarray, codes: np.ndarray, train: np.ndarray, test: np.ndarray) -> None:
+        self.x, self.train, self.test = x, np.asarray(train), np.asarray(test)
+        self.classes, self.y = np.unique(codes[self.train], return_inverse=True)
+        self.k = len(self.classes)
+        self.rows: np.ndarray | None = None
+        self.test_rows: np.ndarray | None = None
+
+    def prepare(self) -> None:
+        scaler = Standardised.fit(self.x, self.train)
+        self.rows, self.test_rows = scaler.rows(self.train), scaler.rows(self.test)
+
+
+def _inner_path(split: _Split, fit_rows: np.ndarray, held: np.ndarray, s: _Settings
+                ) -> tuple[np.ndarray, np.ndarray, list[int], list[float]]:
     """(weights per C, held-out accuracy per C, iterations per C, Cs left unfinished) of one inner fold."""
+    k = split.k
     factor = 0.5 if k == 2 else 1.0
     order = sorted(range(len(s.Cs)), key=lambda i: s.Cs[i])  # the path: strong to weak
-    xa, judged = scaler.rows(train[fit_rows]), scaler.rows(train[held])
-    y, truth = codes[fit_rows], codes[held]
+    assert split.rows is not None
+    xa, judged = split.rows[fit_rows], split.rows[held]
+    y, truth = split.y[fit_rows], split.y[held]
     objective = _objective(xa, y, k, s.device)
     judged = objective.judged(judged)
     w = objective.at_zero()
@@ -327,14 +394,70 @@ def _inner_path(scaler: Standardised, train: np.ndarray, codes: np.ndarray, k: i
     return weights, scores, its, unfinished
 
 
-def _refit(scaler: Standardised, train: np.ndarray, test: np.ndarray, codes: np.ndarray, k: int, w0: np.ndarray,
-           C: float, s: _Settings) -> tuple[np.ndarray, int, bool]:
-    factor = 0.5 if k == 2 else 1.0
-    xa, xt = scaler.rows(train), scaler.rows(test)
-    objective = _objective(xa, codes, k, s.device)
-    xt = objective.judged(xt)
+def _refit(split: _Split, w0: np.ndarray, C: float, s: _Settings) -> tuple[np.ndarray, int, bool]:
+    factor = 0.5 if split.k == 2 else 1.0
+    assert split.rows is not None and split.test_rows is not None
+    objective = _objective(split.rows, split.y, split.k, s.device)
+    xt = objective.judged(split.test_rows)
     w, its, reached, checked = _fit(objective, w0, C * factor, xt, s.max_iter, s.check_every, s.patience, s.gtol)
-    return (_predict(xt, w, k) if checked is None else checked), its, reached
+    split.rows = split.test_rows = None  # this split's last fit
+    return (_predict(xt, w, split.k) if checked is None else checked), its, reached
+
+
+def run_graph(tasks: Sequence[Callable[[], Any]], after: Sequence[Sequence[int]], threads: int,
+              results: list[Any] | None = None) -> list[Any]:
+    """``[task() for task in tasks]`` (written into ``results`` as each returns, where given: a task may read the
+    results of those it runs after), task ``i`` once the tasks ``after[i]`` (earlier in the list) have returned, on
+    ``threads`` worker threads of single-threaded BLAS: a free worker takes the first ready task in list order, so
+    none waits while a task is ready and no barrier leaves one idle. The first exception is raised."""
+    results = [None] * len(tasks) if results is None else results
+    with thread_limits(1):
+        if threads <= 1 or len(tasks) <= 1:
+            for i, task in enumerate(tasks):
+                results[i] = task()
+            return results
+        import threading
+
+        state: dict[str, Any] = {"next": list(range(len(tasks))), "done": set(), "running": 0, "error": None}
+        ready = threading.Condition()
+
+        def worker() -> None:
+            while True:
+                with ready:
+                    while True:
+                        if state["error"] is not None or not state["next"]:
+                            return
+                        i = next((i for i in state["next"] if state["done"].issuperset(after[i])), None)
+                        if i is not None:
+                            state["next"].remove(i)
+                            state["running"] += 1
+                            break
+                        if not state["running"]:  # nothing runs that could make a task ready
+                            state["error"] = ValueError(f"tasks {state['next']} follow tasks that never run")
+                            ready.notify_all()
+                            return
+                        ready.wait()
+                try:
+                    results[i] = tasks[i]()
+                except BaseException as exc:  # handed to the caller
+                    with ready:
+                        state["error"] = state["error"] or exc
+                        state["running"] -= 1
+                        ready.notify_all()
+                    return
+                with ready:
+                    state["done"].add(i)
+                    state["running"] -= 1
+                    ready.notify_all()
+
+        pool = [threading.Thread(target=worker, daemon=True) for _ in range(min(threads, len(tasks)))]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+        if state["error"] is not None:
+            raise state["error"]
+        return results
 
 
 def logistic_probe(x: np.ndarray, codes: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
@@ -377,29 +500,41 @@ def _torch_threads(device: str) -> Iterator[bool]:
 def _logistic_probe(x: np.ndarray, codes: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
                     inner: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]], settings: _Settings,
                     threads: int) -> list[LogisticPath]:
-    scalers = [Standardised.fit(x, train) for train, _ in splits]
-    labels = []
-    for train, _ in splits:
-        classes, y = np.unique(codes[train], return_inverse=True)
-        labels.append((classes, y))
-    tasks = [(j, f) for j in range(len(splits)) for f in range(len(inner[j]))]
-    paths = run_tasks([lambda j=j, f=f: _inner_path(scalers[j], splits[j][0], labels[j][1], len(labels[j][0]),
-                                                     *inner[j][f], settings) for j, f in tasks], threads)
-    by_split: list[list[Any]] = [[] for _ in splits]
-    for (j, _), path in zip(tasks, paths):
-        by_split[j].append(path)
-    best = [int(np.argmax(np.sum([p[1] for p in parts], axis=0))) for parts in by_split]
-    refits = run_tasks([lambda j=j: _refit(scalers[j], splits[j][0], splits[j][1], labels[j][1], len(labels[j][0]),
-                                           np.mean([p[0][best[j]] for p in by_split[j]], axis=0),
-                                           settings.Cs[best[j]], settings) for j in range(len(splits))], threads)
+    parts = [_Split(x, codes, train, test) for train, test in splits]
+    tasks: list[Callable[[], Any]] = []
+    after: list[list[int]] = []
+    index: list[tuple[int, list[int], int]] = []  # per split: (prepare task, inner tasks, refit task)
+    for j, split in enumerate(parts):  # in split order: a split's refit runs before later splits' inner folds
+        prepare = len(tasks)
+        tasks.append(split.prepare)
+        after.append([])
+        folds = []
+        for fit_rows, held in inner[j]:
+            folds.append(len(tasks))
+            tasks.append(lambda split=split, fit_rows=fit_rows, held=held: _inner_path(split, fit_rows, held,
+                                                                                     settings))
+            after.append([prepare])
+        index.append((prepare, folds, len(tasks)))
+        tasks.append(lambda j=j, folds=folds: _refit_split(parts[j], [results[f] for f in folds], settings))
+        after.append(folds)
+    results: list[Any] = [None] * len(tasks)
+    run_graph(tasks, after, threads, results)
     out = []
-    for j, (predicted, its, reached) in enumerate(refits):
-        parts = by_split[j]
-        unfinished = [(f, c) for f, part in enumerate(parts) for c in part[3]]
-        unfinished += [] if reached else [("refit", settings.Cs[best[j]])]
-        out.append(LogisticPath(labels[j][0][predicted], settings.Cs[best[j]], np.array([p[1] for p in parts]),
-                                [p[2] for p in parts] + [[its]], unfinished))
+    for j, (_, folds, refit) in enumerate(index):
+        paths, (predicted, best, its, reached) = [results[f] for f in folds], results[refit]
+        unfinished = [(f, c) for f, part in enumerate(paths) for c in part[3]]
+        unfinished += [] if reached else [("refit", settings.Cs[best])]
+        out.append(LogisticPath(parts[j].classes[predicted], settings.Cs[best], np.array([p[1] for p in paths]),
+                                [p[2] for p in paths] + [[its]], unfinished))
     return out
+
+
+def _refit_split(split: _Split, paths: Sequence[Any], s: _Settings) -> tuple[np.ndarray, int, int, bool]:
+    """(test predictions, chosen C's index, iterations, reached) of one split's refit: the C of the largest mean
+    held-out accuracy (the first of the largest), from the inner folds' mean weights at that C."""
+    best = int(np.argmax(np.sum([p[1] for p in paths], axis=0)))
+    predicted, its, reached = _refit(split, np.mean([p[0][best] for p in paths], axis=0), s.Cs[best], s)
+    return predicted, best, its, reached
 
 
 def _ridge_solver(x: np.ndarray, y: np.ndarray) -> Callable[[float], tuple[np.ndarray, np.ndarray]]:
@@ -453,4 +588,4 @@ def ridge_probe(x: np.ndarray, values: np.ndarray, splits: Sequence[tuple[np.nda
 
 
 __all__ = ["CHECK_EVERY", "GTOL", "LogisticPath", "PATIENCE", "Standardised", "blas_threads", "logistic_probe",
-           "ridge_probe", "run_tasks", "thread_limits"]
+           "ridge_probe", "run_graph", "run_tasks", "thread_limits"]
