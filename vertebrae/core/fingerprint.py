@@ -14,9 +14,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from vertebrae.core.errors import ValidationError
+from vertebrae.core.numpy_types import numpy_types
 
 #: Schema versions of every artifact and document vertebrae writes. A change here changes fingerprints.
 SCHEMAS: dict[str, str] = {
@@ -82,6 +81,7 @@ _MAX_DEPTH = 200  # nesting levels of recipe data (configs, params); deeper is r
 
 
 def _to_json_value(obj: Any, path: str, within: tuple[int, ...] = ()) -> Any:
+    np = numpy_types()  # numpy values exist only once numpy is loaded: planning runs without it
     if isinstance(obj, (Mapping, list, tuple, np.ndarray)):
         if id(obj) in within:
             raise ValidationError(f"the value at {path} contains itself (a reference cycle) and cannot be written as "

@@ -30,9 +30,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
-
 from vertebrae.core.errors import ConfigError
+from vertebrae.core.numpy_types import numpy_types
 
 __all__ = ["check_bool", "cutoffs", "from_record", "is_int", "is_real", "non_negative_int", "one_of",
            "positive_int", "probability", "record_fields"]
@@ -61,11 +60,13 @@ def from_record(cls: type[T], data: Any, *, error: type[Exception] = ConfigError
 
 def is_int(value: Any) -> bool:
     """An integer (Python or numpy), not a bool."""
+    np = numpy_types()
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def is_real(value: Any) -> bool:
     """A real number (Python or numpy int/float), not a bool."""
+    np = numpy_types()
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
@@ -132,7 +133,7 @@ def probability(value: Any, owner: str, name: str, *, error: type[Exception] = C
 
 def cutoffs(values: Any, owner: str, name: str, *, error: type[Exception] = ConfigError) -> tuple[int, ...]:
     """The sorted tuple of a non-empty sequence of distinct positive integers."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)) or len(values) == 0:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, numpy_types().ndarray)) or not len(values):
         raise error(f"{owner}.{name} must be a non-empty sequence of positive integers, got {values!r}")
     for k in values:
         if not is_int(k) or k < 1:

@@ -26,11 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import scipy.sparse as sp
-
 from vertebrae.core.errors import ArtifactError, ConfigError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, to_json_value
+from vertebrae.core.numpy_types import numpy_types
 from vertebrae.core.callables import import_object, within_modules
 from vertebrae.core import check_records
 from vertebrae.extractors.base import Extractor
@@ -226,6 +224,7 @@ def _deterministic_skops(data: bytes) -> bytes:
 def _same_value(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
+    np = numpy_types()
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
@@ -389,6 +388,8 @@ class SklearnExtractor(Extractor):
         }
 
     def _prepare(self, inputs: Any) -> Any:
+        import scipy.sparse as sp  # here, not at import: planning builds extractors without numpy or scipy
+
         return inputs.toarray() if sp.issparse(inputs) and not self.allow_sparse else inputs
 
     def _seeded(self) -> Any:
@@ -439,6 +440,9 @@ class SklearnExtractor(Extractor):
     def transform(self, inputs: Any, *, branch: str | None = None) -> Any:
         if self._fitted is None:
             raise ValidationError(f"extractor {self.name!r} is not fitted: call fit() or load its fitted state first")
+        import numpy as np
+        import scipy.sparse as sp
+
         out = self._fitted.transform(self._prepare(inputs))
         return out if sp.issparse(out) else np.asarray(out)
 
