@@ -50,6 +50,12 @@ def summary_inputs(final_outputs: Sequence[str]) -> list[str]:
     return [p for p in final_outputs if Path(p).name == "report.json" and Path(p).parent.parent.name == "reports"]
 
 
+def report_markdowns(final_outputs: Sequence[str]) -> list[str]:
+    """The ``report.md`` targets among the workflow's final outputs (the leaderboard page links them: declared, so
+    that a job without the working folder, on object storage, receives them)."""
+    return [p for p in final_outputs if Path(p).name == "report.md" and Path(p).parent.parent.name == "reports"]
+
+
 def summary_targets(final_outputs: Sequence[str], out: str = RESULTS) -> list[str]:
     """The summary files (under the out folder ``out``) when the workflow has any report, else none."""
     return list(summary_paths(out).values()) if summary_inputs(final_outputs) else []
@@ -263,5 +269,5 @@ def check_summary(path: str | Path) -> Summary:
     return summary
 
 
-__all__ = ["Cell", "Column", "PROTOCOLS", "SUMMARY_PATHS", "SUMMARY_SCHEMA", "Summary", "build_summary",
+__all__ = ["Cell", "Column", "PROTOCOLS", "SUMMARY_PATHS", "SUMMARY_SCHEMA", "Summary", "build_summary", "report_markdowns",
            "check_summary", "summary_csv", "summary_inputs", "summary_markdown", "summary_paths", "summary_targets"]

@@ -116,6 +116,7 @@ rule report_page:
 rule leaderboard_page:
     input:
         reports=vertebrae.reports.summary.summary_inputs(get_final_outputs()),
+        markdowns=vertebrae.reports.summary.report_markdowns(get_final_outputs()),  # linked from the page
         pages=get_page_outputs(),
         tables=get_report_item_outputs(),
     output:
