@@ -312,7 +312,7 @@ def _run_fanout(spec, split, tag, n=(9, 12)):
          "--output", fanout)
     files = ("--queries", spec["query"]["path"], "--gallery", spec["gallery"]["path"], "--protocol",
              spec["protocol"]["path"])
-    for i, s in enumerate(partials):  # (the workflow's way) the fan-out inputs, own spec, or merge spec + --partial
+    for i, s in enumerate(partials):  # (the workflow's way) the fan-out bundle, own spec, or merge spec + --partial
         plan_args = [("--fanout", fanout, "--partial", s["fingerprint"]),
                      ("--plan-json", f"plans/{tag}/{s['fingerprint']}.json", *files),
                      ("--plan-json", f"plans/{tag}/{merge['fingerprint']}.json", "--partial", s["fingerprint"],

@@ -19,7 +19,7 @@ EXPECTED_JOBS = {
     # topics_labelled: 1 protocol + 1 embed + 1 score + 1 report
     # topics_search (retrieval): 1 protocol + 2 embed + 1 score + 1 report
     # + 1 compare spec per report (6), under plans/ whatever the protocol
-    # (digits_search's 8 partial-score jobs read their candidate's merge spec through its fan-out inputs: no plan
+    # (digits_search's 8 partial-score jobs read their candidate's merge spec from its fan-out bundle: no plan
     # file of their own)
     "plan": 54,
     "compare": 6,  # the paired comparison of each report's candidates
