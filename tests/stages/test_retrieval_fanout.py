@@ -509,7 +509,19 @@ def test_the_fanout_bundle_holds_what_a_partial_reads_whole_or_not_at_all(tmp_pa
     assert os.path.samefile(bundle / "query.h5", spec["query"]["path"])
     assert os.path.samefile(bundle / "gallery.h5", spec["gallery"]["path"])
     assert not [f for f in bundle.parent.iterdir() if f.name.startswith(".")]  # no temporary folder left
+    import vertebrae.stages.verify as verify_module
+
+    read = []
+    real_read = verify_module.read_embeddings
+    monkeypatch.setattr(verify_module, "read_embeddings", lambda path, **kw: read.append(Path(path)) or real_read(
+        path, **kw))
     assert verify("results") == []
+    # the linked endpoints are the endpoints' bytes, verified once (under one of their two names), every other
+    # embedding file once
+    inodes = [(p.stat().st_dev, p.stat().st_ino) for p in read]
+    assert len(inodes) == len(set(inodes)) and bundle / "rows.query.h5" in [p.resolve() for p in read]
+    for role in ("query", "gallery"):
+        assert len({bundle / f"{role}.h5", (tmp_path / spec[role]["path"]).resolve()} & {p.resolve() for p in read}) == 1
     # another candidate's endpoint in its place: a valid file, not the one recorded
     os.unlink(bundle / "gallery.h5")
     shutil.copyfile(p.spec(p.fingerprints("score-retrieval")[1])["gallery"]["path"], bundle / "gallery.h5")

@@ -241,8 +241,25 @@ def run_figures(report_path: str | Path, ranking_path: str | Path, detail_path: 
     write_report_figures(report_path, ranking_path, detail_path, comparison_path)
 
 
-def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
-    """Verify one artifact; ArtifactError (stale, or CorruptArtifactError) when it is bad."""
+def _embedding_manifest(path: Path, verified: dict[tuple[int, int], dict] | None) -> dict:
+    """The manifest of an embedding artifact after verifying its content (``read_embeddings``), once per file: a
+    hard link to a file ``verified`` already holds (a fan-out bundle's endpoint, ``stages.fanout_bundle``) is the
+    same bytes, not read again."""
+    key = None
+    if verified is not None:
+        stat = path.stat()
+        key = (stat.st_dev, stat.st_ino)
+        if key in verified:
+            return verified[key]
+    manifest = read_embeddings(path, fingerprint=None).manifest
+    if key is not None:
+        verified[key] = manifest
+    return manifest
+
+
+def _check(path: Path, specs: dict[str, dict[str, Any]], verified: dict[tuple[int, int], dict] | None = None) -> None:
+    """Verify one artifact; ArtifactError (stale, or CorruptArtifactError) when it is bad. ``verified``: the
+    manifests of the embedding files verified so far in this pass, by inode (``_embedding_manifest``)."""
     from vertebrae.stages.plan import check_plan_recipe, shard_fingerprint
 
     if path.is_symlink() and not path.exists():
@@ -265,7 +282,7 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
     bundle = bundle_of(path)
     if bundle is not None and path.name != INPUTS:  # a file of a fan-out bundle: the one its inputs.json records
         if path.suffix == ".h5":
-            manifest = read_embeddings(path, fingerprint=None).manifest
+            manifest = _embedding_manifest(path, verified)
         else:
             manifest, payload = read_json_document(path, "plan", fingerprint=None)
             check_plan_recipe(path, payload)
@@ -279,7 +296,7 @@ def _check(path: Path, specs: dict[str, dict[str, Any]]) -> None:
         FanoutPartial.load(path, fingerprint=fp)
         return
     if path.suffix == ".h5":
-        manifest = read_embeddings(path, fingerprint=None).manifest
+        manifest = _embedding_manifest(path, verified)
         expected = {fp, f"{fp}/{path.stem}"}
         shard = _SHARD.fullmatch(path.name) or _SWEEP_SHARD.fullmatch(path.parent.name)  # a layer sweep's folder
         if shard and fp in specs:
@@ -310,10 +327,10 @@ def verify(results_dir: str | Path = "results", *, repair: bool = False) -> list
     if not root.is_dir():
         raise ArtifactError(f"results directory {results_dir}: not found")
     specs = _specs(root)
-    bad = []
+    bad, verified = [], {}
     for path in _files(root):
         try:
-            _check(path, specs)
+            _check(path, specs, verified)
         except (ArtifactError, VertebraeError) as exc:
             bad.append((str(path), str(exc)))
     if repair:
