@@ -10,8 +10,9 @@ as boto3 and the S3 storage plugin read them (``SNAKEMAKE_STORAGE_S3_ENDPOINT_UR
 command line to its log.
 
 ``check_storage`` is made before any job starts: it refuses, naming the URL and what is missing, an unreachable
-endpoint, missing credentials, a missing bucket and a bucket without write access (one small object written and
-deleted). ``config_urls`` finds the ``s3://`` paths of a config, which a run without a storage provider refuses.
+endpoint, missing credentials, a missing bucket and a bucket without write or delete access (one small object
+written and deleted; credentials that may write but not delete are refused naming the object they leave).
+``config_urls`` finds the ``s3://`` paths of a config, which a run without a storage provider refuses.
 Messages never hold a credential.
 
 A job's files: Snakemake hands a job the local copies of its storage inputs under ``.snakemake/storage/s3/BUCKET/
@@ -127,9 +128,9 @@ def storage_client(url: str, *, endpoint: str | None = None, environ: Mapping[st
 def check_storage(url: str, *, endpoint: str | None = None, environ: Mapping[str, str] | None = None,
                   write: bool = True) -> None:
     """Refuse (StorageError naming ``url`` and what is missing) storage a run cannot use: no credentials, an
-    unreachable endpoint, no such bucket, no access to it, no write access under the prefix (a probe object is
-    written and deleted; ``write`` False: objects listed under the prefix instead, for a reader such as ``vertebrae
-    verify --storage``)."""
+    unreachable endpoint, no such bucket, no access to it, no write or no delete access under the prefix (a probe
+    object is written and deleted: Snakemake deletes a job's old outputs before it runs again; ``write`` False:
+    objects listed under the prefix instead, for a reader such as ``vertebrae verify --storage``)."""
     from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
 
     environ = os.environ if environ is None else environ
@@ -147,6 +148,7 @@ def check_storage(url: str, *, endpoint: str | None = None, environ: Mapping[str
         if write:
             step = "write under the prefix"
             client.put_object(Bucket=bucket, Key=probe, Body=b"vertebrae write check\n")
+            step = "delete under the prefix"
             client.delete_object(Bucket=bucket, Key=probe)
         else:
             step = "list the objects under the prefix"
@@ -156,11 +158,16 @@ def check_storage(url: str, *, endpoint: str | None = None, environ: Mapping[str
     except NoCredentialsError:
         raise StorageError(f"{where}: no credentials") from None
     except ClientError as exc:
-        code = str(exc.response.get("Error", {}).get("Code", ""))
+        code = _code(exc)
+        if code == "403" and step == "reach the bucket":  # a HEAD's refusal has no body: a GET's code says why
+            code = _refusal_code(client, bucket, prefix) or code
         if code in ("404", "NoSuchBucket"):
             reason = f"bucket {bucket!r} does not exist"
         elif code in ("403", "AccessDenied", "AllBucketsDisabled"):
             reason = ("no write access under the prefix" if step.startswith("write")
+                      else f"no delete access under the prefix (a run deletes a job's old outputs before the job "
+                           f"runs again): remove the probe object s3://{bucket}/{probe} it left"
+                      if step.startswith("delete")
                       else "no read access under the prefix" if step.startswith("list")
                       else f"no access to bucket {bucket!r} with these credentials")
         elif code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"):
@@ -170,6 +177,24 @@ def check_storage(url: str, *, endpoint: str | None = None, environ: Mapping[str
         raise StorageError(f"{where}: {reason}") from None
     except BotoCoreError as exc:
         raise StorageError(f"{where}: could not {step} ({type(exc).__name__})") from None
+
+
+def _code(exc: Any) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _refusal_code(client: Any, bucket: str, prefix: str) -> str | None:
+    """The error code a listing of the prefix gets (``InvalidAccessKeyId``, ``SignatureDoesNotMatch``,
+    ``AccessDenied``...), where a HEAD of the bucket got a bare 403; None where it gets none."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+    except ClientError as exc:
+        return _code(exc) or None
+    except BotoCoreError:
+        return None
+    return None
 
 
 def _walk(value: Any, where: str) -> Iterator[tuple[str, str]]:
