@@ -60,3 +60,8 @@ rule all:
         get_report_item_outputs(),
         get_summary_outputs(),
         PLAN.path("index.html"),
+
+
+# The plan and the parsed rules live as long as this process: out of the garbage collector's way while Snakemake
+# builds the DAG (vertebrae.planning.plan_once.freeze_parsed_objects).
+vertebrae.planning.plan_once.freeze_parsed_objects()

@@ -48,3 +48,29 @@ def test_numpy_values_are_still_recognised_once_numpy_is_loaded():
     assert canonical_json({"a": np.int64(3), "b": np.float32(0.5), "c": np.arange(2), np.str_("d"): np.bool_(True)}) \
         == '{"a":3,"b":0.5,"c":[0,1],"d":true}'
     assert is_int(np.int32(1)) and not is_int(np.bool_(True)) and is_real(np.float64(2.5))
+
+
+_FROZEN = ("import atexit, gc, runpy, sys\n"
+           "atexit.register(lambda: print(f'frozen={gc.get_freeze_count()}', file=sys.stderr))\n"
+           "sys.argv = ['snakemake', *sys.argv[1:]]\n"
+           "runpy.run_module('snakemake', run_name='__main__')")
+
+
+def test_the_parsed_workflow_is_frozen_out_of_the_garbage_collectors_passes(tmp_path):
+    """The plan and the parsed rules stay out of the full collections a large DAG's construction triggers (a
+    10,000-job dry run: ~1 s of ~10.5 s CPU, docs/performance.md): after the parse, the process's permanent
+    generation holds them."""
+    import numpy as np
+
+    from workflow_support import write_config
+
+    np.savez(tmp_path / "data.npz", X=np.arange(80.0).reshape(40, 2), y=np.repeat([0, 1], 20))
+    write_config(tmp_path, {"benchmarks": {"b": {
+        "dataset": {"source": {"type": "npz", "path": "data.npz", "features_key": "X", "labels_key": "y"},
+                    "identity": {"kind": "content"}},
+        "extractors": {"raw": {"type": "precomputed"}}}}})
+    proc = subprocess.run([sys.executable, "-c", _FROZEN, "--snakefile", str(REPO / "Snakefile"), "-n", "--quiet",
+                           "rules", "--cores", "1"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    frozen = int(re.search(r"frozen=(\d+)", proc.stderr).group(1))
+    assert frozen > 50_000  # Snakemake's and vertebrae's modules, the plan, the rules: not a handful of objects

@@ -16,6 +16,7 @@ object storage, ``vertebrae.core.storage``) plans in full and gets the same plan
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -115,3 +116,13 @@ def plan_where_jobs_run(config: dict[str, Any], *, config_files: Iterable[str | 
     os.makedirs(root, exist_ok=True)
     with contextlib.chdir(root):  # planned where the jobs find their files
         return plan_once(config, config_files=files), root
+
+
+def freeze_parsed_objects() -> None:
+    """Move every object alive now (the plan, the parsed rules, the imported modules: they live as long as the
+    process) into the garbage collector's permanent generation (``gc.freeze``), so that the full collections the DAG's
+    construction triggers no longer traverse them again each time. Called once, at the end of the Snakefile: a
+    10,000-job dry run spent ~1.1 s of its ~10.5 s CPU re-scanning them (docs/performance.md). Nothing is lost: none
+    of them would be freed before the process ends."""
+    gc.freeze()
+
