@@ -34,7 +34,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from typing import Any
 
 from vertebrae.core.config import require_benchmarks, take_option
 from vertebrae.core.errors import ConfigError, VertebraeError
+from vertebrae.core.fingerprint import FINGERPRINT_PATTERN
 from vertebrae.core.out_folder import check_out_folder, config_out, normal_out
 from vertebrae.reports.text import terminal_text
 from vertebrae.planning import plan
@@ -318,7 +318,6 @@ def validate(config: str | Path | Sequence[str | Path]) -> int:
     return 0
 
 
-_FP = re.compile(r"[0-9a-f]{16}")
 WORKFLOW_WIDE = "not of one benchmark (the cross-benchmark summary)"
 
 
@@ -371,7 +370,7 @@ def _job_key(rule: str, path: str) -> tuple[str, str]:
     """The job that writes ``path``: a shard is one job; other outputs of a rule group by the fingerprint their
     name or folder carries (a report folder, a compressed pair, the summary: by folder)."""
     p = PurePosixPath(path)
-    if p.name.startswith("shard-") or _FP.fullmatch(p.stem):
+    if p.name.startswith("shard-") or FINGERPRINT_PATTERN.fullmatch(p.stem):
         return rule, path
     return rule, str(p.parent)
 
@@ -380,7 +379,7 @@ def _owners(path: str, fingerprints: dict[str, set[str]]) -> list[str]:
     p = PurePosixPath(path)
     if p.parent.parent.name == "reports" and p.parent.name in fingerprints:
         return [p.parent.name]
-    fp = p.stem if _FP.fullmatch(p.stem) else p.parent.name if _FP.fullmatch(p.parent.name) else None
+    fp = p.stem if FINGERPRINT_PATTERN.fullmatch(p.stem) else p.parent.name if FINGERPRINT_PATTERN.fullmatch(p.parent.name) else None
     return [name for name, fps in fingerprints.items() if fp is not None and fp in fps] or [WORKFLOW_WIDE]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,8 @@ SCHEMAS: dict[str, str] = {
 }
 
 FINGERPRINT_LENGTH = 16
+#: a fingerprint as it appears in a file or folder name (``fullmatch`` it)
+FINGERPRINT_PATTERN = re.compile(f"[0-9a-f]{{{FINGERPRINT_LENGTH}}}")
 
 
 class _NotPlain(Exception):

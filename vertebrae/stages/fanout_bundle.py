@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ArtifactError
+from vertebrae.core.fingerprint import FINGERPRINT_PATTERN
 
 FANOUT_KIND = "retrieval-fanout"
 INPUTS = "inputs.json"
@@ -41,8 +42,7 @@ def bundle_of(path: str | os.PathLike) -> Path | None:
     """The bundle folder ``path`` lies in (``.../fanouts/[...]/<16 hex>/<file>``), or None."""
     path = Path(os.path.abspath(path))
     folder = path.parent
-    if len(folder.name) == 16 and all(c in "0123456789abcdef" for c in folder.name) \
-            and FOLDER_PARENT in folder.parent.parts:
+    if FINGERPRINT_PATTERN.fullmatch(folder.name) and FOLDER_PARENT in folder.parent.parts:
         return folder
     return None
 

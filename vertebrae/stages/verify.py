@@ -45,6 +45,7 @@ from typing import Any
 
 from vertebrae.core.artifacts import move_aside, read_embeddings, read_json_artifact, read_json_document
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
+from vertebrae.core.fingerprint import FINGERPRINT_PATTERN
 from vertebrae.core.out_folder import is_out_folder, working_folder
 from vertebrae.stages.fanout_bundle import FANOUT_KIND, INPUTS, bundle_of, check_bundle_file
 from vertebrae.stages.plan import references
@@ -52,7 +53,6 @@ from vertebrae.stages.report_check import check_report
 from vertebrae.stages.verify_pages import FIGURES, TEXTS, check_summary_json, check_text, page_consumers
 from vertebrae.reports.views import FILES as VIEWS_FILES, check_views_file
 
-_FP = re.compile(r"[0-9a-f]{16}")
 _SHARD = re.compile(r"shard-(\d+)-of-(\d+)\.h5")
 _SWEEP_SHARD = re.compile(r"shard-(\d+)-of-(\d+)")  # sweeps/<sweep fp>/shard-i-of-n/<layer fp>.h5
 _ARTIFACT_SUFFIXES = (".h5", ".json")
@@ -105,9 +105,9 @@ def _check_figure(path: Path) -> None:
 
 def _path_fp(path: Path) -> str | None:
     """The fingerprint a path names: its stem, else its directory's name."""
-    if _FP.fullmatch(path.stem):
+    if FINGERPRINT_PATTERN.fullmatch(path.stem):
         return path.stem
-    if _FP.fullmatch(path.parent.name):
+    if FINGERPRINT_PATTERN.fullmatch(path.parent.name):
         return path.parent.name
     return None
 
@@ -116,7 +116,7 @@ def _specs(root: Path) -> dict[str, dict[str, Any]]:
     """Every readable job spec under ``root/**/plans/`` by fingerprint (unreadable ones are verify's to report)."""
     specs = {}
     for path in root.rglob("plans/*.json"):
-        if _FP.fullmatch(path.stem):
+        if FINGERPRINT_PATTERN.fullmatch(path.stem):
             try:
                 specs[path.stem] = read_json_artifact(path, "plan", fingerprint=path.stem)
             except ArtifactError:
