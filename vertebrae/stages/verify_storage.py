@@ -8,7 +8,10 @@ refused first, naming the URL (``core.storage.check_storage``: unreachable endpo
 read access; with ``--repair`` no write access either). Every object under the out folder is then downloaded into a
 private temporary folder laid out as the tree (moved-aside objects, ``<key>.corrupt-<UTC time>``, as empty stand-ins
 only, so that a new name never takes an old one's), and checked by ``stages.verify.verify`` itself: the same checks,
-the same problem text, each bad object named by its ``s3://`` URL. Exit status 2 when one is bad, as locally.
+the same problem text, each bad object named by its ``s3://`` URL. Exit status 2 when one is bad, as locally. A
+fan-out bundle folder that lacks one of its files, or its ``inputs.json``, is named as one bad folder (``cut_short``):
+Snakemake uploads a folder output object by object, and a run from a working folder other than the interrupted
+run's takes a partly uploaded folder as done.
 
 ``--repair`` moves aside in the temporary tree with ``stages.verify.quarantine`` (the bad file, every file built from
 it, a fan-out bundle folder as one), then makes the same moves in the bucket: each ``(old, new)`` pair becomes a copy
@@ -28,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vertebrae.core.errors import ArtifactError, ConfigError
+from vertebrae.core.errors import ArtifactError, ConfigError, VertebraeError
 from vertebrae.core.out_folder import normal_out, write_out_record
 from vertebrae.core.storage import StorageError, check_storage, endpoint_url, is_url, parse_url, storage_client
 
@@ -52,21 +55,25 @@ def _objects(client: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         yield from page.get("Contents", [])
 
 
-def _relative(key: str, prefix: str) -> PurePosixPath | None:
-    """A key's path under the out folder; None for a folder marker, a hidden or temporary object, or a name that
-    would leave the temporary tree."""
+def _relative(key: str, prefix: str, hidden: bool = False) -> PurePosixPath | None:
+    """A key's path under the out folder; None for a folder marker, a hidden or temporary object (unless
+    ``hidden``), or a name that would leave the temporary tree."""
     rel = PurePosixPath(key[len(prefix) + 1:])
     if not key.startswith(prefix + "/") or key.endswith("/") or not rel.parts \
-            or any(p in ("", ".", "..") or p.startswith(".") for p in rel.parts):
+            or any(p in ("", ".", "..") or (p.startswith(".") and not hidden) for p in rel.parts):
         return None
     return rel
 
 
-def download(client: Any, bucket: str, prefix: str, tree: Path) -> dict[str, str]:
+def download(client: Any, bucket: str, prefix: str, tree: Path,
+             names: list[PurePosixPath] | None = None) -> dict[str, str]:
     """Every object under ``prefix/`` into ``tree`` as laid out under the prefix (a moved-aside one as an empty
-    stand-in); returns local path -> key."""
+    stand-in); returns local path -> key. ``names``: where given, the path of every object under the prefix, hidden
+    ones too (Snakemake's ``.snakemake_timestamp`` in a folder output), is appended to it."""
     keys = {}
     for item in _objects(client, bucket, prefix):
+        if names is not None and (name := _relative(item["Key"], prefix, hidden=True)) is not None:
+            names.append(name)
         rel = _relative(item["Key"], prefix)
         if rel is None:
             continue
@@ -78,6 +85,41 @@ def download(client: Any, bucket: str, prefix: str, tree: Path) -> dict[str, str
             client.download_file(bucket, item["Key"], str(local))
         keys[str(local)] = item["Key"]
     return keys
+
+
+def cut_short(tree: Path, names: list[PurePosixPath]) -> list[tuple[str, str]]:
+    """``(folder, problem)`` of each fan-out bundle (``stages.fanout_bundle``) among the objects ``names`` (paths
+    under the out folder ``tree``, hidden ones included) that lacks its ``inputs.json`` or a file it records.
+
+    Snakemake uploads a folder output object by object (the S3 plugin's ``store_object``), each object whole or not
+    at all: an upload cut short leaves part of the folder, and a run from another working folder takes a folder with
+    any object under it as there (the record of the interrupted job lies in the working folder it ran in, where a
+    rerun redoes the job). The local checks see only the files present, so the missing ones are found here. A
+    folder whose objects were all hidden is made in ``tree``, so that it moves aside as any other."""
+    from vertebrae.core.artifacts import read_json_document
+    from vertebrae.stages.fanout_bundle import FANOUT_KIND, INPUTS, bundle_of, expected_files
+
+    present: dict[Path, set[str]] = {}
+    for name in names:
+        folder = bundle_of(tree.joinpath(*name.parts))
+        if folder is not None:
+            present.setdefault(folder, set()).add(name.name)
+    found = []
+    for folder, files in sorted(present.items()):
+        if INPUTS not in files:
+            lacking = [INPUTS]
+        else:
+            try:
+                recorded = read_json_document(folder / INPUTS, FANOUT_KIND, fingerprint=folder.name)[1]
+            except VertebraeError:
+                continue  # a bad inputs.json: the local checks name it
+            lacking = sorted(set(expected_files(recorded)) - files)
+        if lacking:
+            folder.mkdir(parents=True, exist_ok=True)
+            found.append((str(folder), f"the fan-out bundle lacks {', '.join(lacking)}"
+                          f"{'' if lacking == [INPUTS] else f', which its {INPUTS} records'}: an upload cut short "
+                          "(Snakemake uploads a folder object by object)"))
+    return found
 
 
 def _key(local: str, tree: Path, prefix: str) -> str:
@@ -124,7 +166,8 @@ def verify_storage(url: str, results_dir: str | os.PathLike = "results", *, repa
     with tempfile.TemporaryDirectory(prefix="vertebrae-verify-") as tmp:
         tree = Path(tmp).joinpath(*Path(out).parts)
         try:
-            if not download(client, bucket, prefix, tree):
+            names: list[PurePosixPath] = []
+            if not download(client, bucket, prefix, tree, names):
                 raise ArtifactError(f"results {base}/: no objects there (run with --storage {url} writes them; "
                                     "give RESULTS_DIR if the run's out folder is not results)")
             write_out_record(out, tmp)  # the out folder as the run spelled it: specs' paths start from its parent
@@ -132,7 +175,9 @@ def verify_storage(url: str, results_dir: str | os.PathLike = "results", *, repa
             def named(text: str) -> str:
                 return text.replace(str(tree), base).replace(tmp, f"s3://{bucket}/{parse_url(url)[1]}".rstrip("/"))
 
-            bad = verify(tree)
+            cut = cut_short(tree, names)  # a folder output's upload cut short: the folder, not the files present
+            inside = tuple(folder + os.sep for folder, _ in cut)
+            bad = cut + [(path, problem) for path, problem in verify(tree) if not path.startswith(inside)]
             moved: list[tuple[str, str]] = []
             if repair:
                 for path, _ in bad:
@@ -174,4 +219,4 @@ def run_verify(results_dir: str = "results", repair: bool = False, storage: str 
                            else "every artifact verifies"))
 
 
-__all__ = ["download", "move_in_bucket", "move_object", "results_prefix", "run_verify", "verify_storage"]
+__all__ = ["cut_short", "download", "move_in_bucket", "move_object", "results_prefix", "run_verify", "verify_storage"]
