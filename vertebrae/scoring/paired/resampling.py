@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 CHUNK = 16
 BOOTSTRAP_TAG = 1
@@ -127,6 +126,9 @@ def quantile(sorted_values: np.ndarray, p: np.ndarray) -> np.ndarray:
 def bca_probabilities(distribution: np.ndarray, point: np.ndarray, acceleration: np.ndarray,
                       level: float) -> tuple[np.ndarray, np.ndarray]:
     """The BCa quantile probabilities ``(alpha_1, alpha_2)`` per column (scipy's ``_bca_interval``)."""
+    from scipy.special import ndtr, ndtri  # here, not at import: ~0.1 s that the workflow's planning (which
+    # imports this package for ComparisonConfig) and each Snakemake parse would pay for nothing
+
     b = distribution.shape[0]
     below = np.count_nonzero(distribution < point, axis=0) + np.count_nonzero(distribution <= point, axis=0)
     z0 = ndtri(below / (2 * b))
