@@ -17,7 +17,14 @@ accuracy over the inner folds; the first of the largest, in the order ``Cs`` is 
 * **The path, strong to weak C, warm-started.** Each inner fold fits C after C from the previous C's weights, the
   first from zero (as scikit-learn's path does). The evaluation where one C ended is where the next starts, so it
   is not repeated, and a C whose start already meets the gradient tolerance costs no pass over the rows (its
-  held-out predictions are the previous C's).
+  held-out predictions are the previous C's). Where the fold has at least ``1 / STABLE_SHARE`` (500) held-out rows,
+  a C after two fitted ones starts further along the path: at ``w + PATH_STEP (w - w')`` (``w``, ``w'``: the
+  last two Cs' weights, ``PATH_STEP`` 0.8, the path bending as C grows) where that start's penalised loss is below
+  ``w``'s (one evaluation, which the fit then starts from; else it starts from ``w``, whose evaluation is kept).
+  At the bench size (30,000 x 256, 50 classes) this cut the inner fits' evaluations by a fifth. With fewer
+  held-out rows one row is more than ``STABLE_SHARE`` of the accuracy, and where a fit ends within the gradient
+  tolerance (which the start moves) can move a row's prediction and so the choice of C: there each C starts
+  where scikit-learn's does.
 * **The stopping rule is tied to what is measured.** Every ``check_every`` (5) iterations a fit takes the
   predictions of the rows it is judged on (an inner fold's held-out rows; at the refit, the outer split's test rows,
   from their features alone: no label is read) and stops once at most ``STABLE_SHARE`` (0.2%) of them have changed
@@ -53,6 +60,14 @@ from typing import Any
 
 import numpy as np
 
+from vertebrae.scoring.probe_objective import (  # noqa: F401
+    _FAR,
+    _Objective,
+    _objective,
+    _predict,
+    _TorchObjective,
+)
+
 #: this many stable checks in a row end a fit
 PATIENCE = 3
 #: iterations between two checks of the predictions
@@ -61,6 +76,8 @@ CHECK_EVERY = 5
 GTOL = 1e-4
 #: a check counts as stable when at most this share of the judged rows changed prediction since the last check
 STABLE_SHARE = 0.002
+#: the path's extrapolated start goes this share of the last step between Cs beyond the last C's weights
+PATH_STEP = 0.8
 _BLOCK_ROWS = 1024  # rows standardised at a time (a float64 temporary that stays in cache)
 
 
@@ -139,154 +156,6 @@ class Standardised:
             out[lo:lo + _BLOCK_ROWS, :-1] = block
         out[:, -1] = 1.0
         return out
-
-
-def _predict(xa: Any, w: np.ndarray, k: int) -> np.ndarray:
-    """Class codes of the rows of ``xa`` (a float32 array, or a torch tensor on the fit's device) under the flat
-    weights ``w`` (``k x (d + 1)``); ties: the lowest code."""
-    if isinstance(xa, np.ndarray):
-        return np.argmax(xa @ w.reshape(k, xa.shape[1]).astype(np.float32).T, axis=1)
-    import torch
-
-    weights = torch.from_numpy(w.reshape(k, xa.shape[1]).astype(np.float32)).to(xa.device)
-    return _first_argmax(torch, xa @ weights.T).cpu().numpy()
-
-
-def _first_argmax(torch: Any, z: Any) -> Any:
-    """Per row of ``z``, the lowest column holding its largest value (numpy's argmax; torch's may take another)."""
-    top = z.max(dim=1, keepdim=True).values
-    columns = torch.arange(z.shape[1], device=z.device)
-    return torch.where(z == top, columns, z.shape[1]).min(dim=1).values
-
-
-#: a row whose other classes' exp sum (relative to its own class) exceeds this, or overflowed, is evaluated again
-#: shifted by its largest logit (float32's exp overflows past 88.7)
-_FAR = 1e30
-
-
-class _Objective:
-    """The mean multinomial loss of one fit's rows and its gradient, the weights flat as ``k x (d + 1)`` (each
-    class's intercept last). Logits are held row by class (``n x k``: the faster layout of the product with few
-    classes) and each row is taken relative to its own class's logit: ``loss_i = log1p(s_i)``, ``s_i`` the sum of
-    ``exp(z_ic - z_iy)`` over the other classes, and the own class's residual ``-s_i / (1 + s_i)``, so neither
-    loses its digits to a rounding of ``1 + s_i`` when a row is well fitted; the row sums are one BLAS product. A row
-    whose ``s_i`` exceeds ``_FAR`` (its own class far behind: ``exp`` near overflow) is evaluated again, shifted by
-    its largest logit. The last evaluation is kept (module docstring: where one C ends the next starts)."""
-
-    def __init__(self, xa: np.ndarray, y: np.ndarray, k: int) -> None:
-        self.xa, self.k, self.n = xa, k, len(y)
-        self.y = np.asarray(y)
-        self.own = np.arange(self.n) * k + self.y  # each row's own logit in the flat n x k block
-        self.ones = np.ones(k, dtype=np.float32)
-        self.last: tuple[np.ndarray, float, np.ndarray] | None = None
-
-    def at_zero(self) -> np.ndarray:
-        """Zero weights, their evaluation kept without a product: every class has probability ``1 / k`` there, so
-        the loss is ``log k`` and the gradient ``mean(x) / k`` minus each class's row sum over n."""
-        import scipy.sparse as sp
-
-        onehot = sp.csr_matrix((np.ones(self.n, dtype=np.float32), (self.y, np.arange(self.n))),
-                               shape=(self.k, self.n))
-        grad = self.xa.mean(axis=0, dtype=np.float64)[None, :] / self.k - (onehot @ self.xa).astype(np.float64) / self.n
-        w = np.zeros(grad.size)
-        self.last = (w.copy(), float(np.log(self.k)), grad.reshape(-1))
-        return w
-
-    def data_term(self, w: np.ndarray) -> tuple[float, np.ndarray]:
-        """(mean loss, its gradient), the penalty left out."""
-        if self.last is not None and np.array_equal(self.last[0], w):
-            return self.last[1], self.last[2]
-        weights = w.reshape(self.k, -1).astype(np.float32).T
-        z = self.xa @ weights
-        flat = z.reshape(-1)
-        z -= flat[self.own][:, None]
-        with np.errstate(over="ignore"):  # an overflowed row is evaluated again below
-            np.exp(z, out=z)
-        flat[self.own] = 0.0
-        others = z @ self.ones  # s_i
-        rows, total = np.log1p(others), others + 1.0
-        far = np.flatnonzero(~(others <= _FAR))
-        if far.size:  # rare: exp overflowed, or nearly; these rows again, shifted by their largest logit
-            zf = self.xa[far] @ weights
-            zf -= zf.max(axis=1, keepdims=True)
-            own = zf[np.arange(far.size), self.y[far]]
-            np.exp(zf, out=zf)
-            zf[np.arange(far.size), self.y[far]] = 0.0
-            z[far], others[far] = zf, zf.sum(axis=1)
-            total[far] = others[far] + np.exp(own)
-            rows[far] = np.log(total[far]) - own
-        loss = float(rows.sum(dtype=np.float64)) / self.n
-        z *= (1.0 / total)[:, None]
-        flat[self.own] = -others / total
-        grad = (z.T @ self.xa).astype(np.float64).reshape(-1) / self.n
-        self.last = (w.copy(), loss, grad)
-        return loss, grad
-
-    def judged(self, rows: np.ndarray) -> Any:
-        """``rows`` as the fit's predictions take them (here: as they are)."""
-        return rows
-
-    def penalised(self, w: np.ndarray, loss: float, grad: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
-        coef = w.reshape(self.k, -1)[:, :-1]
-        grad = grad.copy()
-        grad.reshape(self.k, -1)[:, :-1] += l2 * coef
-        return loss + 0.5 * l2 * float(np.sum(coef * coef)), grad
-
-    def __call__(self, w: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
-        return self.penalised(w, *self.data_term(w), l2)
-
-
-class _TorchObjective(_Objective):
-    """``_Objective`` with its products on a torch device (``device``: "torch:cpu", "cuda" or "cuda:N"): the rows
-    move there once, each evaluation is the same float32 computation (IEEE float32 matmuls, no TF32), the loss summed
-    in float64, the gradient back as float64. Only the summation order differs from NumPy's."""
-
-    def __init__(self, xa: np.ndarray, y: np.ndarray, k: int, device: str) -> None:
-        import torch
-
-        super().__init__(xa, y, k)
-        self.torch = torch
-        self.device = torch.device("cpu" if device == "torch:cpu" else device)
-        self.rows = torch.from_numpy(xa).to(self.device)
-        self.own_t = torch.from_numpy(self.own).to(self.device)
-        self.y_t = torch.from_numpy(self.y).to(self.device)
-
-    def judged(self, rows: np.ndarray) -> Any:
-        return self.torch.from_numpy(rows).to(self.device)
-
-    def data_term(self, w: np.ndarray) -> tuple[float, np.ndarray]:
-        if self.last is not None and np.array_equal(self.last[0], w):
-            return self.last[1], self.last[2]
-        torch = self.torch
-        weights = torch.from_numpy(w.reshape(self.k, -1).astype(np.float32)).to(self.device)
-        z = self.rows @ weights.T
-        flat = z.view(-1)
-        z -= flat[self.own_t][:, None]
-        z.exp_()
-        flat[self.own_t] = 0.0
-        others = z.sum(dim=1)
-        rows, total = others.log1p(), others + 1.0
-        far = torch.nonzero(~(others <= _FAR)).view(-1)
-        if len(far):
-            picked = torch.arange(len(far), device=z.device), self.y_t[far]
-            zf = self.rows[far] @ weights.T
-            zf -= zf.max(dim=1, keepdim=True).values
-            own = zf[picked].clone()
-            zf.exp_()
-            zf[picked] = 0.0
-            z[far], others[far] = zf, zf.sum(dim=1)
-            total[far] = others[far] + own.exp()
-            rows[far] = total[far].log() - own
-        loss = float(rows.sum(dtype=torch.float64)) / self.n
-        z *= (1.0 / total)[:, None]
-        flat[self.own_t] = -others / total
-        grad = (z.T @ self.rows).double().cpu().numpy().reshape(-1) / self.n
-        self.last = (w.copy(), loss, grad)
-        return loss, grad
-
-
-def _objective(xa: np.ndarray, y: np.ndarray, k: int, device: str) -> _Objective:
-    return _Objective(xa, y, k) if device == "cpu" else _TorchObjective(xa, y, k, device)
 
 
 def _fit(objective: _Objective, w0: np.ndarray, C: float, judged: np.ndarray, max_iter: int, check_every: int,
@@ -383,15 +252,39 @@ def _inner_path(split: _Split, fit_rows: np.ndarray, held: np.ndarray, s: _Setti
     w = objective.at_zero()
     weights = np.zeros((len(s.Cs), xa.shape[1] * k))
     scores, its, unfinished, predicted = np.zeros(len(s.Cs)), [0] * len(s.Cs), [], None
+    before = None  # the weights of the C before the last, once the path extrapolates (module docstring)
+    extrapolate = len(held) * STABLE_SHARE >= 1.0
     for i in order:
-        w, its[i], reached, checked = _fit(objective, w, s.Cs[i] * factor, judged, s.max_iter, s.check_every,
-                                           s.patience, s.gtol)
-        if its[i] or predicted is None:
-            predicted = _predict(judged, w, k) if checked is None else checked
+        start = w if before is None else _path_start(objective, before, w, 1.0 / (s.Cs[i] * factor * objective.n),
+                                                     s.gtol)
+        end, its[i], reached, checked = _fit(objective, start, s.Cs[i] * factor, judged, s.max_iter, s.check_every,
+                                             s.patience, s.gtol)
+        if its[i] or start is not w or predicted is None:  # a fit that moved (module docstring)
+            predicted = _predict(judged, end, k) if checked is None else checked
+        moved = bool(its[i]) or start is not w
+        before, w = (w if extrapolate and moved and i != order[0] else None), end
         weights[i], scores[i] = w, float(np.mean(predicted == truth))
         if not reached:
             unfinished.append(float(s.Cs[i]))
     return weights, scores, its, unfinished
+
+
+def _path_start(objective: _Objective, before: np.ndarray, w: np.ndarray, l2: float, gtol: float) -> np.ndarray:
+    """The start of the next C's fit (penalty ``l2``) from the last C's weights ``w`` (evaluated last) and the C's
+    before them, ``before``: ``w`` where it already meets ``gtol``, else the damped extrapolation
+    ``w + PATH_STEP (w - before)`` where its penalised loss is below ``w``'s (one evaluation, kept for the fit's start), else ``w`` (its evaluation
+    kept, so the fit does not repeat it)."""
+    kept = objective.last
+    if kept is None or not np.array_equal(kept[0], w):
+        return w
+    loss, grad = objective.penalised(w, *kept[1:], l2)
+    if np.max(np.abs(grad)) <= gtol:
+        return w
+    trial = w + PATH_STEP * (w - before)
+    if objective(trial, l2)[0] < loss:
+        return trial
+    objective.last = kept
+    return w
 
 
 def _refit(split: _Split, w0: np.ndarray, C: float, s: _Settings) -> tuple[np.ndarray, int, bool]:
@@ -587,5 +480,5 @@ def ridge_probe(x: np.ndarray, values: np.ndarray, splits: Sequence[tuple[np.nda
                       for (train, test), folds in zip(splits, inner)], blas_threads() if threads is None else threads)
 
 
-__all__ = ["CHECK_EVERY", "GTOL", "LogisticPath", "PATIENCE", "Standardised", "blas_threads", "logistic_probe",
-           "ridge_probe", "run_graph", "run_tasks", "thread_limits"]
+__all__ = ["CHECK_EVERY", "GTOL", "PATH_STEP", "PATIENCE", "LogisticPath", "Standardised", "blas_threads",
+           "logistic_probe", "ridge_probe", "run_graph", "run_tasks", "thread_limits"]
