@@ -4,11 +4,11 @@ lost"), against a local S3-compatible server (moto's, in process, on 127.0.0.1).
 Snakemake uploads a job's outputs after the job succeeded (``Job.postprocess`` -> ``DAG.handle_storage``), each file
 by one ``upload_file`` (one PUT, or a multipart upload above 8 MB whose object appears only when it completes): an
 object is there whole or not at all, and every reader verifies an artifact's content hash. A folder output
-(``directory()``: the retrieval fan-out bundle) is uploaded object by object, though, and the S3 plugin takes a folder
-with any object under it as there. The working folder the interrupted run used records the job as incomplete (its
-rerun redoes the job, ``rerun-incomplete`` in the default profile); a run from another working folder takes the
-partial folder as done. ``vertebrae verify --storage`` therefore names a fan-out bundle that lacks a file as bad, and
-``--repair`` moves its objects aside, so that the next run restages it."""
+(``directory()``: a retrieval fan-out bundle, a layer sweep's shard folder) is uploaded object by object, though, and
+the S3 plugin takes a folder with any object under it as there. The working folder the interrupted run used records
+the job as incomplete (its rerun redoes the job, ``rerun-incomplete`` in the default profile); a run from another
+working folder takes the partial folder as done. ``vertebrae verify --storage`` therefore names such a folder that
+lacks a file as bad, and ``--repair`` moves its objects aside, so that the next run makes it again."""
 
 from __future__ import annotations
 
@@ -95,16 +95,49 @@ def fanout_tree(tmp_path_factory) -> tuple[Path, str]:
     return workdir, Path(bundle).relative_to("results").as_posix()
 
 
-def upload(env: dict[str, str], workdir: Path, prefix: str) -> None:
-    """The run's results under ``prefix/results/`` as Snakemake leaves them: the bundle with the
-    ``.snakemake_timestamp`` Snakemake writes into a folder output."""
+@pytest.fixture(scope="module")
+def sweep_tree(tmp_path_factory) -> tuple[Path, str]:
+    """A layer sweep's shard folder (a tiny timm ViT, layers 0 and -1, 4 images, one shard), made in process by the
+    jobs a run makes it with (plan, embed-sweep-shard); the working folder and the folder's key under the out
+    folder."""
+    import tiny_models
+
+    from vertebrae.cli import main
+    from vertebrae.planning import plan
+
+    workdir = tmp_path_factory.mktemp("sweep-run")
+    cwd = os.getcwd()
+    os.chdir(workdir)
+    try:
+        tiny_models.build_timm(Path("models/vit"))
+        images = tiny_models.write_images(Path("data/images"), 4)
+        Path("data/images.csv").write_text("image,label,id\n" + "".join(
+            f"images/{path.name},{'ab'[i % 2]},i{i}\n" for i, path in enumerate(images)), encoding="utf-8")
+        p = plan({"embedding": {"shards": 1, "batch_size": 4}, "benchmarks": {"pictures": {
+            "dataset": {"source": {"type": "manifest", "path": "data/images.csv", "image_column": "image",
+                                   "id_column": "id"},
+                        "identity": {"kind": "declared", "revision": "1", "name": "pics"}},
+            "extractors": {"vit": {"type": "timm", "checkpoint": "models/vit", "device": "cpu",
+                                   "hidden_layers": [0, -1]}}}}})
+        for fp in p.planned():
+            assert main(["plan", "--spec", p.spec_json(fp), "--output", p.plan_path(fp)]) == 0, fp
+        (sweep,) = p.fingerprints("embed-sweep")
+        folder = p.artifact_path("sweep-shard", sweep, shard=(0, 1))
+        assert main(["embed-sweep-shard", "--plan-json", p.plan_path(sweep), "--shard-index", "0", "--output",
+                     folder]) == 0
+    finally:
+        os.chdir(cwd)
+    return workdir, Path(folder).relative_to("results").as_posix()
+
+
+def upload(env: dict[str, str], workdir: Path, prefix: str, folder: str) -> None:
+    """The run's results under ``prefix/results/`` as Snakemake leaves them: the folder output ``folder`` (under the
+    working folder) with the ``.snakemake_timestamp`` Snakemake writes into one."""
     s3 = client(env)
     for path in sorted((workdir / "results").rglob("*")):
-        if path.is_file():
+        if path.is_file() and ".vertebrae" not in path.parts:  # no job's declared output: kept local
             s3.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(workdir).as_posix()}")
-            if path.name == "inputs.json":
-                s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{path.parent.relative_to(workdir).as_posix()}/"
-                              ".snakemake_timestamp", Body=b"")
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{folder}/.snakemake_timestamp", Body=b"")
 
 
 def names(env: dict[str, str], prefix: str) -> set[str]:
@@ -117,39 +150,59 @@ def verify(env: dict[str, str], url: str, *args: str) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=300)
 
 
+def cut_then_repaired(env: dict[str, str], workdir: Path, prefix: str, folder: str, lost: list[str],
+                      problem: str, *, controls: bool = True) -> None:
+    """The results uploaded whole verify; with the objects ``lost`` of the folder output ``folder`` gone (the state
+    an upload cut short leaves), the folder is named once by its URL, with ``problem``; ``--repair`` moves every
+    object left under it aside (the hidden one too), so that a run makes it again; nothing else moves, and what is
+    left verifies. ``controls`` False: the checks before the cut and after the repair left out (the same tree's
+    other cases make them)."""
+    url = f"s3://{BUCKET}/{prefix}"
+    upload(env, workdir, prefix, folder)
+    if controls:
+        whole = verify(env, url)
+        assert whole.returncode == 0 and "every artifact verifies" in whole.stdout, whole.stdout + whole.stderr[-3000:]
+
+    for name in lost:
+        client(env).delete_object(Bucket=BUCKET, Key=f"{prefix}/{folder}/{name}")
+    before = names(env, prefix)
+    cut = verify(env, url)
+    assert cut.returncode == 2, cut.stdout + cut.stderr[-3000:]
+    assert f"bad: {url}/{folder}: {problem}" in cut.stdout and cut.stdout.count("bad: ") == 1, cut.stdout
+
+    repaired = verify(env, url, "--repair")
+    assert repaired.returncode == 0 and f"moved aside: {url}/{folder}: " in repaired.stdout, repaired.stdout
+    after = names(env, prefix)
+    left = {n for n in before if n.startswith(folder + "/")}
+    assert ".snakemake_timestamp" in {n.split("/")[-1] for n in left}
+    assert not {n for n in after if n.startswith(folder + "/")}
+    moved = {n for n in after if n.startswith(folder + ".corrupt-")}
+    assert sorted(n.split("/")[-1] for n in moved) == sorted(n.split("/")[-1] for n in left)
+    assert after - moved == before - left  # the other objects stay
+    if controls:
+        again = verify(env, url)
+        assert again.returncode == 0 and "every artifact verifies" in again.stdout, again.stdout + again.stderr[-3000:]
+
+
 @pytest.mark.parametrize("lost", ["query.h5", "inputs.json", "all but .snakemake_timestamp"])
 def test_a_fanout_bundle_cut_short_is_named_and_repair_moves_it_aside(s3_env, fanout_tree, lost):
-    """The bundle uploaded whole verifies; without some of its objects (the state an upload cut short leaves: one
-    endpoint, its inputs.json, or all but the hidden object Snakemake adds, which no local check sees) the folder is
-    named once by its URL, with what it lacks, and ``--repair`` moves every object left under it aside (the hidden
-    one too), so that a run restages it; nothing else moves."""
+    """One endpoint gone, its inputs.json, or all but the hidden object Snakemake adds (which no local check sees)."""
     workdir, bundle = fanout_tree
-    prefix = f"{PREFIX}/{lost.split()[0]}"
-    url, folder = f"s3://{BUCKET}/{prefix}", f"results/{bundle}"
-    upload(s3_env, workdir, prefix)
-    whole = verify(s3_env, url)
-    assert whole.returncode == 0 and "every artifact verifies" in whole.stdout, whole.stdout + whole.stderr[-3000:]
-
-    files = [p.name for p in (workdir / folder).iterdir()]
-    for name in files if lost.startswith("all") else [lost]:
-        client(s3_env).delete_object(Bucket=BUCKET, Key=f"{prefix}/{folder}/{name}")
-    before = names(s3_env, prefix)
-    cut = verify(s3_env, url)
-    assert cut.returncode == 2, cut.stdout + cut.stderr[-3000:]
+    folder = f"results/{bundle}"
+    files = sorted(p.name for p in (workdir / folder).iterdir())
+    gone = files if lost.startswith("all") else [lost]
     lacks = "inputs.json" if lost.startswith("all") else lost
-    assert f"bad: {url}/{folder}: the fan-out bundle lacks {lacks}" in cut.stdout, cut.stdout
-    assert cut.stdout.count("bad: ") == 1, cut.stdout
+    cut_then_repaired(s3_env, workdir, f"{PREFIX}/{lost.split()[0]}", folder, gone,
+                      f"the fan-out bundle lacks {lacks}", controls=lost == "query.h5")
 
-    repaired = verify(s3_env, url, "--repair")
-    assert repaired.returncode == 0 and f"moved aside: {url}/{folder}: " in repaired.stdout, repaired.stdout
-    after = names(s3_env, prefix)
-    left = {n for n in before if n.startswith(folder + "/")}
-    assert len(left) == (1 if lost.startswith("all") else 6) and not {n for n in after if n.startswith(folder + "/")}
-    moved = {n for n in after if n.startswith(folder + ".corrupt-")}
-    assert {n.split("/")[-1] for n in moved} == {n.split("/")[-1] for n in left}  # .snakemake_timestamp too
-    assert after - moved == before - left  # the embeddings, the relevance rows and the plans stay
-    again = verify(s3_env, url)
-    assert again.returncode == 0 and "every artifact verifies" in again.stdout, again.stdout + again.stderr[-3000:]
+
+def test_a_layer_sweep_shard_folder_cut_short_is_named_and_repair_moves_it_aside(s3_env, sweep_tree):
+    """One layer's shard file gone: the folder lacks the file its sweep's plan names."""
+    workdir, shard = sweep_tree
+    folder = f"results/{shard}"
+    layer = sorted(p.name for p in (workdir / folder).iterdir())[-1]
+    cut_then_repaired(s3_env, workdir, f"{PREFIX}/sweep", folder, [layer],
+                      f"the layer sweep's shard folder lacks {layer}, which the sweep's plan names")
 
 
 def test_snakemake_takes_a_partly_uploaded_folder_from_another_working_folder_as_done(s3_env, tmp_path):

@@ -9,9 +9,9 @@ read access; with ``--repair`` no write access either). Every object under the o
 private temporary folder laid out as the tree (moved-aside objects, ``<key>.corrupt-<UTC time>``, as empty stand-ins
 only, so that a new name never takes an old one's), and checked by ``stages.verify.verify`` itself: the same checks,
 the same problem text, each bad object named by its ``s3://`` URL. Exit status 2 when one is bad, as locally. A
-fan-out bundle folder that lacks one of its files, or its ``inputs.json``, is named as one bad folder (``cut_short``):
-Snakemake uploads a folder output object by object, and a run from a working folder other than the interrupted
-run's takes a partly uploaded folder as done.
+folder output that lacks one of its files (a fan-out bundle, a layer sweep's shard folder) is named as one bad folder
+(``cut_short``): Snakemake uploads a folder output object by object, and a run from a working folder other than the
+interrupted run's takes a partly uploaded folder as done.
 
 ``--repair`` moves aside in the temporary tree with ``stages.verify.quarantine`` (the bad file, every file built from
 it, a fan-out bundle folder as one), then makes the same moves in the bucket: each ``(old, new)`` pair becomes a copy
@@ -26,6 +26,7 @@ credentials come from the environment, as the run's do; no message holds a crede
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
@@ -87,9 +88,30 @@ def download(client: Any, bucket: str, prefix: str, tree: Path,
     return keys
 
 
+SWEEP_SHARD = re.compile(r"shard-\d+-of-\d+")  # a layer sweep's shard folder: sweeps/<sweep fp>/shard-i-of-n/
+
+
+def _sweep_layers(tree: Path, sweep: str) -> set[str] | None:
+    """The file names a shard folder of layer sweep ``sweep`` holds (``<layer fp>.h5``, from the sweep's plan under
+    ``tree``); None where the plan is missing or bad (the local checks, or Snakemake's rerun of the plan job, see to
+    it)."""
+    from vertebrae.core.artifacts import read_json_artifact
+
+    for path in tree.rglob(f"plans/{sweep}.json"):
+        try:
+            spec = read_json_artifact(path, "plan", fingerprint=sweep)
+        except VertebraeError:
+            return None
+        if isinstance(spec, dict) and spec.get("stage") == "embed-sweep":
+            return {f"{layer['fingerprint']}.h5" for layer in spec.get("layers", [])}
+    return None
+
+
 def cut_short(tree: Path, names: list[PurePosixPath]) -> list[tuple[str, str]]:
-    """``(folder, problem)`` of each fan-out bundle (``stages.fanout_bundle``) among the objects ``names`` (paths
-    under the out folder ``tree``, hidden ones included) that lacks its ``inputs.json`` or a file it records.
+    """``(folder, problem)`` of each folder output among the objects ``names`` (paths under the out folder ``tree``,
+    hidden ones included) that lacks a file: a fan-out bundle (``stages.fanout_bundle``) without its ``inputs.json``
+    or a file it records, a layer sweep's shard folder (``sweeps/<sweep fp>/shard-i-of-n/``) without a layer's file
+    its sweep's plan names.
 
     Snakemake uploads a folder output object by object (the S3 plugin's ``store_object``), each object whole or not
     at all: an upload cut short leaves part of the folder, and a run from another working folder takes a folder with
@@ -101,24 +123,31 @@ def cut_short(tree: Path, names: list[PurePosixPath]) -> list[tuple[str, str]]:
 
     present: dict[Path, set[str]] = {}
     for name in names:
-        folder = bundle_of(tree.joinpath(*name.parts))
+        local = tree.joinpath(*name.parts)
+        folder = bundle_of(local)
+        if folder is None and SWEEP_SHARD.fullmatch(local.parent.name) and local.parent.parent.parent.name == "sweeps":
+            folder = local.parent
         if folder is not None:
             present.setdefault(folder, set()).add(name.name)
     found = []
     for folder, files in sorted(present.items()):
-        if INPUTS not in files:
-            lacking = [INPUTS]
+        if bundle_of(folder / INPUTS) != folder:  # a layer sweep's shard folder
+            expected = _sweep_layers(tree, folder.parent.name)
+            lacking = sorted((expected or set()) - files)
+            what, where = "the layer sweep's shard folder", ", which the sweep's plan names"
+        elif INPUTS not in files:
+            lacking, what, where = [INPUTS], "the fan-out bundle", ""
         else:
             try:
                 recorded = read_json_document(folder / INPUTS, FANOUT_KIND, fingerprint=folder.name)[1]
             except VertebraeError:
                 continue  # a bad inputs.json: the local checks name it
             lacking = sorted(set(expected_files(recorded)) - files)
+            what, where = "the fan-out bundle", f", which its {INPUTS} records"
         if lacking:
             folder.mkdir(parents=True, exist_ok=True)
-            found.append((str(folder), f"the fan-out bundle lacks {', '.join(lacking)}"
-                          f"{'' if lacking == [INPUTS] else f', which its {INPUTS} records'}: an upload cut short "
-                          "(Snakemake uploads a folder object by object)"))
+            found.append((str(folder), f"{what} lacks {', '.join(lacking)}{where}: an upload cut short (Snakemake "
+                                       "uploads a folder object by object)"))
     return found
 
 
