@@ -2,7 +2,8 @@
 clear error, nothing lost"): ``vertebrae run CONFIG --storage URL`` and ``vertebrae verify --repair --storage URL``
 with credentials that may read but not write are refused before any job starts, naming the URL and the missing write
 access, writing nothing in the bucket and showing no key; ``vertebrae verify --storage URL`` works with them; a user
-with no access at all is refused naming the URL. The policies are docs/cloud.md's, as written.
+with no access at all is refused naming the URL. The policies are docs/cloud.md's, as written, and the run policy
+is all a Snakemake run with the S3 plugin needs (a forced job's old output is deleted: DeleteObject).
 
 moto enforces policies once its count of unchecked requests (``INITIAL_NO_AUTH_ACTION_COUNT``, moto.settings, from the
 environment at import, or set at run time by a POST to ``/moto-api/reset-auth``) is used up; by default it is
@@ -249,3 +250,34 @@ def test_refused_credentials_are_named_as_such(server, users, workdir):
     mistyped = vertebrae(workdir, env_of(server, (key, wrong)), "verify", "--storage", URL)
     refused(mistyped, "the credentials are refused (SignatureDoesNotMatch)", (key, wrong))
     assert sorted(p.name for p in workdir.iterdir()) == ["config.yaml"]
+
+
+def test_the_documented_policy_is_all_snakemakes_s3_plugin_needs(server, users, tmp_path):
+    """A Snakemake run on the prefix with docs/cloud.md's policy alone: its S3 plugin checks the bucket, lists and
+    reads the inputs, deletes the outputs a forced job replaces and uploads a file and a folder output. And what
+    ``vertebrae verify --storage`` checks folder outputs for (tests/workflow/test_storage_uploads.py): with part of
+    the folder's objects gone, as an upload cut short leaves it, a run from another working folder (without the
+    first one's record of the job) takes the folder as done."""
+    (tmp_path / "Snakefile").write_text(
+        'rule all:\n    input: "out/folder", "out/file.txt"\n\n'
+        'rule make:\n    input: "data/in.txt"\n    output: directory("out/folder"), "out/file.txt"\n'
+        '    shell: "mkdir -p {output[0]} && for i in 1 2; do cp {input} {output[0]}/$i.txt; done && '
+        'cp {input} {output[1]}"\n', encoding="utf-8")
+    admin, base = client(server, users["admin"]), f"{PREFIX}/plugin"
+    admin.put_object(Bucket=BUCKET, Key=f"{base}/data/in.txt", Body=b"new\n")
+    admin.put_object(Bucket=BUCKET, Key=f"{base}/out/file.txt", Body=b"old\n")  # deleted, then written again
+
+    def snakemake(workdir: Path, *args: str) -> str:
+        workdir.mkdir(exist_ok=True)
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(tmp_path / "Snakefile"),
+                               "--default-storage-provider", "s3", "--default-storage-prefix", f"s3://{BUCKET}/{base}",
+                               "--shared-fs-usage", "none", "--cores", "1", *args], cwd=workdir,
+                              env=env_of(server, users["runner"]), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.stdout + proc.stderr
+
+    snakemake(tmp_path / "first", "--forcerun", "make")
+    for key in ("out/file.txt", "out/folder/1.txt", "out/folder/2.txt"):
+        assert admin.get_object(Bucket=BUCKET, Key=f"{base}/{key}")["Body"].read() == b"new\n", key
+    admin.delete_object(Bucket=BUCKET, Key=f"{base}/out/folder/2.txt")  # the folder's upload cut short
+    assert "Nothing to be done" in snakemake(tmp_path / "second", "-n")

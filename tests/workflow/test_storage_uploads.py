@@ -7,13 +7,13 @@ object is there whole or not at all, and every reader verifies an artifact's con
 (``directory()``: a retrieval fan-out bundle, a layer sweep's shard folder) is uploaded object by object, though, and
 the S3 plugin takes a folder with any object under it as there. The working folder the interrupted run used records
 the job as incomplete (its rerun redoes the job, ``rerun-incomplete`` in the default profile); a run from another
-working folder takes the partial folder as done. ``vertebrae verify --storage`` therefore names such a folder that
-lacks a file as bad, and ``--repair`` moves its objects aside, so that the next run makes it again."""
+working folder takes the partial folder as done (tests/workflow/test_storage_policies.py shows it on a small
+Snakefile). ``vertebrae verify --storage`` therefore names such a folder that lacks a file as bad, and ``--repair``
+moves its objects aside, so that the next run makes it again."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -203,26 +203,3 @@ def test_a_layer_sweep_shard_folder_cut_short_is_named_and_repair_moves_it_aside
     layer = sorted(p.name for p in (workdir / folder).iterdir())[-1]
     cut_then_repaired(s3_env, workdir, f"{PREFIX}/sweep", folder, [layer],
                       f"the layer sweep's shard folder lacks {layer}, which the sweep's plan names")
-
-
-def test_snakemake_takes_a_partly_uploaded_folder_from_another_working_folder_as_done(s3_env, tmp_path):
-    """What the check above stands in for: a folder output with part of its objects in the bucket, which a run from
-    a working folder other than the interrupted one's (whose record of the job is gone) does not redo."""
-    (tmp_path / "Snakefile").write_text(
-        'rule all:\n    input: "out/folder"\n\n'
-        'rule make:\n    output: directory("out/folder")\n'
-        '    shell: "mkdir -p {output} && for i in 1 2 3; do echo $i > {output}/f$i.txt; done"\n', encoding="utf-8")
-    flags = ["--snakefile", str(tmp_path / "Snakefile"), "--default-storage-provider", "s3",
-             "--default-storage-prefix", f"s3://{BUCKET}/snakemake-folder", "--shared-fs-usage", "none", "--cores", "1"]
-
-    def snakemake(workdir: Path, *args: str) -> str:
-        workdir.mkdir(exist_ok=True)
-        proc = subprocess.run([sys.executable, "-m", "snakemake", *flags, *args], cwd=workdir, env=s3_env,
-                              capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-        return proc.stdout + proc.stderr
-
-    snakemake(tmp_path / "first")
-    client(s3_env).delete_object(Bucket=BUCKET, Key="snakemake-folder/out/folder/f2.txt")  # the upload cut short
-    assert "Nothing to be done" in snakemake(tmp_path / "second", "-n")
-    shutil.rmtree(tmp_path / "first")
