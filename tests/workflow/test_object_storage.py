@@ -64,13 +64,19 @@ def vertebrae_run(workdir: Path, env: dict[str, str], *args: str) -> subprocess.
 
 
 @pytest.fixture(scope="module")
-def s3_run(tmp_path_factory, s3_env) -> Path:
+def bucket(s3_env) -> str:
+    """The test bucket, made once per module (the tests that use it run alone as well as after the run)."""
+    client(s3_env).create_bucket(Bucket=BUCKET)
+    return BUCKET
+
+
+@pytest.fixture(scope="module")
+def s3_run(tmp_path_factory, s3_env, bucket) -> Path:
     """The small workflow run on the bucket from a working folder that holds only its config: the data files are
     uploaded under the prefix, then removed from the folder."""
     data_root = tmp_path_factory.mktemp("s3-data")
     config = small_config(data_root)
     s3 = client(s3_env)
-    s3.create_bucket(Bucket=BUCKET)
     for folder in ("data", "emb"):
         for path in (data_root / folder).iterdir():
             s3.upload_file(str(path), BUCKET, f"{PREFIX}/{folder}/{path.name}")
@@ -194,7 +200,7 @@ def test_verify_checks_the_objects_and_repair_in_the_bucket_rebuilds_exactly_the
     assert "every artifact verifies" in again.stdout, again.stdout
 
 
-def test_repair_moves_a_bundle_folders_objects_and_a_file_as_the_local_moves_name_them(s3_env, tmp_path):
+def test_repair_moves_a_bundle_folders_objects_and_a_file_as_the_local_moves_name_them(s3_env, bucket, tmp_path):
     """``move_in_bucket`` replays ``quarantine``'s local moves: a fan-out bundle folder moves every object under its
     key (hidden ones too), a file its one object, under the same ``.corrupt-`` names; nothing else moves."""
     from vertebrae.core.storage import storage_client
@@ -221,7 +227,7 @@ def test_repair_moves_a_bundle_folders_objects_and_a_file_as_the_local_moves_nam
     assert body == f"{prefix}/{bundle}/query.h5".encode()
 
 
-def test_verify_refuses_storage_it_cannot_read_and_a_bare_url(s3_env, tmp_path):
+def test_verify_refuses_storage_it_cannot_read_and_a_bare_url(s3_env, bucket, tmp_path):
     missing = vertebrae_verify(tmp_path, s3_env, "--storage", "s3://absent-bucket/p")
     assert missing.returncode == 2 and "s3://absent-bucket/p" in missing.stderr and "does not exist" in missing.stderr
     empty = vertebrae_verify(tmp_path, s3_env, "--storage", f"s3://{BUCKET}/nothing-here")
