@@ -96,6 +96,7 @@ def test_two_identical_models_under_two_names_cost_the_same(tmp_path, monkeypatc
                    for path in p.shard_paths(fp)]
         assert [len(r["batches"]) for r in records] == [19, 19] and all(r["load_s"] >= 0 for r in records)
         assert all(r["process_start_s"] is None or r["process_start_s"] > 0 for r in records)
+        assert all(r["peak_mb"] > 0 for r in records)  # each embed job's own peak memory (MiB), carried alike
         merged = read_embeddings(embedding_path(fp), fingerprint=fp).manifest["metadata"]["throughput"]
         assert merged == {"shards": records}  # carried through the merge, shard by shard
     costs = _costs(run["report"])

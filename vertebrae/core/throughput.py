@@ -14,8 +14,16 @@ measured: ``too few rows to measure``, never a number. A missing record: ``unkno
 extractor (rows read from a file) embeds nothing: ``precomputed``, which costs 0 s (its read time is not an embedding
 cost).
 
+Each job also records what it cost itself, carried the same way: an embed job's (and a fit-extractor or compress
+job's) peak resident memory (``peak_mb``: ``getrusage(RUSAGE_SELF).ru_maxrss`` in MiB, 2**20 bytes, the unit of
+Snakemake's ``max_rss``), a score job's wall seconds (``score_s``: the process's age when its artifact is written,
+interpreter start included, as Snakemake's ``s`` counts it). The score payload carries both under ``COSTS_KEY``
+(``score_costs``): the peak over the embed, fit and compress jobs of the endpoints it read, and its own seconds plus
+those of the partial jobs a merge read. A job served by ``vertebrae.job_server`` (a fork of a warm process) records
+no peak memory (None: its process's peak is the server's), and its seconds count from the fork (the request's start).
+
 Nothing here is part of any fingerprint: the manifest's metadata is not hashed into an artifact's name, and no
-artifact's content hash covers it.
+embedding artifact's content hash covers it (a score payload's hash covers its copy: the integrity of the file).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -33,6 +42,8 @@ MIN_BATCHES = 3
 MIN_ROWS = 1000
 MEASURED, TOO_FEW, UNKNOWN, PRECOMPUTED = "measured", "too few rows to measure", "unknown", "precomputed"
 STATUSES = (MEASURED, TOO_FEW, UNKNOWN, PRECOMPUTED)
+COSTS_KEY = "job_costs"  # a score (or partial score) payload's {"peak_mb", "score_s"}; a fitted extractor's {"peak_mb"}
+SERVER_MODULE = "vertebrae.job_server"
 
 
 def process_age_seconds() -> float | None:
@@ -48,6 +59,33 @@ def process_age_seconds() -> float | None:
     return max(0.0, age) if math.isfinite(age) else None
 
 
+def served() -> bool:
+    """Whether this process is a job served by ``vertebrae.job_server`` (a fork of the server, whose ``__main__``
+    it is)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == SERVER_MODULE
+
+
+def peak_rss_mb() -> float | None:
+    """This job's peak resident memory so far in MiB (2**20 bytes, Snakemake's ``max_rss`` unit): ``ru_maxrss``
+    (KiB on Linux, bytes on macOS); None where unknown or where the job is served (the peak would be the server's)."""
+    if served():
+        return None
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (ImportError, OSError, ValueError):
+        return None
+    peak = peak / 2**20 if sys.platform == "darwin" else peak / 1024
+    return float(peak) if peak > 0 else None
+
+
+def job_seconds() -> float | None:
+    """This job's wall seconds so far: the age of its process (a served job's: since the fork that serves it)."""
+    return process_age_seconds()
+
+
 class BatchClock:
     """The clock of one embed job: ``loaded()`` once the extractor is built, ``batch(rows, seconds)`` per batch."""
 
@@ -57,6 +95,12 @@ class BatchClock:
         self.load_s: float | None = None
         self.precomputed = bool(precomputed)
         self.batches: list[tuple[int, float]] = []
+        self.fit: dict[str, Any] | None = None  # the fitted extractor's job costs, when the shard loaded one
+
+    def fitted(self, state: Any) -> None:
+        """The shard transforms with a fitted extractor: its fit job's costs (the fitted state's ``COSTS_KEY``)."""
+        costs = state.get(COSTS_KEY) if isinstance(state, Mapping) else None
+        self.fit = {"peak_mb": _number(costs.get("peak_mb")) if isinstance(costs, Mapping) else None}
 
     def loaded(self) -> None:
         self.load_s = time.perf_counter() - self._started
@@ -65,8 +109,9 @@ class BatchClock:
         self.batches.append((int(rows), float(seconds)))
 
     def to_metadata(self) -> dict[str, Any]:
-        return {"process_start_s": self.process_start_s, "load_s": self.load_s, "precomputed": self.precomputed,
-                "batches": [[rows, seconds] for rows, seconds in self.batches]}
+        out = {"process_start_s": self.process_start_s, "load_s": self.load_s, "precomputed": self.precomputed,
+               "batches": [[rows, seconds] for rows, seconds in self.batches], "peak_mb": peak_rss_mb()}
+        return out if self.fit is None else {**out, "fit_peak_mb": self.fit["peak_mb"]}
 
 
 def merged(shards: Iterable[Any]) -> dict[str, Any] | None:
@@ -81,8 +126,45 @@ def merged(shards: Iterable[Any]) -> dict[str, Any] | None:
 
 
 def carried(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The throughput record of an artifact's metadata, to carry into an artifact made from it (a compression)."""
-    return {KEY: metadata[KEY]} if isinstance(metadata.get(KEY), Mapping) else {}
+    """The throughput record of an artifact's metadata, to carry into an artifact made from it (a compression), with
+    this (compress) job's peak memory (``compress_peak_mb``)."""
+    shards = _shards(metadata.get(KEY))
+    return {} if shards is None else {KEY: {"shards": shards, "compress_peak_mb": peak_rss_mb()}}
+
+
+def peak_memory(records: Iterable[Any]) -> float | None:
+    """The peak memory (MiB) of the jobs behind the endpoints whose records are given: the largest ``peak_mb`` of
+    their embed shards, and the fit and compress jobs' where a record names one; None (unknown) when any endpoint
+    has no record or any of those jobs recorded none (an older artifact, a served job)."""
+    peaks: list[float | None] = []
+    records = list(records)
+    for record in records:
+        shards = _shards(record)
+        if not shards:
+            return None
+        peaks += [_number(s.get("peak_mb")) for s in shards]
+        peaks += [_number(s.get("fit_peak_mb")) for s in shards if "fit_peak_mb" in s]
+        if "compress_peak_mb" in record:
+            peaks.append(_number(record.get("compress_peak_mb")))
+    if not records or any(p is None or p <= 0 for p in peaks):
+        return None
+    return max(peaks)
+
+
+def part_seconds(parts: Iterable[Any]) -> float | None:
+    """The summed ``score_s`` of partial jobs' costs (``COSTS_KEY`` of each); None when any part has none."""
+    seconds = [_number(p.get("score_s")) if isinstance(p, Mapping) else None for p in parts]
+    return None if any(s is None for s in seconds) else sum(seconds)
+
+
+def score_costs(records: Iterable[Any], parts: Iterable[Any] | None = None) -> dict[str, Any]:
+    """A score job's ``COSTS_KEY``: the endpoints' ``peak_memory`` and this job's ``job_seconds`` (a merge: plus
+    its ``parts``' seconds; unknown when any part's is)."""
+    seconds = job_seconds()
+    if parts is not None and seconds is not None:
+        done = part_seconds(parts)
+        seconds = None if done is None else seconds + done
+    return {"peak_mb": peak_memory(records), "score_s": seconds}
 
 
 def _shards(record: Any) -> list[Mapping[str, Any]] | None:
@@ -137,5 +219,6 @@ def summarize(records: Iterable[Any]) -> dict[str, Any]:
             "seconds_per_1k_rows": 1000.0 * embedded_rows / rate / total}
 
 
-__all__ = ["KEY", "MEASURED", "MIN_BATCHES", "MIN_ROWS", "PAYLOAD_KEY", "PRECOMPUTED", "STATUSES", "TOO_FEW",
-           "UNKNOWN", "BatchClock", "carried", "merged", "process_age_seconds", "summarize"]
+__all__ = ["COSTS_KEY", "KEY", "MEASURED", "MIN_BATCHES", "MIN_ROWS", "PAYLOAD_KEY", "PRECOMPUTED", "STATUSES",
+           "TOO_FEW", "UNKNOWN", "BatchClock", "carried", "job_seconds", "merged", "part_seconds", "peak_memory",
+           "peak_rss_mb", "process_age_seconds", "score_costs", "served", "summarize"]

@@ -15,7 +15,7 @@ from typing import Any
 from vertebrae.core.arrays import encode_row_ids
 from vertebrae.core.artifacts import read_embeddings, read_json_artifact, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ValidationError
-from vertebrae.core.throughput import KEY as THROUGHPUT, BatchClock, merged as merged_throughput
+from vertebrae.core.throughput import COSTS_KEY, KEY as THROUGHPUT, BatchClock, merged as merged_throughput, peak_rss_mb
 from vertebrae.data.declared.labelled import load_declared_dataset, load_declared_rows
 from vertebrae.data.declared.retrieval import load_retrieval_source
 from vertebrae.extractors.precomputed import PrecomputedExtractor, PrecomputedFileExtractor
@@ -90,7 +90,8 @@ def run_fit(plan: str | Path, output: str | Path) -> None:
         inputs = load_declared_dataset(spec["dataset"], base_dir=BASE_DIR, where=spec["where"]).inputs
     extractor = spec_extractor(spec)
     extractor.fit(inputs)
-    write_json_artifact(output, "fitted-extractor", extractor.fitted_state(), fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    state = {**extractor.fitted_state(), COSTS_KEY: {"peak_mb": peak_rss_mb()}}  # the fit job's peak: a cost
+    write_json_artifact(output, "fitted-extractor", state, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
 
 def planned_tar_rows(spec: Mapping[str, Any], start: int, stop: int) -> tuple[Any, list[str]] | None:
@@ -140,6 +141,7 @@ def run_embed_shard(plan: str | Path, shard_index: int, output: str | Path, *, s
     if spec["fit"] is not None:
         state = read_json_artifact(spec["fit"]["path"], "fitted-extractor", fingerprint=spec["fit"]["fingerprint"])
         extractor.load_fitted(state, source=spec["fit"]["path"])
+        clock.fitted(state)
     clock.loaded()
     inputs, row_ids = _endpoint_rows(spec, start, stop)
     write_shard(output, spec, shard_index, extractor, inputs, row_ids, endpoint=spec["endpoint"], branch=spec.get("branch"),
