@@ -7,6 +7,8 @@ probe's R² equals RidgeCV's to 1e-6."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
@@ -303,7 +305,7 @@ def test_the_path_starts_further_along_where_that_lowers_the_loss_and_follows_sc
         evaluations[0] = 0
         path = logistic_probe(x, y, splits, inner, cs, threads=1)[0]
         inner_fits = fits_made[:len(cs)]  # in path order; the refit's last
-        further = [not np.array_equal(start, end) for (_, end), (start, _) in zip(inner_fits, inner_fits[1:])]
+        further = [not np.array_equal(start, end) for (_, end), (start, _) in itertools.pairwise(inner_fits)]
         assert any(further) == extrapolates and not any(further[:1]), (held, further)
         with_path = evaluations[0]
         monkeypatch.setattr(solver, "PATH_STEP", 0.0)  # w + 0 (w - before) = w: every C starts at the last
@@ -312,3 +314,28 @@ def test_the_path_starts_further_along_where_that_lowers_the_loss_and_follows_sc
         monkeypatch.setattr(solver, "PATH_STEP", 0.8)
         assert (with_path < evaluations[0]) == extrapolates, (held, with_path, evaluations[0])
         assert plain.chosen == path.chosen
+
+
+def test_a_splits_inner_paths_start_at_its_first_folds_first_fit_where_500_rows_are_held_out(monkeypatch):
+    """With 500 held-out rows or more in every inner fold, the first fold's first C is fitted once from zero (a task
+    of its own) and every fold's path starts there: the others' first fits from its weights, the first fold's own
+    path at its second C. With fewer, each fold's path starts from zero, as scikit-learn's does."""
+    import vertebrae.scoring.probe_solver as solver
+
+    x, y = _synthetic(2400, 32, 6, 0.8)
+    fits_made = []
+    fit = solver._fit
+    monkeypatch.setattr(solver, "_fit", lambda objective, w0, C, *rest: fits_made.append((objective.n, C, w0.copy()))
+                        or fit(objective, w0, C, *rest))
+    order = np.random.default_rng(0).permutation(len(y))
+    cs = (1e-2, 1.0)
+    for held, seeded in ((600, True), (480, False)):
+        splits = [(np.sort(order[:2 * held]), np.sort(order[2 * held:]))]
+        inner = [[(np.arange(held, 2 * held), np.arange(held)), (np.arange(held), np.arange(held, 2 * held))]]
+        fits_made.clear()
+        path = logistic_probe(x, y, splits, inner, cs, threads=1)[0]
+        firsts = [w0 for n, C, w0 in fits_made if C == 1e-2 and n == held]  # the inner folds' first fits
+        assert len(firsts) == 2, (held, len(firsts))
+        assert not firsts[0].any()  # the first fold's first C from zero
+        assert firsts[1].any() == seeded  # the second fold's: from the first fold's weights, or from zero
+        assert path.iterations[0][0] > 0 and path.iterations[1][0] > 0 and not path.unfinished
