@@ -39,7 +39,7 @@ def test_a_served_job_records_no_peak(monkeypatch):
     assert clock.to_metadata()["peak_mb"] is None  # unknown, never the server's number
     assert carried({"throughput": {"shards": [{"peak_mb": 100.0}]}})["throughput"]["compress_peak_mb"] is None
     costs = score_costs([{"shards": [{"peak_mb": 100.0}]}])
-    assert costs["peak_mb"] == 100.0 and costs["score_s"] is not None  # seconds: since the fork, the request's start
+    assert costs["peak_mb"] == 100.0 and costs["score_seconds"] is not None  # seconds: since the fork, the request's start
 
 
 def test_an_embed_shard_records_its_peak_and_its_fit_s():
@@ -77,9 +77,9 @@ def test_a_compression_carries_its_source_s_shards_and_its_own_peak():
 
 def test_a_merge_s_seconds_are_its_own_and_its_parts(monkeypatch):
     monkeypatch.setattr(throughput, "process_age_seconds", lambda: 2.0)
-    assert score_costs([None]) == {"peak_mb": None, "score_s": 2.0}
-    parts = [{"score_s": 1.5}, {"score_s": 0.25}, {"score_s": 3.0}]
+    assert score_costs([None]) == {"peak_mb": None, "score_seconds": 2.0}
+    parts = [{"score_seconds": 1.5}, {"score_seconds": 0.25}, {"score_seconds": 3.0}]
     assert part_seconds(parts) == 4.75
-    assert score_costs([None], parts)["score_s"] == 6.75  # 1.5 + 0.25 + 3 + the merge's own 2
-    assert score_costs([None], [*parts, None])["score_s"] is None  # a part without a record: unknown, never a sum
-    assert score_costs([None], [{"score_s": -1.0}])["score_s"] is None
+    assert score_costs([None], parts)["score_seconds"] == 6.75  # 1.5 + 0.25 + 3 + the merge's own 2
+    assert score_costs([None], [*parts, None])["score_seconds"] is None  # a part without a record: unknown, never a sum
+    assert score_costs([None], [{"score_seconds": -1.0}])["score_seconds"] is None

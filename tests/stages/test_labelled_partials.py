@@ -79,7 +79,11 @@ def test_parts_merge_to_the_one_job_payload(dataset):
     assert comparable(merged) == comparable(json.loads(json.dumps(expected)))
 
 
-def test_merge_refuses_a_partial_of_other_contents(tmp_path, dataset):
+def test_merge_refuses_a_partial_of_other_contents(tmp_path, dataset, monkeypatch):
+    from vertebrae.core import throughput
+
+    clock = iter(range(1, 100))  # each job's age when it writes: 1 s, 2 s, ... (the merge's is the last)
+    monkeypatch.setattr(throughput, "process_age_seconds", lambda: float(next(clock)))
     plan = replace(PLAN, separatix=None, stability=None)
     protocol = build_protocol(dataset)
     embedding = tmp_path / "emb.h5"
@@ -103,6 +107,14 @@ def test_merge_refuses_a_partial_of_other_contents(tmp_path, dataset):
     expected = {**score_embeddings(block, protocol, plan), "compression_metadata": None,
                 "embedding_throughput": [None]}  # no embed job wrote this embedding: its cost is unknown
     assert read_json_artifact(out, "score", fingerprint=merge["fingerprint"]) == json.loads(json.dumps(expected))
+    # its seconds, in no hash: every partial job's (each in its own manifest) and the merge's own, summed
+    from vertebrae.core.artifacts import read_json_document
+
+    parts = [read_json_document(tmp_path / "partials" / f"{spec['fingerprint']}.json", KIND, fingerprint=None)[0]
+             ["metadata"]["job_costs"]["score_seconds"] for spec in partials]
+    assert parts == [float(i) for i in range(1, len(partials) + 1)]
+    costs = read_json_document(out, "score", fingerprint=None)[0]["metadata"]["job_costs"]
+    assert costs == {"peak_mb": None, "score_seconds": sum(parts) + len(partials) + 1}  # no embed job: peak unknown
     # the embedding rewritten with other values under the same fingerprint: every partial is stale
     write_embeddings(embedding, dataset.inputs * 2.0, list(dataset.row_ids), fingerprint="e" * 16, recipe={})
     with pytest.raises(StaleArtifactError, match="stale labelled partial: computed from other embedding"):

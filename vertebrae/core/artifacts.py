@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -554,14 +554,18 @@ def _kind_schema(kind: str) -> str:
 
 
 def write_json_artifact(path: str | os.PathLike, kind: str, payload: Any, *, fingerprint: str,
-                        recipe: Any = None) -> dict:
-    """Atomically write ``{"manifest", "payload"}`` JSON for an artifact of ``kind``; return the manifest."""
+                        recipe: Any = None, metadata: Mapping[str, Any] | None = None) -> dict:
+    """Atomically write ``{"manifest", "payload"}`` JSON for an artifact of ``kind``; return the manifest.
+    ``metadata`` (given: the manifest's ``metadata``) is in no fingerprint and no content hash: what a job measured
+    of itself (its seconds, ``vertebrae.core.throughput.COSTS_KEY``), which differs from run to run."""
     schema = _kind_schema(kind)
     _check_fingerprint_arg(fingerprint)
     payload = to_json_value(payload)
     manifest = {"schema": schema, "kind": kind, "fingerprint": fingerprint,
                 "content_hash": sha256_hex(canonical_json(payload)),
                 "recipe": to_json_value(recipe, "$.manifest.recipe")}
+    if metadata is not None:
+        manifest["metadata"] = to_json_value(dict(metadata), "$.manifest.metadata")
     _dump_json(path, {"manifest": manifest, "payload": payload})
     return manifest
 

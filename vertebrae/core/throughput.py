@@ -16,14 +16,16 @@ cost).
 
 Each job also records what it cost itself, carried the same way: an embed job's (and a fit-extractor or compress
 job's) peak resident memory (``peak_mb``: ``getrusage(RUSAGE_SELF).ru_maxrss`` in MiB, 2**20 bytes, the unit of
-Snakemake's ``max_rss``), a score job's wall seconds (``score_s``: the process's age when its artifact is written,
-interpreter start included, as Snakemake's ``s`` counts it). The score payload carries both under ``COSTS_KEY``
+Snakemake's ``max_rss``), a score job's wall seconds (``score_seconds``: the process's age when its artifact is written,
+interpreter start included, as Snakemake's ``s`` counts it). A score artifact's manifest metadata (no content hash
+covers it: a fanned-out score's file equals the one job's but for it) carries both under ``COSTS_KEY``
 (``score_costs``): the peak over the embed, fit and compress jobs of the endpoints it read, and its own seconds plus
 those of the partial jobs a merge read. A job served by ``vertebrae.job_server`` (a fork of a warm process) records
 no peak memory (None: its process's peak is the server's), and its seconds count from the fork (the request's start).
+A fitted extractor's state carries its fit job's peak (``COSTS_KEY``), which its embed shards copy (``fit_peak_mb``).
 
 Nothing here is part of any fingerprint: the manifest's metadata is not hashed into an artifact's name, and no
-embedding artifact's content hash covers it (a score payload's hash covers its copy: the integrity of the file).
+embedding artifact's content hash covers it (a score payload's hash covers its copy of the embed records).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ MIN_BATCHES = 3
 MIN_ROWS = 1000
 MEASURED, TOO_FEW, UNKNOWN, PRECOMPUTED = "measured", "too few rows to measure", "unknown", "precomputed"
 STATUSES = (MEASURED, TOO_FEW, UNKNOWN, PRECOMPUTED)
-COSTS_KEY = "job_costs"  # a score (or partial score) payload's {"peak_mb", "score_s"}; a fitted extractor's {"peak_mb"}
+COSTS_KEY = "job_costs"  # in a score (or partial) manifest's metadata: {"peak_mb", "score_seconds"}; a fit's {"peak_mb"}
 SERVER_MODULE = "vertebrae.job_server"
 
 
@@ -152,8 +154,8 @@ def peak_memory(records: Iterable[Any]) -> float | None:
 
 
 def part_seconds(parts: Iterable[Any]) -> float | None:
-    """The summed ``score_s`` of partial jobs' costs (``COSTS_KEY`` of each); None when any part has none."""
-    seconds = [_number(p.get("score_s")) if isinstance(p, Mapping) else None for p in parts]
+    """The summed ``score_seconds`` of partial jobs' costs (``COSTS_KEY`` of each); None when any part has none."""
+    seconds = [_number(p.get("score_seconds")) if isinstance(p, Mapping) else None for p in parts]
     return None if any(s is None for s in seconds) else sum(seconds)
 
 
@@ -164,7 +166,13 @@ def score_costs(records: Iterable[Any], parts: Iterable[Any] | None = None) -> d
     if parts is not None and seconds is not None:
         done = part_seconds(parts)
         seconds = None if done is None else seconds + done
-    return {"peak_mb": peak_memory(records), "score_s": seconds}
+    return {"peak_mb": peak_memory(records), "score_seconds": seconds}
+
+
+def costs_of(manifest: Any) -> Any:
+    """The ``COSTS_KEY`` of an artifact's manifest metadata (None where it has none)."""
+    metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+    return metadata.get(COSTS_KEY) if isinstance(metadata, Mapping) else None
 
 
 def _shards(record: Any) -> list[Mapping[str, Any]] | None:
@@ -220,5 +228,5 @@ def summarize(records: Iterable[Any]) -> dict[str, Any]:
 
 
 __all__ = ["COSTS_KEY", "KEY", "MEASURED", "MIN_BATCHES", "MIN_ROWS", "PAYLOAD_KEY", "PRECOMPUTED", "STATUSES",
-           "TOO_FEW", "UNKNOWN", "BatchClock", "carried", "job_seconds", "merged", "part_seconds", "peak_memory",
+           "TOO_FEW", "UNKNOWN", "BatchClock", "carried", "costs_of", "job_seconds", "merged", "part_seconds", "peak_memory",
            "peak_rss_mb", "process_age_seconds", "score_costs", "served", "summarize"]

@@ -120,7 +120,7 @@ class RankedReport:
         """This report with every candidate's ``metadata["cost"]`` (``vertebrae.reports.costs``): from the times the
         in-process run measured (``measured``), else from the Snakemake benchmark records under ``records_dir``
         (None: no records, every time unknown)."""
-        from vertebrae.core.throughput import PAYLOAD_KEY, UNKNOWN
+        from vertebrae.core.throughput import COSTS_KEY, PAYLOAD_KEY, UNKNOWN
         from vertebrae.reports.costs import COST_KEY, candidate_cost, cost_document, measured_cost
 
         candidates = []
@@ -135,7 +135,7 @@ class RankedReport:
             elif cost.embed_status == UNKNOWN and cost.peak_memory_mb is None and cost.score_seconds is None:
                 source = "none"
             # the embed jobs' throughput records (the score artifacts carry them) become the cost; not kept apart
-            metadata = {**{k: v for k, v in candidate.metadata.items() if k != PAYLOAD_KEY},
+            metadata = {**{k: v for k, v in candidate.metadata.items() if k not in (PAYLOAD_KEY, COSTS_KEY)},
                         COST_KEY: cost_document(cost, source)}
             candidates.append(replace(candidate, metadata=metadata))
         return replace(self, **{self.CANDIDATES_KEY: candidates})

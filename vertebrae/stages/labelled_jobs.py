@@ -7,9 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from vertebrae.compression import EmbeddingCompressionConfig
-from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
+from vertebrae.core.artifacts import read_json_artifact, read_json_document, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ValidationError
-from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, carried as carried_throughput
+from vertebrae.core.throughput import COSTS_KEY, KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, costs_of, score_costs
+from vertebrae.core.throughput import carried as carried_throughput
 from vertebrae.data.declared.labelled import load_declared_dataset
 from vertebrae.data.labelled import LabelledProtocol
 from vertebrae.reports.steps import with_step_definitions
@@ -62,7 +63,8 @@ def run_score(plan: str | Path, embeddings: str | Path, protocol: str | Path, ou
     payload["compression_metadata"] = metadata.get("compression")
     payload[THROUGHPUT_PAYLOAD] = [metadata.get(THROUGHPUT)]
     recipe = spec["recipe"] if not extra_metrics else {**spec["recipe"], "extra_metrics": list(extra_metrics)}
-    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=recipe)
+    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=recipe,
+                        metadata={COSTS_KEY: score_costs(payload[THROUGHPUT_PAYLOAD])})  # embed peak, own seconds
 
 
 def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path]):
@@ -73,7 +75,7 @@ def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | P
     scoring_plan = ScoringPlan.from_dict(spec["plan"], spec["target_type"])
     results = []
     for candidate, path in zip(candidates, scores):
-        payload = read_json_artifact(path, "score", fingerprint=candidate["score"]["fingerprint"])
+        manifest, payload = read_json_document(path, "score", fingerprint=candidate["score"]["fingerprint"])
         provenance = {"fingerprint": candidate["scored_embedding"], "extractor": candidate["extractor"],
                       "cache_status": "disabled", "cache_eligible": True}
         if candidate["compression"] is not None:
@@ -82,7 +84,8 @@ def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | P
             candidate["name"], payload, plan=scoring_plan, embedding_metadata=provenance,
             compression_metadata=payload.get("compression_metadata"),
             metadata={"score_fingerprint": candidate["score"]["fingerprint"],
-                      THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD)},  # with_costs turns it into the cost
+                      THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD),  # with_costs turns them into the cost
+                      COSTS_KEY: costs_of(manifest)},
         ))
     report = build_report(results, _read_protocol(spec["protocol"], protocol), benchmark=spec["benchmark"], plan=scoring_plan)
     view = spec.get("target_view")  # a target view's report (planning.views): its role sets the ranking direction

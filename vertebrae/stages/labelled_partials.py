@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.artifacts import read_embeddings, read_json_document, read_manifest, write_json_artifact
-from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD
+from vertebrae.core.throughput import COSTS_KEY, KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, job_seconds
+from vertebrae.core.throughput import costs_of, score_costs
 from vertebrae.core.errors import ArtifactError, StaleArtifactError, ValidationError
 from vertebrae.core.fingerprint import SCHEMAS, fingerprint
 from vertebrae.core.provenance import installed_version
@@ -187,12 +188,17 @@ def run_score_partial(plan: str | Path, embeddings: str | Path, protocol: str | 
                "contents": {"embedding": artifact.manifest["content_hash"], "protocol": protocol_hash},
                "embedding_metadata": block.metadata(),
                "compression_metadata": (artifact.manifest.get("metadata") or {}).get("compression")}
-    write_json_artifact(output, KIND, payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    write_json_artifact(output, KIND, payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"],
+                        metadata={COSTS_KEY: {"score_seconds": job_seconds()}})  # the merge adds the parts' up
 
 
-def _load_partial(path: str | Path, fp: str, embedding_hash: str, protocol_hash: str) -> tuple[Any, dict[str, Any]]:
-    """(recipe, payload) of a verified partial (schema, fingerprint, content hash, recipe) computed from the contents in place."""
+def _load_partial(path: str | Path, fp: str, embedding_hash: str, protocol_hash: str,
+                  costs: list[Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    """(recipe, payload) of a verified partial (schema, fingerprint, content hash, recipe) computed from the contents
+    in place; its job's costs (``COSTS_KEY`` of its manifest) appended to ``costs`` when given."""
     manifest, payload = read_json_document(path, KIND, fingerprint=fp)
+    if costs is not None:
+        costs.append(costs_of(manifest))
     if fingerprint(KIND, manifest.get("recipe")) != fp:
         raise StaleArtifactError(f"artifact {path}: its recipe does not hash to its fingerprint {fp}", str(path))
     contents = payload.get("contents") if isinstance(payload, dict) else None
@@ -255,16 +261,17 @@ def run_merge_partials(plan: str | Path, embeddings: str | Path, protocol: str |
                                  f"{spec['embedding']['fingerprint']}", str(embeddings))
     _, protocol_hash = _read_protocol(spec["protocol"], protocol)
     scoring_plan = ScoringPlan.from_dict(spec["plan"], spec["target_type"])
-    parts = []
+    parts, costs = [], []
     for ref, path in zip(planned, paths):
-        parts.append(_load_partial(path, ref["fingerprint"], manifest["content_hash"], protocol_hash))
+        parts.append(_load_partial(path, ref["fingerprint"], manifest["content_hash"], protocol_hash, costs))
     expected = [fingerprint(KIND, r) for r in part_recipes(spec["embedding"]["fingerprint"],
                                                            spec["protocol"]["fingerprint"], scoring_plan)]
     if expected != [ref["fingerprint"] for ref in planned]:
         raise ArtifactError(f"{plan}: its partials are not those of its scoring plan; re-plan")
     payload = {**merge_parts(scoring_plan, parts),
                THROUGHPUT_PAYLOAD: [(manifest.get("metadata") or {}).get(THROUGHPUT)]}  # as ``vertebrae score`` writes
-    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"],
+                        metadata={COSTS_KEY: score_costs(payload[THROUGHPUT_PAYLOAD], costs)})  # own + parts' seconds
 
 
 __all__ = ["KIND", "MERGE_STAGE", "PART_STAGE", "ROW_RESAMPLES_PER_JOB", "compute_part", "fanout_specs", "merge_parts", "part_name",

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD
+from vertebrae.core.throughput import COSTS_KEY, KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, job_seconds
+from vertebrae.core.throughput import score_costs
 from vertebrae.core.artifacts import (read_embedding_rows, read_json_document, read_manifest, write_embeddings,
                                       write_json_artifact)
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, StaleArtifactError, ValidationError
@@ -334,6 +335,7 @@ def _score_partial(spec: Mapping[str, Any], queries: str | Path, gallery: str | 
     with phases("summary"):
         extra = {f"summary/{q_role}": collapse_summary(q_rows.matrix, normalize),
                  f"summary/{g_role}": collapse_summary(g_rows.matrix, normalize)}
+    info[COSTS_KEY] = {"score_seconds": job_seconds()}  # this partial job's seconds (in no hash): the merge adds them
     with phases("write"):
         replace(partial, info=info, extra=extra).save(output, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
@@ -449,8 +451,10 @@ def run_merge_partials(plan: str | Path, protocol: str | Path, partials: Sequenc
     payload = {"score": score.to_dict(), "endpoints": {"dim": endpoints["gallery"]["dim"], **endpoints},
                "compression_metadata": first.info.get("compression_metadata"),
                THROUGHPUT_PAYLOAD: first.info.get(THROUGHPUT_PAYLOAD)}  # the embed jobs' records, as score-retrieval
+    costs = score_costs(payload[THROUGHPUT_PAYLOAD] or [None], [p.info.get(COSTS_KEY) for p in loaded])
     with phases("write"):
-        write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+        write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"],
+                            metadata={COSTS_KEY: costs})  # the endpoints' peak; the partials' seconds and its own
     phases.log()
 
 

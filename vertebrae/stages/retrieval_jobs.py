@@ -9,11 +9,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from vertebrae.compression import EmbeddingCompressionConfig
-from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
+from vertebrae.core.artifacts import read_json_artifact, read_json_document, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.phases import Phases
 from vertebrae.core.provenance import software
-from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, carried as carried_throughput
+from vertebrae.core.throughput import COSTS_KEY, KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, costs_of, score_costs
+from vertebrae.core.throughput import carried as carried_throughput
 from vertebrae.data.relevance import RetrievalProtocol
 from vertebrae.data.declared.retrieval import load_retrieval_source, retrieval_identity
 from vertebrae.results.retrieval import RetrievalCandidateResult
@@ -68,8 +69,10 @@ def run_score(plan: str | Path, queries: str | Path, gallery: str | Path, protoc
         score = score_retrieval(q, g, retrieval_protocol, config, device=spec.get("device", "cpu"))
     payload = {"score": score.to_dict(), "endpoints": endpoint_metadata(q, g), "compression_metadata": q_meta.get("compression"),
                THROUGHPUT_PAYLOAD: [q_meta.get(THROUGHPUT), g_meta.get(THROUGHPUT)]}
+    costs = score_costs(payload[THROUGHPUT_PAYLOAD])  # the embed jobs' peak, this job's seconds
     with phases("write"):
-        write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+        write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"],
+                            metadata={COSTS_KEY: costs})
     phases.log()
 
 
@@ -80,14 +83,15 @@ def load_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | P
     check_score_count(plan, spec, scores)
     candidates = []
     for candidate, path in zip(spec["candidates"], scores):
-        payload = read_json_artifact(path, "score", fingerprint=candidate["score"]["fingerprint"])
+        manifest, payload = read_json_document(path, "score", fingerprint=candidate["score"]["fingerprint"])
         score = RetrievalScore.from_dict(payload["score"], expected_config=config)
         candidates.append(RetrievalCandidateResult(
             candidate["name"], score,
             {**payload["endpoints"], "query_fingerprint": candidate["query"], "gallery_fingerprint": candidate["gallery"],
              "extractor": candidate["extractor"]},
             payload.get("compression_metadata"), {"score_fingerprint": candidate["score"]["fingerprint"],
-                                                  THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD)},
+                                                  THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD),
+                                                  COSTS_KEY: costs_of(manifest)},
         ))
     retrieval_protocol = _read_protocol(spec["protocol"], protocol)
     return retrieval_report(candidates, retrieval_protocol, benchmark=spec["benchmark"], config=config,

@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from vertebrae.compression import EmbeddingCompressionConfig
-from vertebrae.core.artifacts import read_json_artifact, write_embeddings, write_json_artifact
+from vertebrae.core.artifacts import read_json_artifact, read_json_document, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, ValidationError
 from vertebrae.core.provenance import software
 from vertebrae.core.throughput import KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, BatchClock
-from vertebrae.core.throughput import carried as carried_throughput
+from vertebrae.core.throughput import COSTS_KEY, carried as carried_throughput, costs_of, score_costs
 from vertebrae.data.declared.labelled import load_declared_rows
 from vertebrae.data.zero_shot import ZeroShotProtocol, build_zero_shot_dataset
 from vertebrae.scoring.paired import ComparisonConfig
@@ -102,7 +102,7 @@ def run_score(plan: str | Path, samples: str | Path, prompts: str | Path, protoc
     spec = load_plan(plan, "score-zero-shot")
     zs_protocol = read_zero_shot_protocol(spec["protocol"], protocol)
     s_block, s_meta = read_block(samples, spec["samples"]["fingerprint"])
-    p_block, _ = read_block(prompts, spec["prompts"]["fingerprint"])
+    p_block, p_meta = read_block(prompts, spec["prompts"]["fingerprint"])
     pair = spec["pair"]
     if pair is not None:
         if raw_samples is None:
@@ -120,7 +120,9 @@ def run_score(plan: str | Path, samples: str | Path, prompts: str | Path, protoc
                "endpoints": endpoint_metadata(s_block, p_block),
                "compression_metadata": (s_meta.get("compression") if pair is not None else None), "compression_pair": pair,
                THROUGHPUT_PAYLOAD: [s_meta.get(THROUGHPUT)]}  # the samples' cost: prompts are a fixed, one-off cost
-    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
+    costs = score_costs([s_meta.get(THROUGHPUT), p_meta.get(THROUGHPUT)])  # the peak: either side's embed jobs
+    write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"],
+                        metadata={COSTS_KEY: costs})
 
 
 def load_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[str | Path], *,
@@ -134,10 +136,12 @@ def load_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[
     if plan is not None:
         spec = load_plan(plan, "zero-shot-report")
         check_score_count(plan, spec, scores)
-    payloads = []
+    payloads, costs = [], []
     for i, path in enumerate(scores):
         expected = None if spec is None else spec["candidates"][i]["score"]["fingerprint"]
-        payloads.append((path, read_json_artifact(path, "score", fingerprint=expected)))
+        manifest, payload = read_json_document(path, "score", fingerprint=expected)
+        payloads.append((path, payload))
+        costs.append(costs_of(manifest))
     first_path, first = payloads[0]
     setting = {key: first.get(key) for key in ("protocol", "overlap_config", "seed")}
     setting["zero_shot"] = (first.get("zero_shot") or {}).get("config")
@@ -167,7 +171,8 @@ def load_report(plan: str | Path | None, protocol: str | Path, scores: Sequence[
         score_fp = _manifest_fingerprint(path)
         results.append(candidate(name, result, OverlapScoreResult.from_dict(payload["overlap"]), payload["endpoints"],
                                  entry, payload["compression_metadata"],
-                                 {"score_fingerprint": score_fp, THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD)}))
+                                 {"score_fingerprint": score_fp, THROUGHPUT_PAYLOAD: payload.get(THROUGHPUT_PAYLOAD),
+                                  COSTS_KEY: costs[i]}))
     name = benchmark or (spec["benchmark"] if spec is not None else "zero_shot")
     return zero_shot_report(results, zs_protocol, benchmark=name, config=config, overlap_config=overlap_config,
                             seed=setting["seed"], protocol_fingerprint=protocol_fp,
