@@ -339,3 +339,31 @@ def test_a_splits_inner_paths_start_at_its_first_folds_first_fit_where_500_rows_
         assert not firsts[0].any()  # the first fold's first C from zero
         assert firsts[1].any() == seeded  # the second fold's: from the first fold's weights, or from zero
         assert path.iterations[0][0] > 0 and path.iterations[1][0] > 0 and not path.unfinished
+
+
+def test_the_refit_starts_along_the_inner_paths_toward_its_own_rows_where_500_rows_are_held_out(monkeypatch):
+    """The refit's start: the inner folds' mean weights at the chosen C, moved (500 held-out rows or more in every
+    inner fold) toward the next weaker C's mean by ``log(n / n') / log(C_next / C)`` (``n``, ``n'``: the refit's rows
+    and an inner fold's): its ``n`` rows weigh against the penalty as ``n'`` rows do at ``C n / n'``."""
+    import vertebrae.scoring.probe_solver as solver
+
+    x, y = _synthetic(2400, 32, 6, 0.8)
+    paths, starts = [], []
+    inner_path, refit = solver._inner_path, solver._refit
+    monkeypatch.setattr(solver, "_inner_path", lambda *a, **k: paths.append(inner_path(*a, **k)) or paths[-1])
+    monkeypatch.setattr(solver, "_refit", lambda split, w0, *rest: starts.append(w0) or refit(split, w0, *rest))
+    order = np.random.default_rng(0).permutation(len(y))
+    cs = (1e-3, 1e-2, 1e3)
+    for held, along in ((600, True), (480, False)):
+        splits = [(np.sort(order[:2 * held]), np.sort(order[2 * held:]))]
+        inner = [[(np.arange(held, 2 * held), np.arange(held)), (np.arange(held), np.arange(held, 2 * held))]]
+        paths.clear()
+        starts.clear()
+        path = logistic_probe(x, y, splits, inner, cs, threads=1)[0]
+        best = cs.index(path.chosen)
+        assert best < 2, path.scores  # a weaker C exists
+        mean = np.mean([p[0][best] for p in paths], axis=0)
+        share = np.log(2.0) / np.log(cs[best + 1] / cs[best]) if along else 0.0
+        expected = mean + share * (np.mean([p[0][best + 1] for p in paths], axis=0) - mean)
+        assert np.allclose(starts[0], expected, rtol=0, atol=1e-12), held
+        assert along == (not np.allclose(starts[0], mean, rtol=0, atol=1e-6)), held

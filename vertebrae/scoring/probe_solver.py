@@ -6,7 +6,8 @@ ridge path over alphas. ``LinearProbeMetric`` calls them once for all its outer 
 penalised. With two classes scikit-learn fits one binary model, whose optimum is this multinomial model's at
 ``C / 2``: the multinomial model runs at ``C / 2`` there. The choice of C is scikit-learn's too (the mean held-out
 accuracy over the inner folds; the first of the largest, in the order ``Cs`` is given), and so is the refit's start
-(the inner folds' mean weights at the chosen C). What differs is how each fit gets there:
+(the inner folds' mean weights at the chosen C; moved along their path, below, where the path's starts are). What
+differs is how each fit gets there:
 
 * **float32, one model.** The standardised rows (``StandardScaler`` on the outer split's train rows, a column of
   ones appended) are made once per outer split, in float32, for its inner folds and its refit. Each evaluation is
@@ -18,19 +19,22 @@ accuracy over the inner folds; the first of the largest, in the order ``Cs`` is 
   first from zero (as scikit-learn's path does). The evaluation where one C ended is where the next starts, so it
   is not repeated, and a C whose start already meets the gradient tolerance costs no pass over the rows (its
   held-out predictions are the previous C's). Where every inner fold has at least ``1 / STABLE_SHARE`` (500)
-  held-out rows, two starts go further:
+  held-out rows, three starts go further:
 
   - the first fold's first C is fitted once, from zero (``_first_fit``, a task of its own), and the other folds'
     first Cs start from its weights (the folds share most of their rows), the first fold's path from its end;
   - a C after two fitted ones starts further along the path: at ``w + PATH_STEP (w - w')`` (``w``, ``w'``: the
     last two Cs' weights, ``PATH_STEP`` 0.8, the path bending as C grows) where that start's penalised loss is
     below ``w``'s (one evaluation, which the fit then starts from; else it starts from ``w``, whose evaluation is
-    kept).
+    kept);
+  - the refit starts from the inner folds' mean weights moved along their mean path toward ``C n / n'``, where an
+    inner fold's ``n'`` rows would weigh against the penalty as the refit's ``n`` do (``_refit_split``).
 
-  At the bench size (30,000 x 256, 50 classes) the two cut the evaluations from 409 to 311 (the second most:
-  C = 0.1 took 85 evaluations, then 15; C = 1, 40, then none past its start). With fewer held-out rows one row is
-  more than ``STABLE_SHARE`` of the accuracy, and where a fit ends within the gradient tolerance (which its start
-  moves) can move a row's prediction and so the choice of C: there each fold's path is scikit-learn's.
+  At the bench size (30,000 x 256, 50 classes) the three cut the evaluations from 409 to 306 (the second most:
+  C = 0.1 took 85 evaluations, then 15; C = 1, 40, then none past its start; the refits 20, then 15). With fewer
+  held-out rows one row is more than ``STABLE_SHARE`` of the accuracy, and where a fit ends within the gradient
+  tolerance (which its start moves) can move a row's prediction and so the choice of C: there each fold's path,
+  and the refit's start, are scikit-learn's.
 * **The stopping rule is tied to what is measured.** Every ``check_every`` (5) iterations a fit takes the
   predictions of the rows it is judged on (an inner fold's held-out rows; at the refit, the outer split's test rows,
   from their features alone: no label is read) and stops once at most ``STABLE_SHARE`` (0.2%) of them have changed
@@ -42,11 +46,12 @@ accuracy over the inner folds; the first of the largest, in the order ``Cs`` is 
   precision far below what changes a prediction. A fit that reaches neither within ``max_iter`` iterations is
   reported (``LogisticPath.unfinished``: inner fold or ``"refit"``, and C), and the metric warns.
 * **Threads set explicitly.** Each outer split's standardisation, its first fit (after it, where there is one),
-  its inner folds' paths (after that) and its refit (after them) are tasks of one graph (``run_graph``) on ``threads`` worker threads, each with single-threaded BLAS
-  and OpenMP held to one thread (``thread_limits``), so no pool of threads spins beside another and a busy core
-  slows one fit, not every product. A free worker takes the first ready task in split order: no barrier between
-  the inner folds and the refits leaves a core idle, and a split's rows are let go after its refit. Every fit runs
-  single-threaded whatever ``threads`` is, so the result does not depend on it.
+  its inner folds' paths (after that) and its refit (after them) are tasks of one graph (``run_graph``) on
+  ``threads`` worker threads, each with single-threaded BLAS and OpenMP held to one thread (``thread_limits``), so
+  no pool of threads spins beside another and a busy core slows one fit, not every product. A free worker takes
+  the first ready task in split order: no barrier between the inner folds and the refits leaves a core idle, and a
+  split's rows are let go after its refit. Every fit runs single-threaded whatever ``threads`` is, and what each
+  fit starts from depends on the graph alone, so the result does not depend on the thread count.
 * **Device.** ``device`` "torch:cpu", "cuda" or "cuda:N" runs the same evaluations with torch's products (IEEE
   float32, no TF32; on the CPU one torch thread per fit; on a GPU the fits run one after another); the rows move to
   the device once per fit. The L-BFGS steps stay on the CPU in float64.
@@ -435,7 +440,8 @@ def _logistic_probe(x: np.ndarray, codes: np.ndarray, splits: Sequence[tuple[np.
                 split, fit_rows, held, settings, None if seed is None else results[seed], own and seed is not None))
             after.append([prepare] if seed is None else [seed])
         index.append((prepare, folds, len(tasks)))
-        tasks.append(lambda j=j, folds=folds: _refit_split(parts[j], [results[f] for f in folds], settings))
+        tasks.append(lambda j=j, folds=folds, along=seed is not None: _refit_split(
+            parts[j], [results[f] for f in folds], settings, along))
         after.append(folds)
     results: list[Any] = [None] * len(tasks)
     run_graph(tasks, after, threads, results)
@@ -449,11 +455,22 @@ def _logistic_probe(x: np.ndarray, codes: np.ndarray, splits: Sequence[tuple[np.
     return out
 
 
-def _refit_split(split: _Split, paths: Sequence[Any], s: _Settings) -> tuple[np.ndarray, int, int, bool]:
+def _refit_split(split: _Split, paths: Sequence[Any], s: _Settings, along: bool = False
+                 ) -> tuple[np.ndarray, int, int, bool]:
     """(test predictions, chosen C's index, iterations, reached) of one split's refit: the C of the largest mean
-    held-out accuracy (the first of the largest), from the inner folds' mean weights at that C."""
+    held-out accuracy (the first of the largest), from the inner folds' mean weights at that C; ``along``: moved
+    along their mean path toward ``C n / n'`` (``n``, ``n'``: the refit's and an inner fold's rows; the sum of the
+    losses over ``n`` rows weighs against the same penalty ``||W||^2 / 2C`` as over ``n'`` rows at ``C n' / n``),
+    interpolated in ``log C`` between the chosen C and the next weaker one."""
     best = int(np.argmax(np.sum([p[1] for p in paths], axis=0)))
-    predicted, its, reached = _refit(split, np.mean([p[0][best] for p in paths], axis=0), s.Cs[best], s)
+    start = np.mean([p[0][best] for p in paths], axis=0)
+    weaker = [i for i in range(len(s.Cs)) if s.Cs[i] > s.Cs[best]]
+    if along and weaker:
+        step = min(weaker, key=lambda i: s.Cs[i])
+        rows = len(split.train) * (len(paths) - 1) / len(paths)  # an inner fold's, as StratifiedKFold splits
+        share = np.log(len(split.train) / rows) / np.log(s.Cs[step] / s.Cs[best])
+        start = start + share * (np.mean([p[0][step] for p in paths], axis=0) - start)
+    predicted, its, reached = _refit(split, start, s.Cs[best], s)
     return predicted, best, its, reached
 
 
