@@ -49,9 +49,11 @@ differs is how each fit gets there:
   its inner folds' paths (after that) and its refit (after them) are tasks of one graph (``run_graph``) on
   ``threads`` worker threads, each with single-threaded BLAS and OpenMP held to one thread (``thread_limits``), so
   no pool of threads spins beside another and a busy core slows one fit, not every product. A free worker takes
-  the first ready task in split order: no barrier between the inner folds and the refits leaves a core idle, and a
-  split's rows are let go after its refit. Every fit runs single-threaded whatever ``threads`` is, and what each
-  fit starts from depends on the graph alone, so the result does not depend on the thread count.
+  the first ready task in split order (a split's standardisation and first fit listed before the previous split's
+  inner folds, so that its inner folds are ready when a worker frees up): no barrier between the inner folds and
+  the refits leaves a core idle, and a split's rows are let go after its refit. Every fit runs single-threaded
+  whatever ``threads`` is, and what each fit starts from depends on the graph alone, so the result does not
+  depend on the thread count.
 * **Device.** ``device`` "torch:cpu", "cuda" or "cuda:N" runs the same evaluations with torch's products (IEEE
   float32, no TF32; on the CPU one torch thread per fit; on a GPU the fits run one after another); the rows move to
   the device once per fit. The L-BFGS steps stay on the CPU in float64.
@@ -425,24 +427,29 @@ def _logistic_probe(x: np.ndarray, codes: np.ndarray, splits: Sequence[tuple[np.
     tasks: list[Callable[[], Any]] = []
     after: list[list[int]] = []
     index: list[tuple[int, list[int], int]] = []  # per split: (prepare task, inner tasks, refit task)
-    for j, split in enumerate(parts):  # in split order: a split's refit runs before later splits' inner folds
-        prepare = len(tasks)
-        tasks.append(split.prepare)
-        after.append([])
-        folds, seed = [], None
-        if len(inner[j]) > 1 and all(len(held) * STABLE_SHARE >= 1.0 for _, held in inner[j]):
-            seed = len(tasks)  # the first fold's first C, where every fold's path starts
-            tasks.append(lambda split=split, rows=inner[j][0]: _first_fit(split, *rows, settings))
-            after.append([prepare])
-        for f, (fit_rows, held) in enumerate(inner[j]):
-            folds.append(len(tasks))
-            tasks.append(lambda split=split, fit_rows=fit_rows, held=held, seed=seed, own=f == 0: _inner_path(
-                split, fit_rows, held, settings, None if seed is None else results[seed], own and seed is not None))
-            after.append([prepare] if seed is None else [seed])
-        index.append((prepare, folds, len(tasks)))
-        tasks.append(lambda j=j, folds=folds, along=seed is not None: _refit_split(
-            parts[j], [results[f] for f in folds], settings, along))
-        after.append(folds)
+    heads: list[tuple[int, int | None]] = []  # per split: (prepare task, first fit task or None)
+
+    def add(task: Callable[[], Any], follows: list[int]) -> int:
+        tasks.append(task)
+        after.append(follows)
+        return len(tasks) - 1
+
+    def head(j: int) -> None:  # a split's standardisation and first fit
+        prepare = add(parts[j].prepare, [])
+        seeded = len(inner[j]) > 1 and all(len(held) * STABLE_SHARE >= 1.0 for _, held in inner[j])
+        heads.append((prepare, add(lambda split=parts[j], rows=inner[j][0]: _first_fit(split, *rows, settings),
+                                   [prepare]) if seeded else None))
+
+    head(0)
+    for j, split in enumerate(parts):  # in split order, the next split's head before this split's inner folds
+        if j + 1 < len(parts):
+            head(j + 1)
+        prepare, seed = heads[j]
+        folds = [add(lambda split=split, fit_rows=fit_rows, held=held, seed=seed, own=f == 0: _inner_path(
+            split, fit_rows, held, settings, None if seed is None else results[seed], own and seed is not None),
+            [prepare] if seed is None else [seed]) for f, (fit_rows, held) in enumerate(inner[j])]
+        index.append((prepare, folds, add(lambda j=j, folds=folds, along=seed is not None: _refit_split(
+            parts[j], [results[f] for f in folds], settings, along), folds)))
     results: list[Any] = [None] * len(tasks)
     run_graph(tasks, after, threads, results)
     out = []
