@@ -251,15 +251,14 @@ class _Split:
         self.rows, self.test_rows = scaler.rows(self.train), scaler.rows(self.test)
 
 
-def _first_fit(split: _Split, fit_rows: np.ndarray, held: np.ndarray, s: _Settings) -> tuple[Any, ...]:
-    """(weights, their kept (loss, gradient) or None, iterations, reached) of an inner fold's first C, from zero:
-    the seed of its split's inner paths (module docstring)."""
+def _first_fit(split: _Split, fit_rows: np.ndarray, held: np.ndarray, s: _Settings) -> list[Any]:
+    """[weights, iterations, reached, the objective] of an inner fold's first C, from zero: the seed of its split's
+    inner paths (module docstring); the fold's own path takes the objective (its rows, its last evaluation)."""
     assert split.rows is not None
     objective = _objective(split.rows[fit_rows], split.y[fit_rows], split.k, s.device)
     w, its, reached, _ = _fit(objective, objective.at_zero(), min(s.Cs) * (0.5 if split.k == 2 else 1.0),
                               split.rows[held], s.max_iter, s.check_every, s.patience, s.gtol)
-    last = objective.last
-    return w, (last[1], last[2]) if last is not None and np.array_equal(last[0], w) else None, its, reached
+    return [w, its, reached, objective]
 
 
 def _inner_path(split: _Split, fit_rows: np.ndarray, held: np.ndarray, s: _Settings, seed: Any = None,
@@ -270,14 +269,14 @@ def _inner_path(split: _Split, fit_rows: np.ndarray, held: np.ndarray, s: _Setti
     factor = 0.5 if k == 2 else 1.0
     order = sorted(range(len(s.Cs)), key=lambda i: s.Cs[i])  # the path: strong to weak
     assert split.rows is not None
-    xa, judged = split.rows[fit_rows], split.rows[held]
-    y, truth = split.y[fit_rows], split.y[held]
-    objective = _objective(xa, y, k, s.device)
-    judged = objective.judged(judged)
+    truth = split.y[held]
+    if own:  # the seed's objective, let go there
+        objective, seed[3] = seed[3], None
+    else:
+        objective = _objective(split.rows[fit_rows], split.y[fit_rows], k, s.device)
+    judged = objective.judged(split.rows[held])
     w = objective.at_zero() if seed is None else seed[0]
-    if own and seed[1] is not None:
-        objective.last = (w.copy(), *seed[1])
-    weights = np.zeros((len(s.Cs), xa.shape[1] * k))
+    weights = np.zeros((len(s.Cs), split.rows.shape[1] * k))
     scores, its, unfinished, predicted = np.zeros(len(s.Cs)), [0] * len(s.Cs), [], None
     before = None  # the weights of the C before the last, once the path extrapolates (module docstring)
     extrapolate = len(held) * STABLE_SHARE >= 1.0
@@ -285,7 +284,7 @@ def _inner_path(split: _Split, fit_rows: np.ndarray, held: np.ndarray, s: _Setti
         start = w if before is None else _path_start(objective, before, w, 1.0 / (s.Cs[i] * factor * objective.n),
                                                      s.gtol)
         if own and i == order[0]:  # fitted by the seed
-            end, its[i], reached, checked = seed[0], seed[2], seed[3], None
+            end, its[i], reached, checked = seed[0], seed[1], seed[2], None
         else:
             end, its[i], reached, checked = _fit(objective, start, s.Cs[i] * factor, judged, s.max_iter,
                                                  s.check_every, s.patience, s.gtol)
