@@ -367,3 +367,29 @@ def test_the_refit_starts_along_the_inner_paths_toward_its_own_rows_where_500_ro
         expected = mean + share * (np.mean([p[0][best + 1] for p in paths], axis=0) - mean)
         assert np.allclose(starts[0], expected, rtol=0, atol=1e-12), held
         assert along == (not np.allclose(starts[0], mean, rtol=0, atol=1e-6)), held
+
+
+def test_the_next_splits_standardisation_and_first_fit_come_before_a_splits_inner_folds(monkeypatch):
+    """In the task list (so on one thread, in this order) split j + 1's standardisation and first fit come before
+    split j's inner folds, so that a worker freed by split j's folds finds split j + 1's ready."""
+    import vertebrae.scoring.probe_solver as solver
+
+    ran = []
+    prepare, first_fit, inner_path, refit = (solver._Split.prepare, solver._first_fit, solver._inner_path,
+                                             solver._refit_split)
+    monkeypatch.setattr(solver._Split, "prepare", lambda self: ran.append(("prepare", len(self.train)))
+                        or prepare(self))
+    monkeypatch.setattr(solver, "_first_fit", lambda split, *a: ran.append(("first", len(split.train)))
+                        or first_fit(split, *a))
+    monkeypatch.setattr(solver, "_inner_path", lambda split, *a: ran.append(("fold", len(split.train)))
+                        or inner_path(split, *a))
+    monkeypatch.setattr(solver, "_refit_split", lambda split, *a: ran.append(("refit", len(split.train)))
+                        or refit(split, *a))
+    x, y = _synthetic(2600, 16, 4, 0.8)
+    order = np.random.default_rng(0).permutation(len(y))
+    splits = [(np.sort(order[:1200]), np.sort(order[1200:])), (np.sort(order[:1300]), np.sort(order[1300:]))]
+    inner = [[(np.arange(n)[np.arange(n) % 2 != f], np.arange(n)[np.arange(n) % 2 == f]) for f in range(2)]
+             for n in (1200, 1300)]
+    logistic_probe(x, y, splits, inner, (0.01, 1.0), threads=1)
+    assert ran == [("prepare", 1200), ("first", 1200), ("prepare", 1300), ("first", 1300), ("fold", 1200),
+                   ("fold", 1200), ("refit", 1200), ("fold", 1300), ("fold", 1300), ("refit", 1300)], ran
