@@ -46,10 +46,12 @@ CONFIG = {
 
 
 def _same_sizes_apart_from_measured_costs(written: dict, expected: dict) -> None:
-    """Pop every candidate's cost (measured in process, none here: no benchmark records); the sizes must agree."""
+    """Pop every candidate's cost (measured in process; the jobs': what they measured of themselves, no Snakemake
+    record read); the sizes must agree."""
     for mine, theirs in zip(written["extractor_results"], expected["extractor_results"]):
         a, b = mine["metadata"].pop("cost"), theirs["metadata"].pop("cost")
-        assert (a["source"], b["source"]) == ("embed jobs", "measured in process")
+        assert (a["source"], b["source"]) == ("job measurements", "measured in process")
+        assert a["peak_memory_mb"] > 0 and a["score_seconds"] > 0  # the embed (fit, compress) jobs', the score job's
         assert (a["dim"], a["bytes_per_vector"]) == (b["dim"], b["bytes_per_vector"])
         # 120 rows: a precomputed file costs nothing to embed; a fitted pipeline, too few rows to give a number
         assert (a["embed_status"], a["embed_seconds_per_1k_rows"]) in (("precomputed", 0.0),

@@ -392,8 +392,14 @@ def test_a_collapsed_endpoint_is_flagged_by_the_merge_as_by_the_single_job(tmp_p
     p = plan(_config(similarity, bidirectional=False))
     scores = _embed_and_score(p)
     for fp, single in scores.items():
-        out, _, _ = _run_fanout(p.spec(fp), (3, 5), fp)
+        out, paths, _ = _run_fanout(p.spec(fp), (3, 5), fp)
         merged = json.loads(open(out, encoding="utf-8").read())
+        # its seconds: every partial job's (in its manifest's info) and the merge's own, summed; in one process here,
+        # so the merge's own (its process's age) is at least any part's
+        parts = [FanoutPartial.load(path).info["job_costs"]["score_seconds"] for path in paths]
+        total = merged["manifest"]["metadata"]["job_costs"]["score_seconds"]
+        assert len(parts) == 2 * 3 * 5 or len(parts) == 3 * 5
+        assert total - sum(parts) >= max(parts) > 0
         assert json.dumps(_untimed(merged), sort_keys=True) == json.dumps(_untimed(single), sort_keys=True)
     flagged = ["degenerate" in s["payload"]["score"]["forward"]["metadata"] for s in scores.values()]
     assert any(flagged) == (similarity == "cosine")  # the raw candidate (its int8 variant differs per row)

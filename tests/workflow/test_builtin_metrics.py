@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from vertebrae.core.artifacts import read_json_document
 from vertebrae.stages.labelled_jobs import run_score
 from vertebrae.stages.plan import run_plan
@@ -75,16 +73,17 @@ def _check_parts_merge_to_the_one_job_score(tmp_path):
     merged = read_json_document(tmp_path / artifact_path("score", spec["fingerprint"]), "score",
                                 fingerprint=spec["fingerprint"])
     single = read_json_document(out, "score", fingerprint=spec["fingerprint"])
-    assert comparable(merged) == comparable(single)  # manifest and payload, but for Separatix's timings
-    # the report's scoring cost adds up the merge's record and its partial jobs' (kept under their own names)
+    # manifest and payload, but for the timings (the score jobs' own seconds: manifest metadata, in no hash)
+    assert comparable([*merged]) == comparable([*single]) and merged[1] == single[1]
+    # the report's scoring cost adds up the partial jobs' seconds (each in its partial's manifest) and the merge's
     report = json.loads((tmp_path / "results/reports/digits/report.json").read_text())
     for candidate in report["extractor_results"]:
         fp = candidate["metadata"]["score_fingerprint"]
-        records = [tmp_path / "results" / "benchmarks" / "merge_labelled_partials" / f"{fp}.tsv"] + [
-            tmp_path / "results" / "benchmarks" / "score_labelled_partial" / f"{ref['fingerprint']}.tsv"
-            for ref in workflow_plan.spec(fp)["partials"]]
-        seconds = [float(path.read_text().splitlines()[1].split("\t")[0]) for path in records]
-        assert len(seconds) == 7 and candidate["metadata"]["cost"]["score_seconds"] == pytest.approx(sum(seconds))
+        parts = [read_json_document(tmp_path / ref["path"], "labelled-partial", fingerprint=ref["fingerprint"])[0]
+                 ["metadata"]["job_costs"]["score_seconds"] for ref in workflow_plan.spec(fp)["partials"]]
+        merged = read_json_document(tmp_path / artifact_path("score", fp), "score", fingerprint=fp)[0]
+        total = merged["metadata"]["job_costs"]["score_seconds"]
+        assert len(parts) == 6 and 0 < sum(parts) < total and candidate["metadata"]["cost"]["score_seconds"] == total
     # verify reads the partials too: a hand-edited one is found and moved aside with the score built from it
     assert verify(tmp_path / "results") == []
     partial = tmp_path / spec["partials"][1]["path"]

@@ -30,11 +30,6 @@ from workflow_support import REPO
 
 # Reads no rule can declare, each with its reason. Anything else undeclared fails the test.
 KNOWN = {
-    # The report's costs: Snakemake's benchmark records of its candidates' jobs (vertebrae.reports.costs), found by
-    # fingerprint in this out folder or an older layout's. Declared as inputs, a missing record (a cost, not a
-    # result: the report says "unknown") would make Snakemake rerun the job that writes it (a record is a job's
-    # output) whenever the report reruns: an embedding recomputed for its timing. So they stay undeclared.
-    ("report", "results/benchmarks"),
     # the pages of the whole out folder, whichever config wrote them (docs/workflow.md, "The out folder")
     ("leaderboard_page", "results"),
     ("results_index", "results"),

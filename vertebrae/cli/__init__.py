@@ -126,8 +126,8 @@ COMMANDS: dict[str, Command] = {
     "report": Command("rank a benchmark's scores into JSON and Markdown reports (labelled, retrieval or zero-shot plan)",
                       "vertebrae.stages.report_job:run_report",
                       (*REPORT, arg("--comparison", help="the benchmark's comparison artifact (vertebrae compare)"),
-                       arg("--records-dir", help="the Snakemake benchmark records (benchmarks/) the candidates' "
-                                                 "costs come from; without it their times are unknown"))),
+                       arg("--records-dir", help="ignored: the candidates' costs come from their artifacts (each "
+                                                 "job's own measurements), no benchmark record is read"))),
     "compare": Command("paired intervals and tests of every pair of a benchmark's ranked candidates",
                        "vertebrae.stages.report_job:run_compare",
                        (PLAN, arg("--report-plan", required=True, help="the benchmark's report job spec"), PROTOCOL,

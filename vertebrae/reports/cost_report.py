@@ -23,7 +23,8 @@ FIGURES_TITLE = "Figures"
 PARETO_KINDS = ("throughput", "bytes_per_vector", "dim")
 COST_HEADERS = ("embed s / 1k rows", "peak memory (MB)", "dim", "bytes / vector", "score s")
 FIGURES = (("Ranking", "ranking.png"), ("Detail", "detail.png"), ("Comparison", "comparison.png"))
-SOURCES = {"benchmark records": "the embed jobs' steady-state throughput and the jobs' Snakemake benchmark records",
+SOURCES = {"job measurements": "the embed jobs' steady-state throughput and what each job measured of itself",
+           "benchmark records": "the embed jobs' steady-state throughput and the jobs' Snakemake benchmark records",
            "embed jobs": "the embed jobs' steady-state throughput", "measured in process": "measured in process",
            "none": "no record"}
 

@@ -9,9 +9,24 @@ model load are recorded apart (``load_seconds``); they are not part of the rate.
 number is: ``measured`` (with ``embed_batches``, the batches behind the median), ``too few rows to measure`` (fewer
 than ``MIN_BATCHES`` batches or ``MIN_ROWS`` rows after the first batches: no number), ``precomputed`` (read from a
 file: 0 s, its read time is not an embedding cost) or ``unknown`` (no record: a fanned-out retrieval score, an
-artifact written before the records existed). The other times and memory come from the jobs' own Snakemake
-``benchmark:`` records (``benchmarks/<rule>/<fingerprint>[/shard-i-of-n].tsv`` in the out folder, or beside
-``results/`` in a folder of the old layout: ``vertebrae.core.out_folder``; columns ``s`` and ``max_rss`` in MB):
+artifact written before the records existed). Peak memory and scoring time are the jobs' own measurements,
+carried the same way (``vertebrae.core.throughput``; the score artifact's manifest metadata ``job_costs``, which the
+report's loader puts in the candidate's metadata): source ``job measurements``.
+
+- peak memory: the largest peak resident memory (MiB, 2**20 bytes: Snakemake's ``max_rss`` unit) that the embed-shard
+  jobs, the fit-extractor job and the compress job behind the candidate's endpoints recorded of themselves (zero-shot:
+  samples and prompts); unknown unless every one did (an artifact written before they recorded it; a job served by the
+  job server: its process's peak is the server's, never recorded);
+- scoring seconds: the score job's own wall time (its process's age when it wrote: interpreter start included, as
+  Snakemake's ``s``; a served job: from the request); a fanned-out score: every partial job's and the merge's, summed;
+  unknown when any part has none.
+
+The report job reads nothing else: no Snakemake record, which no rule declares as its input (a missing record would
+rerun the job that writes it). ``vertebrae leaderboard`` (a command, not a job) reading a report.json without costs
+(an older one) still takes the times and memory from the jobs' Snakemake ``benchmark:`` records when the
+candidate's metadata carries no measurement (``benchmarks/<rule>/<fingerprint>[/shard-i-of-n].tsv`` in the out
+folder, or beside ``results/`` in a folder of the old layout: ``vertebrae.core.out_folder``; columns ``s`` and
+``max_rss`` in MB): source ``benchmark records``:
 
 - peak memory: the largest ``max_rss`` among the embed-shard jobs (and fit-extractor job) of the candidate's
   endpoints (found by the embedding fingerprints its report records; a compressed labelled variant: its source
@@ -29,8 +44,8 @@ process``; unknown when an embedding came from the cache; ``embed_peak_mb``, the
 ``score_s``).
 
 Every report.json carries a candidate's costs in its ``metadata["cost"]`` (``cost_document``): the cost columns and
-``source`` (``benchmark records``, ``embed jobs`` (their throughput, no Snakemake record), ``measured in process``
-or ``none``); a null column is unknown, never zero.
+``source`` (``job measurements``, ``benchmark records`` (an older report's), ``embed jobs`` (their throughput only),
+``measured in process`` or ``none``); a null column is unknown, never zero.
 """
 
 from __future__ import annotations
@@ -43,7 +58,8 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.records import from_record, one_of
-from vertebrae.core.throughput import MEASURED, PAYLOAD_KEY, PRECOMPUTED, STATUSES, UNKNOWN, summarize
+from vertebrae.core.throughput import COSTS_KEY as JOB_COSTS, MEASURED, PAYLOAD_KEY, PRECOMPUTED, STATUSES, UNKNOWN
+from vertebrae.core.throughput import summarize
 
 EMBED_RULES = ("fit_extractor", "embed_shard", "embed_retrieval_shard", "embed_zero_shot_samples",
                "embed_zero_shot_prompts")
@@ -175,12 +191,23 @@ def throughput_cost(candidate: Mapping[str, Any]) -> dict[str, Any]:
             "load_seconds": summary["load_s"]}
 
 
-def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None) -> Cost:
+def job_measurements(candidate: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """What the candidate's jobs measured of themselves (``metadata["job_costs"]``: ``peak_mb``, ``score_seconds``),
+    None when its metadata carries nothing (a report.json, an artifact written before the jobs measured)."""
+    carried = (candidate.get("metadata") or {}).get(JOB_COSTS)
+    return carried if isinstance(carried, Mapping) else None
+
+
+def candidate_cost(candidate: Mapping[str, Any], records_dir: str | Path | None = None) -> Cost:
     """The cost columns of one candidate of a report (its ``embedding_metadata`` and ``metadata``): the embedding
-    throughput its metadata carries, and the memory and scoring time of the benchmark records under ``records_dir``
-    (None: no records)."""
+    throughput, peak memory and scoring seconds its metadata carries (``job_measurements``); a candidate carrying no
+    measurement: the memory and scoring time of the benchmark records under ``records_dir`` (None: none read)."""
     dim, size = stored_size(candidate)
     embedding = throughput_cost(candidate)
+    measured = job_measurements(candidate)
+    if measured is not None:
+        return Cost(peak_memory_mb=_finite(measured.get("peak_mb")) or None, dim=dim, bytes_per_vector=size,
+                    score_seconds=_finite(measured.get("score_seconds")), **embedding)
     if records_dir is None or not Path(records_dir).is_dir():
         return Cost(dim=dim, bytes_per_vector=size, **embedding)
     records_dir = Path(records_dir)
@@ -224,7 +251,15 @@ COST_KEY = "cost"
 COST_FIELDS = ("embed_seconds_per_1k_rows", "peak_memory_mb", "dim", "bytes_per_vector", "score_seconds",
                "embed_status", "embed_batches", "load_seconds")
 EMBED_STATUSES = (*STATUSES, "measured in process")
-SOURCES = ("benchmark records", "embed jobs", "measured in process", "none")
+SOURCES = ("job measurements", "benchmark records", "embed jobs", "measured in process", "none")
+
+
+def cost_source(candidate: Mapping[str, Any], cost: Cost) -> str:
+    """Where ``candidate_cost`` found ``cost``: the jobs' measurements, Snakemake's records, the embed jobs'
+    throughput alone, or nothing."""
+    if cost.peak_memory_mb is not None or cost.score_seconds is not None:
+        return "job measurements" if job_measurements(candidate) is not None else "benchmark records"
+    return "none" if cost.embed_status == UNKNOWN else "embed jobs"
 
 
 def cost_document(cost: Cost, source: str) -> dict[str, Any]:
@@ -310,5 +345,5 @@ def peak_memory_mb() -> float | None:
 
 
 __all__ = ["CHEAPEST_TIED_BY", "CONFIG_KEY", "COST_FIELDS", "COST_KEY", "Cost", "CostConfig", "DTYPE_BYTES", "EMBED_RULES", "EMBED_STATUSES", "SCORE_RULES", "SOURCES",
-           "candidate_cost", "cost_document", "embed_cost_text", "embedding_endpoints", "throughput_cost",
+           "candidate_cost", "cost_document", "cost_source", "job_measurements", "embed_cost_text", "embedding_endpoints", "throughput_cost",
            "measured_cost", "peak_memory_mb", "read_record", "reset_peak_memory", "stored_cost", "stored_size"]

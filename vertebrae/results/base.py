@@ -118,22 +118,22 @@ class RankedReport:
 
     def with_costs(self, records_dir: str | Path | None = None, *, measured: bool = False):
         """This report with every candidate's ``metadata["cost"]`` (``vertebrae.reports.costs``): from the times the
-        in-process run measured (``measured``), else from the Snakemake benchmark records under ``records_dir``
-        (None: no records, every time unknown)."""
+        in-process run measured (``measured``), else from what the workflow's jobs measured of themselves (carried in
+        each candidate's metadata), or for a candidate carrying none the Snakemake benchmark records under
+        ``records_dir`` (None: none read)."""
         from vertebrae.core.throughput import COSTS_KEY, PAYLOAD_KEY, UNKNOWN
-        from vertebrae.reports.costs import COST_KEY, candidate_cost, cost_document, measured_cost
+        from vertebrae.reports.costs import COST_KEY, candidate_cost, cost_document, cost_source, measured_cost
 
         candidates = []
         for candidate in self.candidates:
             document = {**provenance_dict(candidate), "name": candidate.name}
             if measured:
                 cost, source = measured_cost(document), "measured in process"
+                if cost.embed_status == UNKNOWN and cost.peak_memory_mb is None and cost.score_seconds is None:
+                    source = "none"
             else:
-                cost, source = candidate_cost(document, records_dir), "benchmark records"
-            if not measured and cost.peak_memory_mb is None and cost.score_seconds is None:
-                source = "none" if cost.embed_status == UNKNOWN else "embed jobs"  # no record read: throughput only
-            elif cost.embed_status == UNKNOWN and cost.peak_memory_mb is None and cost.score_seconds is None:
-                source = "none"
+                cost = candidate_cost(document, records_dir)
+                source = cost_source(document, cost)
             # the embed jobs' throughput records (the score artifacts carry them) become the cost; not kept apart
             metadata = {**{k: v for k, v in candidate.metadata.items() if k not in (PAYLOAD_KEY, COSTS_KEY)},
                         COST_KEY: cost_document(cost, source)}
