@@ -125,9 +125,7 @@ COMMANDS: dict[str, Command] = {
                                                                         "the merge spec plans)"))),
     "report": Command("rank a benchmark's scores into JSON and Markdown reports (labelled, retrieval or zero-shot plan)",
                       "vertebrae.stages.report_job:run_report",
-                      (*REPORT, arg("--comparison", help="the benchmark's comparison artifact (vertebrae compare)"),
-                       arg("--records-dir", help="ignored: the candidates' costs come from their artifacts (each "
-                                                 "job's own measurements), no benchmark record is read"))),
+                      (*REPORT, arg("--comparison", help="the benchmark's comparison artifact (vertebrae compare)"))),
     "compare": Command("paired intervals and tests of every pair of a benchmark's ranked candidates",
                        "vertebrae.stages.report_job:run_compare",
                        (PLAN, arg("--report-plan", required=True, help="the benchmark's report job spec"), PROTOCOL,

@@ -16,7 +16,7 @@ from typing import Any
 
 from vertebrae.core.fingerprint import canonical_json
 from vertebrae.core.storage import STORAGE_ROOT_ENV
-from vertebrae.core.out_folder import RESULTS, records_dir, write_out_record
+from vertebrae.core.out_folder import RESULTS, write_out_record
 from vertebrae.planning.job_files import DATA_STAGES, data_files
 from vertebrae.planning.paths import artifact_path, in_results, log_path, out_path, record_path, report_paths
 from vertebrae.planning.resources import embed_mem_mb, part_priority, partial_mem_mb
@@ -115,10 +115,6 @@ class WorkflowPlan:
     def record(self, job: str) -> str:
         """``OUT/benchmarks/JOB.tsv``: a rule's ``benchmark:`` record."""
         return record_path(job, self.out)
-
-    def records_dir(self) -> str:
-        """``OUT/benchmarks``: the folder of every rule's records (the report job reads the costs there)."""
-        return records_dir(self.out).as_posix()
 
     def add(self, spec: dict[str, Any], *, protocol: str = "labelled") -> str:
         """Add ``spec`` (the first one added under a fingerprint wins), filed under ``protocol``'s layout."""

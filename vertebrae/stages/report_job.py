@@ -51,13 +51,11 @@ def run_compare(plan: str | Path, report_plan: str | Path, protocol: str | Path,
 
 
 def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Path], json_output: str | Path,
-               markdown_output: str | Path, *, comparison: str | Path | None = None,
-               records_dir: str | Path | None = None) -> None:
+               markdown_output: str | Path, *, comparison: str | Path | None = None) -> None:
     """Rank the score artifacts ``scores`` of the report spec ``plan`` into JSON and Markdown, carrying the
     comparison artifact ``comparison`` (which must have been made for this report spec) and every candidate's cost
     (``RankedReport.with_costs``) from what its jobs measured of themselves, carried in its score artifact
-    (``vertebrae.reports.costs``). No Snakemake benchmark record is read (a job reads only its declared inputs):
-    ``records_dir`` is accepted and ignored (a rule file that still passes ``--records-dir`` runs)."""
+    (``vertebrae.reports.costs``). No Snakemake benchmark record is read (a job reads only its declared inputs)."""
     report = load_report(plan, protocol, scores)
     if comparison is not None:
         payload = read_json_artifact(comparison, "comparison", fingerprint=None)
@@ -75,7 +73,6 @@ def run_report(plan: str | Path, protocol: str | Path, scores: Sequence[str | Pa
             planned = [r.name for r in report.ranked_results()]
             if [c["name"] for c in report.comparison.to_dict()["candidates"]] != planned:
                 raise ArtifactError(f"{comparison}: compares other candidates than the report ranks ({planned})")
-    del records_dir  # the costs are in the artifacts: no undeclared file is read
     report = with_step_series(report.with_costs())  # a checkpoint sweep's numbers, with their intervals
     report = report.with_software(software())  # the version (and git revision) that wrote it
     report.save_json(json_output)

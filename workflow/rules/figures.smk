@@ -15,8 +15,6 @@ rule report:
         **PLAN.report_paths("{benchmark}"),
     wildcard_constraints:
         benchmark=get_report_names_pattern(),
-    params:
-        records=PLAN.records_dir(),  # the out folder's benchmark records: the candidates' costs
     conda:
         "../../envs/vertebrae.yaml"
     log:
@@ -25,7 +23,7 @@ rule report:
         PLAN.record("report/{benchmark}")
     shell:
         "vertebrae report --plan-json {input.plan} --protocol {input.protocol} --comparison {input.comparison}"
-        " --records-dir {params.records:q} --json-output {output.json} --markdown-output {output.markdown}"
+        " --json-output {output.json} --markdown-output {output.markdown}"
         " {input.scores} > {log} 2>&1"
 
 
