@@ -80,6 +80,8 @@ def test_signals_reach_the_job_and_a_killed_client_takes_it(served, tmp_path):
 def test_declined_and_unreachable_leave_the_job_to_its_client(served, tmp_path):
     environ, _ = served
     assert "embed-shard" not in SERVED and "compress" not in SERVED and "run" not in SERVED
+    # no compress job is served: each measures its own peak memory, which in a fork of the server would be the server's
+    assert not {"compress", "compress-retrieval", "compress-zero-shot"} & SERVED
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(server_path(environ))
         send_message(sock, {"argv": ["embed-shard", "--help"], "cwd": str(tmp_path), "env": {}, "prefix": sys.prefix},

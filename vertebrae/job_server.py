@@ -15,7 +15,8 @@ Served: the subcommands in ``SERVED``, the bookkeeping and scoring jobs, asked b
 and the same vertebrae package (``sys.prefix`` and the package's folder). Not served: embedding and fitting (model
 libraries are not forked warm, CUDA least of all) and the user commands. A served job's Snakemake benchmark record
 times the client, which waits for the job (``s`` is the job's wall time), but its ``max_rss`` is the client's: the
-cost report reads peak memory only from embedding, fitting and compress jobs, so compress is not served either.
+cost report reads peak memory only from embedding, fitting and compress jobs (each measures its own), so no
+compress job (labelled, retrieval, zero-shot) is served either.
 
 The server ends on SIGTERM (``serving`` sends it when Snakemake is done), or on its own when its ``vertebrae run`` is
 gone (checked every second); children it still has are killed then.
@@ -36,10 +37,10 @@ from vertebrae.core.job_client import PACKAGE, READY, SERVER_ENV, receive_messag
 
 SERVED = frozenset({
     "plan", "merge-embeddings", "write-protocol", "score", "score-labelled-partial", "merge-labelled-partials",
-    "report", "compare", "merge-retrieval-embeddings", "write-retrieval-relevance", "compress-retrieval",
+    "report", "compare", "merge-retrieval-embeddings", "write-retrieval-relevance",
     "score-retrieval", "score-retrieval-partial", "score-retrieval-fanout-partial", "stage-retrieval-fanout",
     "merge-retrieval-partials", "figures", "report-tables", "report-page", "results-index", "plan-zero-shot",
-    "merge-zero-shot-embeddings", "write-zero-shot-protocol", "compress-zero-shot", "score-zero-shot", "summary",
+    "merge-zero-shot-embeddings", "write-zero-shot-protocol", "score-zero-shot", "summary",
     "leaderboard",
 })
 # imported before the first fork, besides the served subcommands' own modules: what their jobs import lazily
