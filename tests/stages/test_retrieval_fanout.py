@@ -537,6 +537,14 @@ def test_the_fanout_bundle_holds_what_a_partial_reads_whole_or_not_at_all(tmp_pa
     assert len(inodes) == len(set(inodes)) and bundle / "rows.query.h5" in [p.resolve() for p in read]
     for role in ("query", "gallery"):
         assert len({bundle / f"{role}.h5", (tmp_path / spec[role]["path"]).resolve()} & {p.resolve() for p in read}) == 1
+    # a bundle cut short (a staging or an upload to object storage: Snakemake counts a folder with anything in it as
+    # present): a partial names what is missing and the way out, whichever file it is
+    for name in ("rows.gallery.h5", "inputs.json"):
+        os.rename(bundle / name, tmp_path / name)
+        with pytest.raises(VertebraeError, match=rf"fan-out bundle {bundle.relative_to(tmp_path)}: incomplete, {name} "
+                                                 r"missing .*vertebrae verify --repair"):
+            run_score_fanout_partial(bundle.relative_to(tmp_path), partials[0]["fingerprint"], "x.h5")
+        os.rename(tmp_path / name, bundle / name)
     # another candidate's endpoint in its place: a valid file, not the one recorded
     os.unlink(bundle / "gallery.h5")
     shutil.copyfile(p.spec(p.fingerprints("score-retrieval")[1])["gallery"]["path"], bundle / "gallery.h5")

@@ -15,7 +15,7 @@ step, since quantising is monotone.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -34,8 +34,8 @@ from vertebrae.core.phases import Phases
 from vertebrae.data.relevance import RetrievalProtocol
 from vertebrae.scoring.degenerate import GRID, _quantise, _unit_rows, detect_collapse, unit_csr_data, warn_collapse
 from vertebrae.scoring.retrieval import RetrievalConfig, RetrievalScore
-from vertebrae.stages.fanout_bundle import (ENDPOINTS, FANOUT_KIND, INPUTS, RELEVANCE, link_or_copy, plan_name,
-                                            resolve, write_bundle)
+from vertebrae.stages.fanout_bundle import (ENDPOINTS, FANOUT_KIND, INPUTS, RELEVANCE, expected_files, link_or_copy,
+                                            plan_name, resolve, write_bundle)
 from vertebrae.stages.plan import load_plan
 from vertebrae.stages.retrieval_fanout import (MERGE_STAGE, PARTIAL_STAGE, FanoutPartial, compute_partial,
                                                direction_inputs, merge_fanout, partial_spec_of)
@@ -267,7 +267,9 @@ def run_score_fanout_partial(fanout: str | Path, partial: str, output: str | Pat
     whose content is not the one the bundle recorded is refused naming the file."""
     phases = Phases()
     with phases("read"):
+        _check_complete(fanout)
         _, recorded = read_json_document(Path(fanout) / INPUTS, FANOUT_KIND, fingerprint=None)
+        _check_complete(fanout, expected_files(recorded))
         recorded = resolve(fanout, recorded)
         spec = _partial_spec(recorded["plan"]["path"], partial, recorded=recorded, fanout=fanout)
         rows = (*spec["query_rows"], *spec["gallery_rows"])
@@ -275,6 +277,16 @@ def run_score_fanout_partial(fanout: str | Path, partial: str, output: str | Pat
     _score_partial(spec, recorded["query"]["path"], recorded["gallery"]["path"], relevance, output, recorded, fanout,
                    phases=phases)
     phases.log()
+
+
+def _check_complete(fanout: str | Path, names: Iterable[str] = (INPUTS,)) -> None:
+    """ArtifactError naming the files of the fan-out bundle ``fanout`` that are missing (a staging or an upload to
+    object storage cut short: Snakemake counts a folder as present once anything is in it), and the way out."""
+    missing = [name for name in names if not (Path(fanout) / name).is_file()]
+    if missing:
+        raise ArtifactError(f"fan-out bundle {fanout}: incomplete, {', '.join(missing)} missing (its staging or upload "
+                            "was cut short): `vertebrae verify --repair` (with `--storage URL` on object storage) "
+                            "moves it aside, and the next run stages it again")
 
 
 def _partial_spec(plan: str | Path, partial: str | None, *, recorded: Mapping[str, Any] | None = None,
