@@ -1052,3 +1052,18 @@ def test_bad_splits_are_refused_naming_the_key(default_config, key, value, messa
     config["retrieval"]["digits_search"]["scoring"] = {key: value}
     with pytest.raises(ConfigError, match=re.escape(message)):
         plan(config)
+
+
+def test_the_plan_lists_the_reports_other_configs_wrote_into_the_out_folder(tmp_path, monkeypatch):
+    # issue 47: the leaderboard and index jobs declare them; a listing of reports/*/ (this config's own left out)
+    monkeypatch.chdir(tmp_path)
+    for name, files in (("b", ("report.json",)), ("other", ("report.json", "report.md", "ranking.html")),
+                        ("no_json", ("report.md",))):
+        (tmp_path / "results" / "reports" / name).mkdir(parents=True)
+        for file in files:
+            (tmp_path / "results" / "reports" / name / file).write_text("{}", encoding="utf-8")
+    planned = plan(minimal_config())
+    assert planned.other_reports == {"other": ["report.json", "report.md", "ranking.html"]}
+    assert planned.page_reports() == ["results/reports/b/report.json", "results/reports/other/report.json"]
+    assert planned.other_report_files("report.md", "report.html") == ["results/reports/other/report.md"]
+    assert plan(minimal_config(), base_dir=tmp_path / "elsewhere").other_reports == {}

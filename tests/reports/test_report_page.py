@@ -11,7 +11,7 @@ from sklearn.datasets import load_iris
 from vertebrae import Benchmark, BenchmarkDataset, DatasetIdentity, OverlapScoringConfig
 from vertebrae.extractors.callable import CallableExtractor
 from vertebrae.scoring.paired.rows import RowResamplingConfig
-from vertebrae.reports.report_page import MAX_COLUMNS, index_page, report_page, write_report_page
+from vertebrae.reports.report_page import MAX_COLUMNS, index_page, report_folders, report_page, write_report_page
 
 
 def _report():
@@ -65,3 +65,14 @@ def test_the_index_links_every_benchmark_page_and_the_leaderboard(tmp_path):
                                                    "reports/other/report.html"]
     assert page.count("<td>labelled</td><td>overlap</td><td>a&lt;b&gt;</td>") == 2  # protocol, metric, leader
     assert Path(results / "reports" / "no-page").name not in page
+    # the plan's listing (issue 47): the folders holding a report.json, with the files the pages read or link
+    (results / "reports" / "no-page" / "report.md").write_text("x", encoding="utf-8")  # no report.json: not listed
+    (results / "reports" / "iris" / "report.md").write_text("x", encoding="utf-8")
+    assert report_folders(results) == {"iris": ["report.json", "report.md", "report.html"],
+                                       "other": ["report.json", "report.html"]}
+    assert report_folders(tmp_path / "nowhere") == {}
+    # given the report.json files (the workflow's job), the index lists exactly those pages
+    given = index_page(results, results / "index.html", [results / "reports" / "other" / "report.json"])
+    assert re.findall(r'href="([^"]+)"', given) == ["leaderboard.html", "reports/other/report.html"]
+    assert index_page(results, results / "index.html", [results / "reports" / name / "report.json"
+                                                        for name in report_folders(results)]) == page

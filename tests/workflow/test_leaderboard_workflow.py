@@ -5,6 +5,7 @@ merges them as Snakemake does."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -16,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from workflow_support import BIN
+from workflow_support import BIN, dry_run_jobs, snakemake
 
 from vertebrae.cli.commands import merged_config
 from vertebrae.core.provenance import software, software_line
@@ -101,6 +102,41 @@ def test_the_leaderboard_shows_every_config_and_reads_back_with_pandas(workdir):
     assert f"<p>{software_line(software())}</p>" in html
 
 
+def _recorded(workdir: Path, output: str) -> dict:
+    """Snakemake's record of the job that last wrote ``output`` (its shell line, declared inputs)."""
+    name = base64.b64encode(output.encode()).decode().replace("/", "@")
+    return json.loads((workdir / ".snakemake" / "metadata" / name).read_text(encoding="utf-8"))
+
+
+def test_the_pages_list_every_config_from_declared_inputs_only(workdir, tmp_path):
+    # issue 47: the last config's pages list the benchmarks the first two wrote, read as declared inputs (its plan
+    # lists the out folder's report folders) and handed to the job by name
+    html = (workdir / "results/leaderboard.html").read_text(encoding="utf-8")
+    index = (workdir / "results/index.html").read_text(encoding="utf-8")
+    assert all(f'href="reports/{name}/report.html"' in page for name in BENCHMARKS for page in (html, index))
+    assert "pca2" in html  # a candidate of the first config
+    board, listing = _recorded(workdir, "results/leaderboard.html"), _recorded(workdir, "results/index.html")
+    theirs = {f"results/reports/{name}/{file}" for name in ("flowers", "iris_search")
+              for file in ("report.json", "report.md", "report.html", "ranking.html", "warnings.html")}
+    assert theirs <= set(board["input"]) and "--reports" in board["shellcmd"]
+    assert {f"results/reports/{name}/{file}" for name in ("flowers", "iris_search") for file in
+            ("report.json", "report.html")} <= set(listing["input"]) and "--reports" in listing["shellcmd"]
+    # a report another config writes into the folder (here: a copy of wine's under another name) changes the input
+    # set of the last config's pages: its dry run reruns them, and nothing else
+    copy = tmp_path / "work"
+    shutil.copytree(workdir, copy, symlinks=True)
+    shutil.copytree(copy / "results/reports/wine", copy / "results/reports/wine_copy")
+    dry = snakemake(copy, "--configfile", "c.yaml", "-n").stdout
+    jobs = {rule for rule, _ in dry_run_jobs(dry)}
+    assert jobs - {"all"} == {"leaderboard_page", "results_index"}, jobs
+    assert "--reports results/reports/flowers/report.json results/reports/iris_search/report.json " \
+           "results/reports/wine/report.json results/reports/wine_copy/report.json >" in dry
+    # the job reads exactly the reports it is given: another one in the folder is not read
+    proc = vertebrae(workdir, "leaderboard", "results", "--format", "csv", "--reports",
+                     "results/reports/flowers/report.json")
+    assert sorted(set(pd.read_csv(io.StringIO(proc.stdout)).benchmark)) == ["flowers"]
+
+
 def test_a_corrupt_report_is_skipped_with_a_line_naming_it(workdir, tmp_path):
     copy = tmp_path / "results"
     shutil.copytree(workdir / "results", copy, ignore=shutil.ignore_patterns("benchmarks"))  # no records
@@ -110,6 +146,9 @@ def test_a_corrupt_report_is_skipped_with_a_line_naming_it(workdir, tmp_path):
     assert f"skipped {Path('results/reports/wine/report.json')}" in proc.stderr
     assert sorted(set(pd.read_csv(io.StringIO(proc.stdout)).benchmark)) == ["flowers", "iris_search"]
     assert bad.is_file()  # never moved by the leaderboard
+    given = vertebrae(tmp_path, "leaderboard", "results", "--format", "csv", "--reports",  # as the workflow's job
+                      *(str(p.relative_to(tmp_path)) for p in sorted(copy.glob("reports/*/report.json"))))
+    assert f"skipped {Path('results/reports/wine/report.json')}" in given.stderr and given.stdout == proc.stdout
     # no benchmark records in or beside this copy: the costs come from the reports, which carry them
     long = pd.read_csv(io.StringIO(proc.stdout))
     raw = long.candidate == "raw"  # precomputed: 0; pca2: too few rows to measure, no number

@@ -199,7 +199,10 @@ COMMANDS: dict[str, Command] = {
                            (arg("--markdown", dest="markdown_path", metavar="REPORT_MD", required=True), OUTPUT)),
     "results-index": Command("write results/index.html: every benchmark's report.html under RESULTS_DIR and the "
                              "leaderboard", "vertebrae.reports.report_page:write_index",
-                             (arg("results_dir", metavar="RESULTS_DIR"), OUTPUT)),
+                             (arg("results_dir", metavar="RESULTS_DIR"), OUTPUT,
+                              arg("--reports", nargs="*", metavar="REPORT_JSON",
+                                  help="list the pages beside exactly these report.json files (the workflow's job: "
+                                       "its plan lists them) instead of every reports/*/report.html"))),
     "verify": Command("check every artifact under RESULTS_DIR (schema, fingerprint, content hash); exit status 2 "
                       "when any is corrupt or stale; --storage s3://BUCKET/PREFIX checks the objects of a run on "
                       "object storage instead", "vertebrae.stages.verify_storage:run_verify",
@@ -314,7 +317,11 @@ COMMANDS: dict[str, Command] = {
                   "1,000 rows, measured: it varies by run and machine), bytes_per_vector or dim"),
          arg("--records", dest="records_dir", metavar="DIR",
              help="Snakemake benchmark records (default: RESULTS_DIR/benchmarks, else benchmarks/ beside "
-                  "RESULTS_DIR: a folder of the old layout)"))),
+                  "RESULTS_DIR: a folder of the old layout)"),
+         arg("--reports", nargs="*", metavar="REPORT_JSON",
+             help="read exactly these report.json files (and the files the page links beside them) instead of every "
+                  "one under RESULTS_DIR, and no benchmark record unless --records names one (the workflow's job: "
+                  "its plan lists them)"))),
 }
 # the commands a user types, listed first by --help; the others are the jobs the workflow's rules run
 USER_COMMANDS = ("run", "eval", "validate", "status", "show", "verify", "leaderboard", "summary", "figures",

@@ -89,6 +89,9 @@ class WorkflowPlan:
     spec_files: dict[str, str] = field(default_factory=dict)  # plan-job fingerprint -> its spec file (relative)
     memory: dict[str, int] = field(default_factory=dict)  # embedding / fit job fingerprint -> its mem_mb
     out: str = RESULTS  # the run's out folder (config `out`): every path below is under it; in no fingerprint
+    # report folder of another config under OUT/reports/ -> its files the pages over the out folder read (planning,
+    # reports.report_page.report_folders): declared inputs of the leaderboard and index jobs; in no fingerprint
+    other_reports: dict[str, list[str]] = field(default_factory=dict)
 
     # ---- the paths of the run's out folder (vertebrae.planning.paths), for the planners and the rules ---------------
     def artifact_path(self, artifact: str, fp: str, **where: Any) -> str:
@@ -269,6 +272,18 @@ class WorkflowPlan:
         import re
 
         return "|".join(re.escape(name) for name in self.views) or "no-views"
+
+    def page_reports(self) -> list[str]:
+        """Every report.json the pages over the out folder (leaderboard, results index) are made from, sorted: this
+        config's and those of ``other_reports`` (other configs' reports that lay in the out folder when it planned)."""
+        own = [p for p in self.final_outputs()
+               if Path(p).name == "report.json" and Path(p).parent.parent.name == "reports"]
+        return sorted({*own, *(self.path(f"reports/{name}/report.json") for name in self.other_reports)})
+
+    def other_report_files(self, *names: str) -> list[str]:
+        """The files of ``other_reports`` named ``names`` (where a folder holds them)."""
+        return [self.path(f"reports/{name}/{file}") for name, files in sorted(self.other_reports.items())
+                for file in files if file in names]
 
     def final_outputs(self) -> list[str]:
         names = [*self.reports, *self.retrieval_reports, *self.zero_shot_reports]

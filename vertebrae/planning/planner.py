@@ -34,7 +34,19 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
     out = normal_out(config["out"])
     check_out_folder(out, base_dir, where="config key out")
     with writing_to(out):  # data files' digests are cached in the out folder's state
-        return _plan(config, base_dir, WorkflowPlan(threads=dict(config["threads"]), out=out))
+        planned = _plan(config, base_dir, WorkflowPlan(threads=dict(config["threads"]), out=out))
+    planned.other_reports = other_reports(planned, base_dir)
+    return planned
+
+
+def other_reports(planned: WorkflowPlan, base_dir: Path) -> dict[str, list[str]]:
+    """The report folders other configs wrote into the out folder (``OUT/reports/<name>/`` holding a report.json,
+    with the files the pages read: ``reports.report_page.report_folders``, a listing of ``reports/`` and of each
+    folder in it), less this config's own (its final outputs): the pages over the whole out folder declare them."""
+    from vertebrae.reports.report_page import report_folders
+
+    own = {*planned.reports, *planned.retrieval_reports, *planned.zero_shot_reports}
+    return {name: files for name, files in report_folders(base_dir / planned.out).items() if name not in own}
 
 
 def _plan(config: Mapping[str, Any], base_dir: Path, result: WorkflowPlan) -> WorkflowPlan:

@@ -12,7 +12,9 @@ in ``reports.html_items``), in the order a reader needs it:
 - the warnings; then every detail section (per-class scores, diagnostics, metrics ...).
 
 The index lists every benchmark page under ``results/reports/`` (whichever config wrote it), with its protocol, its
-leader and the primary metric from its report.json, and links the leaderboard (``vertebrae leaderboard``).
+leader and the primary metric from its report.json, and links the leaderboard (``vertebrae leaderboard``). Given the
+report.json files to list (``--reports``: the workflow's job, whose plan lists them with :func:`report_folders`), it
+reads exactly those and the pages beside them, nothing else of the folder.
 Both pages are static HTML with an inline style sheet: no script, nothing fetched but the figures.
 """
 
@@ -153,12 +155,43 @@ def _summary(report_json: Path) -> tuple[str, str, str]:
         return "unreadable report.json", "–", "–"
 
 
-def index_page(results_dir: str | Path, output: str | Path | None = None) -> str:
-    """The results index: every ``reports/<name>/report.html`` under ``results_dir`` and the leaderboard."""
+#: the files of a report folder that the pages over the out folder read or link (the leaderboard links them all, the
+#: index lists report.html with what report.json says): the declared inputs of their workflow jobs
+REPORT_FOLDER_FILES = ("report.json", "report.md", "report.html", "ranking.html", "detail.html", "comparison.html",
+                       "warnings.html")
+
+
+def report_folders(results_dir: str | Path) -> dict[str, list[str]]:
+    """Per report folder ``results_dir/reports/<name>/`` that holds a report.json (by name), its files among
+    :data:`REPORT_FOLDER_FILES`: the reports the pages over the out folder are made from, whichever config wrote them.
+    One listing of ``reports/`` and one of each folder in it, never a walk of the whole out folder (it can hold
+    10,000s of files): the workflow's plan calls it at every parse, ``vertebrae verify`` re-derives the pages from it."""
+    try:
+        folders = sorted((e.name, e.path) for e in os.scandir(Path(results_dir) / "reports")
+                         if e.is_dir() and not e.name.startswith("."))
+    except OSError:
+        return {}
+    found = {}
+    for name, path in folders:
+        try:
+            names = {e.name for e in os.scandir(path) if e.is_file()}
+        except OSError:
+            continue
+        if "report.json" in names:
+            found[name] = [file for file in REPORT_FOLDER_FILES if file in names]
+    return found
+
+
+def index_page(results_dir: str | Path, output: str | Path | None = None,
+               reports: Sequence[str | Path] | None = None) -> str:
+    """The results index: every ``reports/<name>/report.html`` under ``results_dir`` and the leaderboard; with
+    ``reports`` (report.json paths), the page beside each of them instead (where there is one)."""
     results = Path(results_dir)
     base = Path(output).resolve().parent if output is not None else results.resolve()
     rows = []
-    for page in sorted((results / "reports").glob("*/report.html")):
+    pages = (sorted((results / "reports").glob("*/report.html")) if reports is None
+             else [p for p in (path.parent / "report.html" for path in sorted(map(Path, reports))) if p.is_file()])
+    for page in pages:
         protocol, metric, leader = _summary(page.parent / "report.json")
         href = Path(os.path.relpath(page.resolve(), base)).as_posix()
         rows.append(f'<tr><td><a href="{html.escape(href)}">{html.escape(page.parent.name)}</a></td>'
@@ -174,13 +207,14 @@ def index_page(results_dir: str | Path, output: str | Path | None = None) -> str
             "</body></html>\n")
 
 
-def write_index(results_dir: str | Path, output: str | Path) -> None:
+def write_index(results_dir: str | Path, output: str | Path, reports: Sequence[str | Path] | None = None) -> None:
     """``vertebrae results-index``: :func:`index_page` written atomically to ``output``; a results folder that
     does not exist is refused, naming it."""
     if not Path(results_dir).is_dir():
         raise ArtifactError(f"results folder {results_dir}: not a folder (missing input)")
     with atomic_write(output) as tmp:
-        Path(tmp).write_text(index_page(results_dir, output), encoding="utf-8")
+        Path(tmp).write_text(index_page(results_dir, output, reports), encoding="utf-8")
 
 
-__all__ = ["MAX_COLUMNS", "index_page", "report_page", "write_index", "write_report_page"]
+__all__ = ["MAX_COLUMNS", "REPORT_FOLDER_FILES", "index_page", "report_folders", "report_page", "write_index",
+           "write_report_page"]

@@ -4,7 +4,10 @@ as one leaderboard (``vertebrae.reports.leaderboard``), with costs from the Snak
 
 Each report.json found (recursively, sorted by path) is verified (``vertebrae.stages.report_check.check_report``);
 one that is corrupt, edited or unreadable is skipped with a line on stderr naming it and why (never half-read, and
-never moved: ``vertebrae verify --repair`` does that). ``--format csv`` and ``parquet`` give the long tidy table,
+never moved: ``vertebrae verify --repair`` does that). Given ``--reports`` (report.json paths: the workflow's job, whose
+plan lists the out folder's report folders, ``vertebrae.reports.report_page.report_folders``), it reads exactly those
+and the files its page links beside them, nothing else under RESULTS_DIR, and no benchmark record: an old report.json
+that carries no cost shows its costs as unknown there. ``--format csv`` and ``parquet`` give the long tidy table,
 ``md`` and ``html`` the page, ``json`` both the table and the standings; ``--output`` writes a file (required for Parquet), else the text goes to stdout.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,10 +41,13 @@ from vertebrae.stages.report_check import check_report
 FORMATS = ("md", "csv", "html", "json", "parquet")
 
 
-def verified_reports(results_dir: str | Path) -> tuple[list[tuple[str, dict]], list[str]]:
-    """``(path, document)`` of every verified report.json under ``results_dir``, and one line per skipped file."""
+def verified_reports(results_dir: str | Path, paths: Sequence[str | Path] | None = None
+                     ) -> tuple[list[tuple[str, dict]], list[str]]:
+    """``(path, document)`` of every verified report.json under ``results_dir`` (of ``paths`` where given: exactly
+    those), and one line per skipped file."""
     reports, skipped = [], []
-    for path in sorted(Path(results_dir).rglob("report.json")):
+    found = Path(results_dir).rglob("report.json") if paths is None else map(Path, paths)
+    for path in sorted(set(found)):
         try:
             reports.append((str(path), check_report(path)))
         except (VertebraeError, OSError) as exc:
@@ -49,12 +55,15 @@ def verified_reports(results_dir: str | Path) -> tuple[list[tuple[str, dict]], l
     return reports, skipped
 
 
-def build(results_dir: str | Path = "results", *, metric: str | None = None, records_dir: str | Path | None = None):
-    """The long table's rows, the standings across benchmarks and the skip lines of ``results_dir``."""
+def build(results_dir: str | Path = "results", *, metric: str | None = None, records_dir: str | Path | None = None,
+          reports: Sequence[str | Path] | None = None):
+    """The long table's rows, the standings across benchmarks and the skip lines of ``results_dir`` (of the report.json
+    files ``reports`` where given: then no benchmark record is read unless ``records_dir`` names a folder)."""
     if not Path(results_dir).is_dir():
         raise ConfigError(f"results folder {results_dir} not found")
-    reports, skipped = verified_reports(results_dir)
-    records = records_of(results_dir) if records_dir is None else Path(records_dir)
+    given = reports
+    reports, skipped = verified_reports(results_dir, given)
+    records = Path(records_dir) if records_dir is not None else None if given is not None else records_of(results_dir)
     written = {path: datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
                for path, _ in reports}
     rows = leaderboard_rows(reports, metric=metric, costs=report_costs(reports, records), written=written)
@@ -66,9 +75,9 @@ def build(results_dir: str | Path = "results", *, metric: str | None = None, rec
     return rows, across(rows, paired_verdicts(reports)), skipped
 
 
-def report_costs(reports: list[tuple[str, dict]], records: Path) -> dict[tuple[str, str], object]:
+def report_costs(reports: list[tuple[str, dict]], records: Path | None) -> dict[tuple[str, str], object]:
     """Per (report path, candidate name): the cost the report carries (report.json since issue 30), else the one
-    the Snakemake benchmark records in ``records`` give."""
+    the Snakemake benchmark records in ``records`` give (None: none read, that cost is unknown)."""
     costs = {}
     for path, document in reports:
         key = "extractor_results" if PROTOCOLS[document["schema"]] == "labelled" else "candidate_results"
@@ -77,6 +86,7 @@ def report_costs(reports: list[tuple[str, dict]], records: Path) -> dict[tuple[s
     return costs
 
 
+# every file named here is in REPORT_FOLDER_FILES (vertebrae.reports.report_page): the workflow declares those
 REPORT_FILES = (("page", "report.html"), ("ranking", "ranking.html"), ("details", "detail.html"), ("comparison", "comparison.html"),
                 ("warnings", "warnings.html"), ("report.md", "report.md"), ("report.json", "report.json"))
 
@@ -98,7 +108,7 @@ def report_links(rows, output: str | Path | None, *, working_dir: str | Path = "
 
 def run_leaderboard(results_dir: str | Path = "results", metric: str | None = None, format: str = "md",
                     output: str | Path | None = None, cost: str = DEFAULT_COST,
-                    records_dir: str | Path | None = None) -> int:
+                    records_dir: str | Path | None = None, reports: Sequence[str | Path] | None = None) -> int:
     if format not in FORMATS:
         raise ConfigError(f"--format {format!r}: expected one of {FORMATS}")
     if cost not in COST_KINDS:
@@ -108,7 +118,7 @@ def run_leaderboard(results_dir: str | Path = "results", metric: str | None = No
     if output is not None and Path(output).is_dir():
         raise ConfigError(f"--output {output}: is a folder; name the file to write (e.g. {Path(output) / 'leaderboard'}"
                           f".{format})")
-    rows, standings, skipped = build(results_dir, metric=metric, records_dir=records_dir)
+    rows, standings, skipped = build(results_dir, metric=metric, records_dir=records_dir, reports=reports)
     for line in skipped:
         print(f"vertebrae leaderboard: {terminal_text(line)}", file=sys.stderr)
     if format == "parquet":

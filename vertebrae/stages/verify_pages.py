@@ -12,11 +12,12 @@ Every text file the workflow writes from the reports, by where it lies (``result
   figures beside it as they are now;
 - ``results/summary/summary.{csv,md}``: the rendering of the verified summary.json, itself the summary of the
   reports it names (:func:`check_summary_json`);
-- ``results/leaderboard.html``: the leaderboard page of every verified report.json under ``results/``, as the
-  workflow's ``vertebrae leaderboard results --format html`` job writes it (costs the reports carry, else the
-  Snakemake records in ``results/benchmarks/``, or beside ``results/`` in the old layout), under the page's own "Written by" stamp (which vertebrae wrote it is a
-  record, not something the reports give);
-- ``results/index.html``: the results index of ``results/`` as it is now (``reports.report_page.index_page``).
+- ``results/leaderboard.html``: the leaderboard page of the verified report.json files of ``results/reports/*/``
+  (listed as the workflow's plan lists them, ``reports.report_page.report_folders``), as the workflow's
+  ``vertebrae leaderboard results --format html --reports ...`` job writes it (the costs the reports carry; no
+  Snakemake record is read, as the job reads none), under the page's own "Written by" stamp (which vertebrae wrote it
+  is a record, not something the reports give);
+- ``results/index.html``: the results index of those reports as they are now (``reports.report_page.index_page``).
 
 The jobs that write the report's HTML pages (``vertebrae report-page``, ``report-tables``) run here: they check
 report.md against its report.json first (:func:`check_markdown`), so a hand-edited report.md, newer than the pages
@@ -37,7 +38,7 @@ import re
 from pathlib import Path
 
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, VertebraeError
-from vertebrae.core.out_folder import is_out_folder, records_of, spelled_out, working_folder
+from vertebrae.core.out_folder import is_out_folder, spelled_out, working_folder
 from vertebrae.reports.summary import check_summary
 from vertebrae.stages.report_check import check_report, report_classes
 
@@ -66,22 +67,24 @@ def report_markdown(folder: Path) -> str:
 
 
 def _leaderboard(page: Path) -> str | None:
-    """``results/leaderboard.html`` as the workflow's job writes it from the reports under ``results/`` now; None
-    where one of them does not verify (the job skipped it, and it is reported itself)."""
+    """``results/leaderboard.html`` as the workflow's job writes it from the reports of ``results/reports/*/`` now;
+    None where one of them does not verify (the job skipped it, and it is reported itself)."""
     from vertebrae.reports.across import across
     from vertebrae.reports.leaderboard import leaderboard_rows, paired_verdicts
     from vertebrae.reports.leaderboard_render import leaderboard_html
+    from vertebrae.reports.report_page import report_folders
     from vertebrae.stages.leaderboard_job import report_costs, report_links, verified_reports
 
     results = page.parent
-    found, skipped = verified_reports(results)
+    found, skipped = verified_reports(results, [results / "reports" / name / "report.json"
+                                                for name in report_folders(results)])
     if skipped:
         return None
     # the job runs `vertebrae leaderboard OUT` in the working folder: a report's path (which names a benchmark two
     # reports share) is spelled from there (as the run spelled OUT), wherever verify was pointed
     reports = [(os.path.join(spelled_out(results), os.path.relpath(path, results)), document)
                for path, document in found]
-    rows = leaderboard_rows(reports, costs=report_costs(reports, records_of(results)))
+    rows = leaderboard_rows(reports, costs=report_costs(reports, None))
     links = report_links(rows, page, working_dir=working_folder(results))
     stamp = _STAMP.search(page.read_text(encoding="utf-8"))
     return leaderboard_html(rows, across(rows, paired_verdicts(reports)), links=links,
@@ -89,13 +92,16 @@ def _leaderboard(page: Path) -> str | None:
 
 
 def _index(page: Path) -> str | None:
-    """``results/index.html`` as the workflow's job writes it from ``results/`` now; None where a report it lists
-    does not verify (the index reads them leniently; the bad one is reported itself)."""
-    from vertebrae.reports.report_page import index_page
+    """``results/index.html`` as the workflow's job writes it from the reports of ``results/reports/*/`` now (listed
+    as the plan lists them); None where a report it lists does not verify (the index reads them leniently; the bad one
+    is reported itself)."""
+    from vertebrae.reports.report_page import index_page, report_folders
 
-    for listed in sorted((page.parent / "reports").glob("*/report.html")):
-        check_report(listed.parent / "report.json")
-    return index_page(page.parent, page)
+    reports = [page.parent / "reports" / name / "report.json" for name in report_folders(page.parent)]
+    for report in reports:
+        if (report.parent / "report.html").is_file():
+            check_report(report)
+    return index_page(page.parent, page, reports)
 
 
 def expected_text(path: Path) -> str | None:

@@ -111,12 +111,18 @@ rule report_page:
         "vertebrae report-page --markdown {input.markdown} --output {output.page} > {log} 2>&1"
 
 
+# Both pages cover the whole out folder, whichever config wrote its reports, yet read only declared inputs: the plan
+# lists the report folders other configs wrote there (PLAN.other_reports, a listing of OUT/reports/*/ at parse), and
+# each job reads exactly the report.json files it is given (--reports) and the files beside them it declares. A
+# report another config writes into the folder changes this config's input set: its next run rewrites both pages.
 rule leaderboard_page:
     input:
-        reports=vertebrae.reports.summary.summary_inputs(get_final_outputs()),
+        reports=PLAN.page_reports(),  # this config's report.json files and the other configs'
         markdowns=vertebrae.reports.summary.report_markdowns(get_final_outputs()),  # linked from the page
         pages=get_page_outputs(),
         tables=get_report_item_outputs(),
+        others=PLAN.other_report_files("report.md", "report.html", "ranking.html", "detail.html", "comparison.html",
+                                       "warnings.html"),  # linked from the page where they lie beside a report
     output:
         page=PLAN.path("leaderboard.html"),
     params:
@@ -128,13 +134,16 @@ rule leaderboard_page:
     benchmark:
         PLAN.record("leaderboard_page/leaderboard")
     shell:
-        "vertebrae leaderboard {params.out:q} --format html --output {output.page} > {log} 2>&1"
+        "vertebrae leaderboard {params.out:q} --format html --output {output.page} --reports {input.reports:q}"
+        " > {log} 2>&1"
 
 
 rule results_index:
     input:
         pages=get_page_outputs(),
         leaderboard=PLAN.path("leaderboard.html"),
+        reports=PLAN.page_reports(),
+        others=PLAN.other_report_files("report.html"),  # the other configs' pages it lists
     output:
         index=PLAN.path("index.html"),
     params:
@@ -146,7 +155,7 @@ rule results_index:
     benchmark:
         PLAN.record("results_index/index")
     shell:
-        "vertebrae results-index {params.out:q} --output {output.index} > {log} 2>&1"
+        "vertebrae results-index {params.out:q} --output {output.index} --reports {input.reports:q} > {log} 2>&1"
 
 
 # The cross-benchmark summary (candidates x benchmarks table of primary scores) of every report.json.
