@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from vertebrae.core.artifacts import read_embedding_rows, read_embeddings, write_embeddings
+from vertebrae.core.artifact_rows import read_embedding_rows
+from vertebrae.core.artifacts import read_embeddings, write_embeddings
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
 from vertebrae.core.fingerprint import canonical_json, sha256_hex
 

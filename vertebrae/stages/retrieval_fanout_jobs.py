@@ -25,8 +25,8 @@ import scipy.sparse as sp
 
 from vertebrae.core.throughput import COSTS_KEY, KEY as THROUGHPUT, PAYLOAD_KEY as THROUGHPUT_PAYLOAD, job_seconds
 from vertebrae.core.throughput import score_costs
-from vertebrae.core.artifacts import (read_embedding_rows, read_json_document, read_manifest, write_embeddings,
-                                      write_json_artifact)
+from vertebrae.core.artifact_rows import read_embedding_rows
+from vertebrae.core.artifacts import read_json_document, read_manifest, write_embeddings, write_json_artifact
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, StaleArtifactError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.core.labels import describe_key
@@ -41,7 +41,7 @@ from vertebrae.stages.retrieval_fanout import (MERGE_STAGE, PARTIAL_STAGE, Fanou
                                                direction_inputs, merge_fanout, partial_spec_of)
 
 if TYPE_CHECKING:
-    from vertebrae.core.artifacts import EmbeddingRows
+    from vertebrae.core.artifact_rows import EmbeddingRows
 
 ROLES = ("query", "gallery")
 
