@@ -1,5 +1,5 @@
 """Three configs run one after another into one results/ (issue 30): ``vertebrae leaderboard`` shows every benchmark
-any of them wrote, with costs from the jobs' own benchmark records; the long table reads back with pandas (CSV and
+any of them wrote, with costs the jobs measured of themselves (carried in the reports); the long table reads back with pandas (CSV and
 Parquet); a corrupt report is skipped with a line naming it; ``vertebrae validate`` takes several config files and
 merges them as Snakemake does."""
 
@@ -78,7 +78,7 @@ def test_the_leaderboard_shows_every_config_and_reads_back_with_pandas(workdir):
     assert flowers.loc["raw", "bytes_per_vector"] == 4 * 8  # four float64 values
     assert set(long.dataset_identity) == {"declared:iris-a@1", "declared:iris-search@1", "declared:wine@1"}
     # embedding cost, steady-state throughput inside the embed jobs: a precomputed file costs nothing to embed; 150
-    # rows are too few rows to measure (no number, never a whole-job time); memory and scoring from the records
+    # rows are too few rows to measure (no number, never a whole-job time); memory and scoring as the jobs measured them
     assert dict(zip(long.candidate, long.embed_status)) == {"raw": "precomputed", "pca2": "too few rows to measure"}
     assert (long[long.candidate == "raw"].embed_seconds_per_1k_rows == 0).all()
     assert long[long.candidate == "pca2"].embed_seconds_per_1k_rows.isna().all()
