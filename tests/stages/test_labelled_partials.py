@@ -50,15 +50,16 @@ def _fps(plan: ScoringPlan) -> dict[str, str]:
 
 def test_each_part_is_keyed_by_its_own_config_alone():
     base = _fps(PLAN)
-    assert list(base) == ["overlap", "stability[0]", "stability[1]", "stability[2]", "metric knn", "separatix"]
+    knn = ["metric knn fold 0", "metric knn fold 1"]  # kNN runs fold by fold (KNNMetric.job_folds)
+    assert list(base) == ["overlap", "stability[0]", "stability[1]", "stability[2]", *knn, "separatix"]
     added = _fps(replace(PLAN, metrics=PLAN.metrics + (FewShotMetric(shots=(1,), episodes=3),)))
     assert {k: v for k, v in added.items() if k != "metric few_shot"} == base  # adding a metric: only its part
     changed = _fps(replace(PLAN, metrics=(KNNMetric(k=7, folds=2),)))
-    assert [k for k in base if changed[k] != base[k]] == ["metric knn"]
+    assert [k for k in base if changed[k] != base[k]] == knn
     more = _fps(replace(PLAN, stability=replace(PLAN.stability, repeats=4, interval_level=0.9)))
     assert {k: more[k] for k in base} == base  # more repeats (another interval): the earlier repeats stand
     overlap = _fps(replace(PLAN, scoring=OverlapScoringConfig(k=3)))
-    assert [k for k in base if overlap[k] == base[k]] == ["metric knn"]  # Separatix is gated by the overlap score
+    assert [k for k in base if overlap[k] == base[k]] == knn  # Separatix is gated by the overlap score
     assert _fps(replace(PLAN, seed=4))["stability[0]"] != base["stability[0]"]
 
 
@@ -72,7 +73,7 @@ def test_parts_merge_to_the_one_job_payload(dataset):
         result = json.loads(json.dumps(result))  # as a partial artifact holds it
         overlap = result if recipe["part"] == "overlap" else overlap
         parts.append((recipe, {"result": result, "embedding_metadata": block.metadata(), "compression_metadata": None}))
-    merged = merge_parts(PLAN, parts)
+    merged = merge_parts(PLAN, parts, protocol)
     assert merged.pop("compression_metadata") is None
     assert merged["separatix"]["ran"] and len(merged["stability"]["scores"]) == 3 and "knn" in merged["metrics"]
     # equal, but for Separatix's wall-clock timings

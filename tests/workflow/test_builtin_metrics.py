@@ -64,7 +64,7 @@ def _check_parts_merge_to_the_one_job_score(tmp_path):
     assert len(merges) == 2 and not workflow_plan.fingerprints("score")
     spec = workflow_plan.spec(merges[0])
     assert [workflow_plan.spec(ref["fingerprint"])["recipe"]["part"] for ref in spec["partials"]] == \
-        ["overlap", "metric", "metric", "metric", "metric", "separatix"]
+        ["overlap", *["metric"] * 5, "metric", "metric", "metric", "separatix"]  # kNN: one job per fold of 5
     one_job = {key: value for key, value in spec.items() if key != "partials"}
     plan_path = tmp_path / "one-job" / f"{spec['fingerprint']}.json"
     run_plan(json.dumps({**one_job, "stage": "score"}), plan_path)
@@ -83,7 +83,7 @@ def _check_parts_merge_to_the_one_job_score(tmp_path):
                  ["metadata"]["job_costs"]["score_seconds"] for ref in workflow_plan.spec(fp)["partials"]]
         merged = read_json_document(tmp_path / artifact_path("score", fp), "score", fingerprint=fp)[0]
         total = merged["metadata"]["job_costs"]["score_seconds"]
-        assert len(parts) == 6 and 0 < sum(parts) < total and candidate["metadata"]["cost"]["score_seconds"] == total
+        assert len(parts) == 10 and 0 < sum(parts) < total and candidate["metadata"]["cost"]["score_seconds"] == total
     # verify reads the partials too: a hand-edited one is found and moved aside with the score built from it
     assert verify(tmp_path / "results") == []
     partial = tmp_path / spec["partials"][1]["path"]

@@ -76,7 +76,7 @@ def test_fanout_auto_splits_a_benchmark_that_declares_metrics_and_keeps_one_job_
     del auto["benchmarks"]["digits"]["fanout"]
     auto_stages, auto_scores = stages(auto)
     assert (auto_stages, auto_scores) == stages(CONFIG)  # auto with metrics = true
-    assert "score" not in auto_stages and auto_stages.count("score-labelled-partial") == 1 + 2 + 1 + 3  # OI, repeats, Sx, metrics
+    assert "score" not in auto_stages and auto_stages.count("score-labelled-partial") == 1 + 2 + 1 + 5 + 2  # OI, repeats, Sx, kNN by fold, 2 metrics
     one_job = copy.deepcopy(CONFIG)
     one_job["benchmarks"]["digits"]["fanout"] = False
     one_stages, one_scores = stages(one_job)

@@ -241,29 +241,71 @@ class KNNMetric(BuiltinMetric):
         rows, cols = search_blocks(n_train, n_test, width, 8, block_bytes, workers)
         return {"block_bytes": block_bytes, "workers": workers, "query_rows": rows, "gallery_rows": cols}
 
+    def job_folds(self) -> int:
+        """The folds a fanned-out score runs as jobs of their own (``compute_fold``, ``combine_folds``): ``folds``,
+        or 1 with a declared split (one train/test split)."""
+        return self.folds if self.split is None else 1
+
     def compute(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
                 groups: Sequence[Any] | None = None, seed: int = 0, plan: Any = None) -> MetricResult:
-        matrix, keys, where, (codes, splits, grouped, notes) = self._planned(embeddings, targets, row_ids, seed, groups, plan)
-        regression = targets.target_type == "regression"
+        matrix, keys, where, planned = self._planned(embeddings, targets, row_ids, seed, groups, plan)
         x = l2_normalised(matrix, keys, where)
-        tests, outputs = [], []
-        for train, test in splits:
-            search = self.search(len(train), len(test), x.shape[1])
-            indices, weights = neighbour_votes(x, x, self.k, self.weighting, self.temperature, train_rows=train,
-                                               test_rows=test, block_bytes=search["block_bytes"],
-                                               threads=search["workers"])
-            if regression:
-                values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1)[train]
-                outputs.append(np.einsum("nk,nkd->nd", weights, values[indices]) / weights.sum(axis=1)[:, None])
-            else:
-                outputs.append(vote(codes[train], indices, weights, len(targets.catalog)))
-            tests.append(test)
-        test = np.concatenate(tests)
+        codes, splits = planned[0], planned[1]
+        outputs = [self._fold_output(x, targets, codes, train, test) for train, test in splits]
+        return self._combined(targets, keys, where, groups, seed, planned, outputs)
+
+    def compute_fold(self, embeddings: Any, targets: Any, *, row_ids: Sequence[str] | None,
+                     groups: Sequence[Any] | None = None, seed: int = 0, fold: int) -> dict[str, Any]:
+        """Fold ``fold``'s predictions (JSON: ``{"fold", "n_test", "predicted"}``, a class code or the target
+        row per test row, in the fold's test order): ``combine_folds`` of every fold equals ``compute``."""
+        matrix, keys, where, (codes, splits, _, _) = self._planned(embeddings, targets, row_ids, seed, groups, None)
+        if not 0 <= fold < len(splits):
+            raise ValidationError(f"{where}: fold {fold} of {len(splits)}")
+        train, test = splits[fold]
+        output = self._fold_output(l2_normalised(matrix, keys, where), targets, codes, train, test)
+        return {"fold": int(fold), "n_test": int(test.size), "predicted": output.tolist()}
+
+    def combine_folds(self, targets: Any, *, row_ids: Sequence[str] | None, groups: Sequence[Any] | None = None,
+                      seed: int = 0, folds: Sequence[dict[str, Any]]) -> MetricResult:
+        """The result ``compute`` returns, from ``compute_fold``'s output for every fold (the fold plan is made again
+        from the targets: each fold's test rows must be those it predicted)."""
+        keys, where, planned = self._target_plan(targets, row_ids, seed, groups)
+        splits = planned[1]
+        got = sorted(folds, key=lambda entry: entry["fold"])
+        if [entry["fold"] for entry in got] != list(range(len(splits))):
+            raise ValidationError(f"{where}: folds {[entry['fold'] for entry in got]} given, the plan has "
+                                  f"{len(splits)}")
+        dtype = np.float64 if targets.target_type == "regression" else np.int64
+        outputs = []
+        for entry, (_, test) in zip(got, splits):
+            output = np.asarray(entry["predicted"], dtype=dtype)
+            if entry["n_test"] != test.size or len(output) != test.size:
+                raise ValidationError(f"{where}: fold {entry['fold']} predicted {len(output)} rows, its plan tests "
+                                      f"{test.size}")
+            outputs.append(output)
+        return self._combined(targets, keys, where, groups, seed, planned, outputs)
+
+    def _fold_output(self, x: np.ndarray, targets: Any, codes: np.ndarray | None, train: np.ndarray,
+                     test: np.ndarray) -> np.ndarray:
+        """A fold's predictions: the vote-weighted mean target rows (regression) or the voted class codes."""
+        search = self.search(len(train), len(test), x.shape[1])
+        indices, weights = neighbour_votes(x, x, self.k, self.weighting, self.temperature, train_rows=train,
+                                           test_rows=test, block_bytes=search["block_bytes"],
+                                           threads=search["workers"])
+        if targets.target_type == "regression":
+            values = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1)[train]
+            return np.einsum("nk,nkd->nd", weights, values[indices]) / weights.sum(axis=1)[:, None]
+        return vote(codes[train], indices, weights, len(targets.catalog))
+
+    def _combined(self, targets: Any, keys: Sequence[str], where: str, groups: Any, seed: int, planned: Any,
+                  outputs: Sequence[np.ndarray]) -> MetricResult:
+        codes, splits, grouped, notes = planned
+        test = np.concatenate([test for _, test in splits])
         predicted = np.concatenate(outputs)
         warnings = notes + split_group_warnings(self.split, *splits[0], groups, where, grouped)
         metadata = {**self.recipe(), "n_rows": len(keys), "n_evaluated": int(test.size), "seed": int(seed),
                     "target_type": targets.target_type, "evaluation": evaluation_name(self)}
-        if regression:
+        if targets.target_type == "regression":
             true = np.asarray(targets.values, dtype=np.float64).reshape(targets.n_rows, -1)[test]
             score = r2(true, predicted)
             return MetricResult(self.name, score, True, {"r2": score}, warnings, metadata)
@@ -271,6 +313,5 @@ class KNNMetric(BuiltinMetric):
         diagnostics = {**scores, "per_sample": per_sample(keys, test, codes[test], predicted),
                        "paired": sample_paired(self.primary), "statistic": self.primary}
         return MetricResult(self.name, scores[self.primary], True, diagnostics, warnings, metadata)
-
 
 __all__ = ["BLOCK_BYTES", "KNNMetric", "budget_bytes", "neighbour_votes", "r2", "search_blocks", "top_k", "vote"]

@@ -412,9 +412,15 @@ class BuiltinMetric(Metric):
               groups: Sequence[Any] | None = None) -> Any:
         """Returns the plan (codes, splits, episodes' pool) that ``compute`` makes from the same targets, row ids,
         seed and groups: pass it there as ``plan`` and the work is not done twice."""
+        return self._target_plan(targets, row_ids, seed, groups)[2]
+
+    def _target_plan(self, targets: Any, row_ids: Sequence[str] | None, seed: int,
+                     groups: Sequence[Any] | None) -> tuple[tuple[str, ...], str, Any]:
+        """(row keys, where, ``check``'s plan) from the targets alone."""
         where = f"{type(self).__name__} {self.name!r}"
         require_target_type(targets, self.TARGET_TYPES, where)
-        return self._plan(targets, _row_keys(row_ids, targets.n_rows), where, seed, groups)
+        keys = _row_keys(row_ids, targets.n_rows)
+        return keys, where, self._plan(targets, keys, where, seed, groups)
 
     def _planned(self, embeddings: Any, targets: Any, row_ids: Sequence[str] | None, seed: int,
                  groups: Sequence[Any] | None, plan: Any) -> tuple[np.ndarray, tuple[str, ...], str, Any]:

@@ -200,6 +200,12 @@ class Metric:
                 groups: Sequence[Any] | None = None, seed: int = 0) -> MetricResult:
         raise NotImplementedError
 
+    def job_folds(self) -> int:
+        """How many jobs of its own a fanned-out score runs this metric as, one fold each: 1 (whole). A metric
+        answering more implements ``compute_fold`` (one fold's JSON-safe output) and ``combine_folds`` (the result
+        ``compute`` returns, from every fold's output)."""
+        return 1
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 

@@ -75,7 +75,9 @@ def part_recipes(embedding_fp: str, protocol_fp: str, plan: ScoringPlan) -> list
         if recipe is None:
             raise ValidationError(f"metric {metric.name!r} has no importable path or cache_identity: it cannot run "
                                   "as a job of its own")
-        recipes.append({**base, "part": "metric", "name": metric.name, "metric": recipe, "seed": int(plan.seed)})
+        entry = {**base, "part": "metric", "name": metric.name, "metric": recipe, "seed": int(plan.seed)}
+        folds = metric.job_folds()
+        recipes.extend([entry] if folds == 1 else [{**entry, "fold": f, "folds": folds} for f in range(folds)])
     if plan.separatix is not None:
         recipes.append({**base, "part": "separatix", "separatix": plan.separatix.to_dict(),
                         "overlap": fingerprint(KIND, overlap), "normalize_embeddings": plan.scoring.normalize_embeddings,
@@ -90,6 +92,8 @@ def part_name(recipe: Mapping[str, Any]) -> str:
     part = recipe["part"]
     if part == "row-resamples":
         return f"row-resamples[{recipe['first']}:{recipe['first'] + len(recipe['scoring_seeds'])}]"
+    if part == "metric" and "fold" in recipe:
+        return f"metric {recipe.get('name')} fold {recipe['fold']}"
     return {"stability": f"stability[{recipe.get('repeat')}]", "metric": f"metric {recipe.get('name')}"}.get(part, part)
 
 
@@ -130,6 +134,9 @@ def compute_part(recipe: Mapping[str, Any], block: EmbeddingBlock, protocol: Lab
         from vertebrae.scoring.metric_registry import metric_from_config
 
         metric = metric_from_config(recipe["metric"])  # a built-in's compute makes every refusal of its check
+        if "fold" in recipe:  # one fold of a metric run as jobs of its own (Metric.job_folds)
+            return metric.compute_fold(block.matrix, targets, row_ids=block.row_ids, groups=protocol.groups,
+                                       seed=recipe["seed"], fold=recipe["fold"])
         return metric.compute(block.matrix, targets, row_ids=block.row_ids, groups=protocol.groups,
                               seed=recipe["seed"]).to_dict()
     if part == "separatix":
@@ -208,9 +215,11 @@ def _load_partial(path: str | Path, fp: str, embedding_hash: str, protocol_hash:
     return manifest["recipe"], payload
 
 
-def merge_parts(plan: ScoringPlan, parts: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> dict[str, Any]:
+def merge_parts(plan: ScoringPlan, parts: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+                protocol: LabelledProtocol | None = None) -> dict[str, Any]:
     """The score payload (``score_embeddings``' plus ``compression_metadata``) from ``(recipe, partial payload)``
-    pairs in ``part_recipes`` order."""
+    pairs in ``part_recipes`` order; ``protocol`` (its targets, row ids and groups) combines a metric run fold by
+    fold (``Metric.combine_folds``)."""
     from vertebrae.scoring.stability import stability_result
 
     by_part: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
@@ -236,11 +245,35 @@ def merge_parts(plan: ScoringPlan, parts: Sequence[tuple[Mapping[str, Any], Mapp
             plan.row_resampling.stability_config(), [result for _, payload in blocks for result in payload["result"]],
             first["embedding_metadata"]["n_rows"], [seed for recipe, _ in blocks for seed in recipe["scoring_seeds"]],
             [seed for recipe, _ in blocks for seed in recipe["subsample"]["sampling_seeds"]]).to_dict()
-    metrics = {recipe["name"]: payload["result"] for recipe, payload in by_part.get("metric", [])}
+    metrics = _metric_results(by_part.get("metric", []), protocol)
     separatix = by_part["separatix"][0][1]["result"] if "separatix" in by_part else None
     return {"overlap": first["result"], "metrics": metrics, "stability": stability, "separatix": separatix,
             "embedding_metadata": first["embedding_metadata"], "compression_metadata": first["compression_metadata"],
             **resamples}
+
+
+def _metric_results(parts: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+                    protocol: LabelledProtocol | None) -> dict[str, Any]:
+    """Each metric's result by name, in merge order: a whole metric's partial result as it is, a metric run fold by
+    fold combined from its folds' outputs."""
+    folds: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
+    for recipe, payload in parts:
+        if "fold" in recipe:
+            folds.setdefault(recipe["name"], []).append((recipe, payload))
+    results: dict[str, Any] = {}
+    for recipe, payload in parts:
+        name = recipe["name"]
+        if "fold" not in recipe:
+            results[name] = payload["result"]
+        elif name not in results:
+            if protocol is None:
+                raise ValidationError(f"metric {name!r} ran fold by fold: combining its folds needs the protocol")
+            from vertebrae.scoring.metric_registry import metric_from_config
+
+            results[name] = metric_from_config(recipe["metric"]).combine_folds(
+                protocol.targets, row_ids=protocol.row_ids, groups=protocol.groups, seed=recipe["seed"],
+                folds=[payload["result"] for _, payload in folds[name]]).to_dict()
+    return results
 
 
 def run_merge_partials(plan: str | Path, embeddings: str | Path, protocol: str | Path, output: str | Path,
@@ -259,7 +292,7 @@ def run_merge_partials(plan: str | Path, embeddings: str | Path, protocol: str |
     if manifest.get("fingerprint") != spec["embedding"]["fingerprint"]:
         raise StaleArtifactError(f"artifact {embeddings}: fingerprint {manifest.get('fingerprint')}, expected "
                                  f"{spec['embedding']['fingerprint']}", str(embeddings))
-    _, protocol_hash = _read_protocol(spec["protocol"], protocol)
+    prot, protocol_hash = _read_protocol(spec["protocol"], protocol)
     scoring_plan = ScoringPlan.from_dict(spec["plan"], spec["target_type"])
     parts, costs = [], []
     for ref, path in zip(planned, paths):
@@ -268,7 +301,7 @@ def run_merge_partials(plan: str | Path, embeddings: str | Path, protocol: str |
                                                            spec["protocol"]["fingerprint"], scoring_plan)]
     if expected != [ref["fingerprint"] for ref in planned]:
         raise ArtifactError(f"{plan}: its partials are not those of its scoring plan; re-plan")
-    payload = {**merge_parts(scoring_plan, parts),
+    payload = {**merge_parts(scoring_plan, parts, prot),
                THROUGHPUT_PAYLOAD: [(manifest.get("metadata") or {}).get(THROUGHPUT)]}  # as ``vertebrae score`` writes
     write_json_artifact(output, "score", payload, fingerprint=spec["fingerprint"], recipe=spec["recipe"],
                         metadata={COSTS_KEY: score_costs(payload[THROUGHPUT_PAYLOAD], costs)})  # own + parts' seconds
