@@ -174,9 +174,11 @@ class WorkflowPlan:
             return [self.artifact_path("sweep-shard", sweep["fingerprint"], shard=(i, n)) for i in range(n)]
         return [self.artifact_path("shard", fp, protocol=self.layouts[fp], side=side, shard=(i, n)) for i in range(n)]
 
-    def inputs(self, fp: str, *, merge: bool = False, fanout: bool = False) -> dict[str, str | list[str]]:
+    def inputs(self, fp: str, *, merge: bool = False, fanout: bool = False,
+               shard: int | None = None) -> dict[str, str | list[str]]:
         """The named inputs of the job on spec ``fp``, for ``unpack``: of its shards' merge job when ``merge``; of
-        the fan-out staging job of a merge-retrieval-partials spec when ``fanout`` (plan, endpoints, protocol).
+        the fan-out staging job of a merge-retrieval-partials spec when ``fanout`` (plan, endpoints, protocol); of
+        its embedding job of shard ``shard`` (whose data files are its own rows': ``job_files.data_files``).
         A partial score has one input, its candidate's fan-out bundle (``stages.fanout_bundle``: a folder holding
         every file it reads; one input per job keeps the planning of 10,000 partial jobs near Snakemake's own
         cost)."""
@@ -204,22 +206,25 @@ class WorkflowPlan:
             named["partials"] = [partial["path"] for partial in spec["partials"]]
         if "view_reports" in spec:  # a views job: every view's report.json
             named["reports"] = [item["path"] for item in spec["view_reports"]]
-        if spec["stage"] in DATA_STAGES and self.data_files(fp):
-            named["data"] = self.data_files(fp)
+        if spec["stage"] in DATA_STAGES and self.data_files(fp, shard=shard):
+            named["data"] = self.data_files(fp, shard=shard)
         return named
 
-    def data_files(self, fp: str) -> list[str]:
-        """The user's files the jobs of spec ``fp`` read (``vertebrae.planning.job_files``), once per spec."""
+    def data_files(self, fp: str, *, shard: int | None = None, plan_job: bool = False) -> list[str]:
+        """The user's files the job of spec ``fp`` reads (of its shard ``shard``, of its plan job when ``plan_job``:
+        ``vertebrae.planning.job_files``), listed once per process."""
         found = self.__dict__.setdefault("_data_files", {})  # not a field: no part of the plan's record
-        if fp not in found:
-            found[fp] = data_files(self.specs[fp], os.environ.get(STORAGE_ROOT_ENV) or ".")  # where planning read
-        return found[fp]
+        key = (fp, shard, plan_job)
+        if key not in found:
+            found[key] = data_files(self.specs[fp], os.environ.get(STORAGE_ROOT_ENV) or ".", shard=shard,
+                                    plan_job=plan_job)  # where planning read
+        return found[key]
 
     def plan_inputs(self, fp: str) -> dict[str, str | list[str]]:
         """The named inputs of the plan job of spec ``fp``: its spec file, and the user's files it checks."""
         named: dict[str, str | list[str]] = {"spec": self.spec_file(fp)}
-        if self.data_files(fp):
-            named["data"] = self.data_files(fp)
+        if self.data_files(fp, plan_job=True):
+            named["data"] = self.data_files(fp, plan_job=True)
         return named
 
     def partial_mem_mb(self, fp: str) -> int:

@@ -117,7 +117,9 @@ def _ancient_data(named):
 
 
 def get_inputs(wildcards):
-    return _ancient_data(PLAN.inputs(wildcards.fp))
+    """The job's inputs; an embedding shard job's data files are its own rows' (``{i}``: images, tar files)."""
+    shard = getattr(wildcards, "i", None)
+    return _ancient_data(PLAN.inputs(wildcards.fp, shard=None if shard is None else int(shard)))
 
 
 def get_plan_inputs(wildcards):
