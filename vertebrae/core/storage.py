@@ -298,8 +298,8 @@ def under_prefix(config: dict[str, Any], url: str) -> dict[str, Any]:
 
 def fetch_data(config: Mapping[str, Any], url: str, root: str | os.PathLike, *,
                endpoint: str | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Download the data objects a config names by relative path (``under_prefix``) from under ``url`` into
-    ``root`` (Snakemake's local copy of the prefix) where the copy is missing or differs in size or age, so that
+    """Download the data objects a config names by relative path (``under_prefix``; a folder: the objects under it)
+    from under ``url`` into ``root`` (Snakemake's local copy of the prefix) where the copy is missing or differs in size or age, so that
     planning reads the bytes the jobs will: an object replaced in the bucket is a data edit. A path with no object
     is left to planning (which names it). Returns the paths fetched."""
     from botocore.exceptions import BotoCoreError
@@ -316,31 +316,74 @@ def fetch_data(config: Mapping[str, Any], url: str, root: str | os.PathLike, *,
 
 
 def _fetch(client: Any, config: Mapping[str, Any], bucket: str, prefix: str, root: str | os.PathLike) -> list[str]:
+    paths = [mapping[key] for _, mapping, key in _config_paths(config, "")]
+    return _fetch_paths(client, paths, bucket, prefix, root)
+
+
+def _fetch_paths(client: Any, paths: Sequence[str], bucket: str, prefix: str, root: str | os.PathLike) -> list[str]:
+    """Each relative path of ``paths`` fetched as one object, else as the folder of the objects under it (an image
+    folder, a Hugging Face or BEIR folder, a model folder); one with neither is left alone."""
     from botocore.exceptions import ClientError
 
     fetched = []
-    for _, mapping, key in _config_paths(config, ""):
-        path = mapping[key]
-        if is_url(path) or os.path.isabs(path) or not path:
+    for path in dict.fromkeys(paths):
+        if not isinstance(path, str) or is_url(path) or os.path.isabs(path) or not path:
             continue
         name = "/".join(filter(None, (prefix, Path(path).as_posix())))
+        if _fetch_object(client, bucket, name, Path(root) / path):
+            fetched.append(path)
+            continue
+        folder = name.rstrip("/") + "/"
         try:
-            head = client.head_object(Bucket=bucket, Key=name)
+            keys = [item["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=folder)
+                    for item in page.get("Contents") or ()]
         except ClientError:
-            continue
-        local = Path(root) / path
-        stamp = head["LastModified"].timestamp()
-        if local.is_file() and local.stat().st_size == head["ContentLength"] and local.stat().st_mtime >= stamp:
-            continue
-        local.parent.mkdir(parents=True, exist_ok=True)
-        tmp = local.with_name(f".{local.name}.tmp-{os.getpid()}")
-        client.download_file(bucket, name, str(tmp))
-        os.utime(tmp, (stamp, stamp))
-        os.replace(tmp, local)
-        fetched.append(path)
+            continue  # left to planning, which names what it misses
+        for key in keys:
+            inner = key[len(folder):]
+            if inner and not inner.endswith("/") and _fetch_object(client, bucket, key, Path(root) / path / inner):
+                fetched.append(f"{path.rstrip('/')}/{inner}")
     return fetched
 
 
+def _fetch_object(client: Any, bucket: str, name: str, local: Path) -> bool:
+    """Download the object ``name`` to ``local`` where the copy is missing or differs in size or age; False where
+    there is no such object."""
+    from botocore.exceptions import ClientError
+
+    try:
+        head = client.head_object(Bucket=bucket, Key=name)
+    except ClientError:
+        return False
+    stamp = head["LastModified"].timestamp()
+    if local.is_file() and local.stat().st_size == head["ContentLength"] and local.stat().st_mtime >= stamp:
+        return True
+    local.parent.mkdir(parents=True, exist_ok=True)
+    tmp = local.with_name(f".{local.name}.tmp-{os.getpid()}")
+    client.download_file(bucket, name, str(tmp))
+    os.utime(tmp, (stamp, stamp))
+    os.replace(tmp, local)
+    return True
+
+
+def fetch_paths(paths: Sequence[str], url: str, root: str | os.PathLike, *, endpoint: str | None = None,
+                environ: Mapping[str, str] | None = None) -> list[str]:
+    """``fetch_data`` for paths found inside the data rather than in the config (a manifest's images, a WebDataset
+    pattern's tars, a model's folder): each relative path under ``url`` fetched into ``root``, as an object or as
+    the folder of the objects under it. Returns the paths fetched (a folder's as its files)."""
+    from botocore.exceptions import BotoCoreError
+
+    environ = os.environ if environ is None else environ
+    bucket, prefix = parse_url(url)
+    _, client = _client(endpoint, environ)
+    if client is None:
+        raise StorageError(f"--storage {url}: no credentials (SNAKEMAKE_STORAGE_S3_ACCESS_KEY, AWS_ACCESS_KEY_ID...)")
+    try:
+        return _fetch_paths(client, paths, bucket, prefix, root)
+    except BotoCoreError as exc:
+        raise StorageError(f"--storage {url}: could not read the data objects ({type(exc).__name__})") from None
+
+
 __all__ = ["STORAGE_ROOT_ENV", "StorageError", "check_storage", "config_urls", "endpoint_url", "enter_root",
-           "fetch_data", "is_url", "job_argv", "local_root", "parse_url", "refuse_secret_flags",
+           "fetch_data", "fetch_paths", "is_url", "job_argv", "local_root", "parse_url", "refuse_secret_flags",
            "refuse_urls_without_storage", "snakemake_flags", "storage_client", "storage_option", "under_prefix"]

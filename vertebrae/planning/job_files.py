@@ -41,6 +41,10 @@ DATA_STAGES = frozenset({"embed", "embed-sweep", "fit", "protocol", "retrieval-p
 MODEL_STAGES = frozenset({"embed", "embed-sweep", "fit", "zero-shot-embed"})
 #: The stages whose job embeds rows ``spec["shards"][shard]`` of its endpoint (the rule's ``{i}``).
 SHARD_STAGES = frozenset({"embed", "embed-sweep", "zero-shot-embed"})
+#: The most images one job declares. Snakemake handles each declared input at every start (~60 us and ~1.3 KB in a
+#: dry run, docs/cloud.md): a job of a larger manifest reads its images from the shared disk undeclared, and a run on
+#: object storage refuses such a manifest (``storage_named_files``).
+MAX_DECLARED_FILES = 100_000
 _SIDES = ("queries", "gallery")
 
 
@@ -112,7 +116,8 @@ def _named_files(spec: Mapping[str, Any], base_dir: str, shard: int | None, plan
         images = manifest_images(decl, base_dir)
         if images is not None:
             # a labelled source's shard job reads its rows only; a retrieval endpoint's loads the whole pair
-            yield from images[rows[0]:rows[1]] if rows is not None and not retrieval and decl is source else images
+            images = images[rows[0]:rows[1]] if rows is not None and not retrieval and decl is source else images
+            yield from images if len(images) <= MAX_DECLARED_FILES else ()  # too many: the shared disk's
     if stage in MODEL_STAGES:
         from vertebrae.extractors.local_files import local_model_files
 
@@ -135,4 +140,59 @@ def data_files(spec: Mapping[str, Any], base_dir: str = ".", *, shard: int | Non
     return list(dict.fromkeys([*found, *_named_files(spec, base_dir, shard, plan_job)]))
 
 
-__all__ = ["DATA_STAGES", "MODEL_STAGES", "SHARD_STAGES", "data_files"]
+def _declarations(value: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(key path, mapping)`` of every mapping with a ``type`` inside a config: its sources and extractors."""
+    if isinstance(value, Mapping):
+        if isinstance(value.get("type"), str):
+            yield where, value
+        for key, item in value.items():
+            yield from _declarations(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _declarations(item, f"{where}[{i}]")
+
+
+def storage_named_files(config: Mapping[str, Any], root: str) -> list[str]:
+    """The files a config's declarations name inside the data, for planning on object storage to fetch into
+    ``root`` (Snakemake's local copy of the prefix) beside the files the config names itself
+    (``core.storage.fetch_data``, which must have run: the manifests are read here): every image manifest's images,
+    every WebDataset pattern's tars, every model's local file or folder key as it is spelled.
+
+    ConfigError, naming the key, for what a run on object storage cannot declare: an image named by URL or by an
+    absolute path (a job gets only objects under the run's prefix; name the images relative to the manifest, under
+    the prefix), and a manifest of more than ``MAX_DECLARED_FILES`` images (each job downloads every image it
+    declares, the protocol job all of them: pack them as WebDataset tars, which a shard job reads by the tar)."""
+    from vertebrae.core.errors import ConfigError
+    from vertebrae.data.sources.named_files import manifest_images, webdataset_tars
+    from vertebrae.extractors.local_files import LOCAL_DIR, LOCAL_KEYS
+
+    found: list[str] = []
+    for where, decl in _declarations(config, ""):
+        kind = decl["type"]
+        if kind == "manifest" and decl.get("image_column") and isinstance(decl.get("path"), str):
+            try:
+                images = manifest_images(decl, root) or []
+            except Exception:  # noqa: BLE001 - a missing or unreadable manifest: planning names it
+                continue
+            for row, image in enumerate(images):
+                if is_url(image) or os.path.isabs(image):
+                    raise ConfigError(f"{where}.image_column: row {row} of {decl['path']} names the image "
+                                      f"{image!r}, {'a URL' if is_url(image) else 'an absolute path'}; on object "
+                                      "storage a job gets only the objects under the run's prefix: keep the images "
+                                      "there, named relative to the manifest's folder")
+            if len(images) > MAX_DECLARED_FILES:
+                raise ConfigError(f"{where}.path: {decl['path']} lists {len(images):,} images, more than the "
+                                  f"{MAX_DECLARED_FILES:,} a run on object storage declares for one job (the "
+                                  "protocol job reads every image, each one an object to download); pack the images "
+                                  "as WebDataset tar files (type: webdataset), whose shard jobs read only their tars")
+            found.extend(images)
+        elif kind == "webdataset":
+            found.extend(webdataset_tars(decl) or [])
+        for key in LOCAL_KEYS.get(kind, ()):
+            value = decl.get(key)
+            if isinstance(value, str) and value:
+                found.append(value[len(LOCAL_DIR):] if key == "model" and value.startswith(LOCAL_DIR) else value)
+    return list(dict.fromkeys(found))
+
+
+__all__ = ["DATA_STAGES", "MAX_DECLARED_FILES", "MODEL_STAGES", "SHARD_STAGES", "data_files", "storage_named_files"]

@@ -8,7 +8,8 @@ directory and vertebrae's version) and sets ``VERTEBRAE_PLAN`` to that digest, w
 plugin submits with ``--export=ALL``). A process that inherits it and computes the same digest reads the file; any
 other (a new ``snakemake``, another config, a missing or unreadable file) plans in full. Nothing carries across
 invocations: ``snakemake`` started from a shell plans again, but the scikit-learn steps a config declares are checked
-once under the same versions (``vertebrae.core.check_records``, in ``OUT/.vertebrae/checks``).
+once under the same versions (``vertebrae.core.check_records``, in ``OUT/.vertebrae/checks``), and each plan job gets
+the records of its own spec's checks in its spec file (``vertebrae.stages.plan.with_checks``): no job reads the folder.
 
 The plan file is a cache, never a job's input: a job that cannot read it (a node without the shared disk, a run on
 object storage, ``vertebrae.core.storage``) plans in full and gets the same plan, only later.
@@ -81,10 +82,13 @@ def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] =
         if found is not None:
             return found
     from vertebrae.planning.planner import plan  # only here: a job that reads the plan imports no planner
+    from vertebrae.stages.plan import with_checks
 
     out = config_out(config)
     with writing_to(out), remembered_in(Path(base_dir) / checks_dir(out)):  # sklearn steps checked once, not per start
         planned = plan(config, base_dir=base_dir, config_files=config_files)
+        # the records each plan job's checks recall, in its spec file: no job reads the record folder (issue 47)
+        planned.specs = {fp: with_checks(spec) for fp, spec in planned.specs.items()}
     _write(path, digest, planned)
     os.environ[PLAN_ENV] = digest
     return planned
@@ -110,6 +114,10 @@ def plan_where_jobs_run(config: dict[str, Any], *, config_files: Iterable[str | 
         os.environ[storage.STORAGE_ROOT_ENV] = root
         config.update(storage.under_prefix(config, storage_prefix))
         storage.fetch_data(config, storage_prefix, root, endpoint=storage.endpoint_url(list(argv)))
+        from vertebrae.planning.job_files import storage_named_files  # images, tars, model files: named in the data
+
+        storage.fetch_paths(storage_named_files(config, root), storage_prefix, root,
+                            endpoint=storage.endpoint_url(list(argv)))
         files = [os.path.abspath(f) for f in files]
     else:
         storage.refuse_urls_without_storage(config, None)

@@ -218,6 +218,10 @@ def read_manifest(spec: ManifestSpec, rows: tuple[int, int] | None = None) -> Ma
         if not isinstance(value, str) or not value.strip():
             raise ValidationError(f"{name}: empty or non-text {spec.input_column!r} cell ({value!r})")
         if spec.kind == "image":
+            if "://" in value:
+                raise ValidationError(f"{name}: image {value!r} is a URL; a manifest's images are files, each named "
+                                      "by its path relative to the manifest's folder (on object storage: an object "
+                                      "under the run's prefix, named so)")
             path = Path(value)
             if not path.is_absolute():
                 path = spec.path.parent / path

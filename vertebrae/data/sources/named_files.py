@@ -25,7 +25,7 @@ from vertebrae.core.errors import ValidationError
 
 
 def _spelled(folder: str, cell: str) -> str:
-    return cell if os.path.isabs(cell) else os.path.normpath(os.path.join(folder, cell))
+    return cell if os.path.isabs(cell) or "://" in cell else os.path.normpath(os.path.join(folder, cell))
 
 
 def manifest_images(decl: Any, base_dir: str | os.PathLike = ".") -> list[str] | None:
