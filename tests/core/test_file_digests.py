@@ -1,5 +1,6 @@
 """The file digest cache: a file is hashed once while its path, size and mtime_ns stand; any mtime change rehashes;
-a fresh (racy) file is never cached; a corrupt or unwritable cache is ignored, never an error."""
+a fresh (racy) file is never cached; a corrupt or unwritable cache is ignored, never an error. It serves planning
+only: outside it (a job) ``FileDigests.under`` neither reads nor writes the cache file."""
 
 from __future__ import annotations
 
@@ -12,9 +13,20 @@ import pytest
 
 from vertebrae.core.errors import ValidationError
 from vertebrae.core.file_digests import CACHE_FILE, CACHE_SCHEMA, FileDigests, sha256_file
-from vertebrae.core.out_folder import RESULTS
+from vertebrae.core.out_folder import RESULTS, writing_to
 
 HOUR_AGO_NS = time.time_ns() - 3600 * 10**9
+
+
+@pytest.fixture(autouse=True)
+def planning(request):
+    """The cache is the planner's: these tests plan (``writing_to``), as ``vertebrae.planning.plan`` does, except
+    those named for a job (``outside_planning``)."""
+    if "outside_planning" in request.node.name:
+        yield
+        return
+    with writing_to(RESULTS):
+        yield
 
 
 def _write(path, data: bytes, mtime_ns: int = HOUR_AGO_NS):
@@ -167,3 +179,21 @@ def test_a_remembered_digest_stands_for_its_file_only_while_unchanged(tmp_path, 
     remember_digest(os.stat(fresh), os.stat(fresh), b"new")
     racy = FileDigests(tmp_path / "racy.json")
     assert racy.digest(fresh) == hashlib.sha256(b"new").hexdigest() and str(fresh.resolve()) not in racy._entries
+
+
+def test_outside_planning_no_cache_is_read_or_written(tmp_path):
+    """A job (no planning under way) hashes the file itself: a planted cache entry that lies is not believed, and
+    nothing is written (a job reads and writes only its declared files)."""
+    path = _write(tmp_path / "x", b"abc")
+    cache_file = tmp_path / RESULTS / CACHE_FILE
+    cache_file.parent.mkdir(parents=True)
+    st = path.stat()
+    lie = {str(path.resolve()): {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": "0" * 64}}
+    cache_file.write_text(json.dumps({"schema": CACHE_SCHEMA, "files": lie}))
+    with writing_to(RESULTS):
+        assert FileDigests.under(tmp_path).digest(path) == "0" * 64  # the planner trusts its cache by the stat
+    job = FileDigests.under(tmp_path)
+    assert job.cache_path is None
+    assert job.digest(path) == hashlib.sha256(b"abc").hexdigest() and job.hashed == [path.resolve()]
+    job.save()
+    assert json.loads(cache_file.read_text())["files"] == lie

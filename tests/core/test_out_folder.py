@@ -28,14 +28,15 @@ def test_the_config_names_the_out_folder_else_results():
     assert state_dir("./runs/a").as_posix() == "runs/a/.vertebrae"
 
 
-def test_the_caches_follow_the_run_being_planned_else_the_workflows(tmp_path, monkeypatch):
+def test_the_caches_follow_the_run_being_planned_and_serve_planning_only(tmp_path, monkeypatch):
     monkeypatch.delenv("VERTEBRAE_OUT", raising=False)
     assert current_out() == "results"
-    assert FileDigests.under(tmp_path).cache_path == tmp_path / "results" / CACHE_FILE
     monkeypatch.setenv("VERTEBRAE_OUT", "runs/b")  # what the workflow sets for its jobs
-    assert FileDigests.under(tmp_path).cache_path == tmp_path / "runs/b" / CACHE_FILE
+    assert current_out() == "runs/b"
+    assert FileDigests.under(tmp_path).cache_path is None  # a job reads no cache (issue 47)
     with writing_to("runs/c"):
         assert current_out() == "runs/c"
+        assert FileDigests.under(tmp_path).cache_path == tmp_path / "runs/c" / CACHE_FILE
     assert current_out() == "runs/b"
 
 

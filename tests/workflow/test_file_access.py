@@ -29,11 +29,9 @@ from small_workflow import AUDIT_HOOK, audit_log_dir
 from workflow_support import REPO
 
 # Reads no rule can declare, each with its reason. Anything else undeclared fails the test.
-# None left: the pages of the whole out folder read the reports their plan lists, declared (docs/workflow.md).
+# None left: the pages of the whole out folder read the reports their plan lists, declared (docs/workflow.md); the
+# run's caches (OUT/.vertebrae/digests.json, checks/) serve planning only: no job reads or writes them.
 KNOWN: set[tuple[str, str]] = set()
-# Caches that only save time: read when present, their absence changes no result (a file, or a folder's files).
-CACHES = ("results/.vertebrae/digests.json",  # the data files' digests, by size and mtime
-          "results/.vertebrae/checks/")  # declarations that passed a check (vertebrae.core.check_records)
 
 
 def declared_jobs(root: Path) -> dict[tuple[str, ...], dict]:
@@ -90,10 +88,9 @@ def undeclared(root: Path, logs: Path) -> set[tuple[str, str, str]]:
 
 
 def known(found: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
-    """The accesses of ``found`` that KNOWN or CACHES allow."""
+    """The accesses of ``found`` that KNOWN allows."""
     return {(rule, kind, path) for rule, kind, path in found
-            if any(rule == r and (path == p or path.startswith(p + "/")) for r, p in KNOWN)
-            or any(path == c or c.endswith("/") and path.startswith(c) for c in CACHES)}
+            if any(rule == r and (path == p or path.startswith(p + "/")) for r, p in KNOWN)}
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,11 @@
 """SHA-256 digests of data files, cached by (absolute path, size, mtime_ns) so a large file is hashed once.
 
 A file-backed dataset's identity is a digest of the files it reads (``DatasetIdentity.from_files``); planning a
-workflow computes it every time, so the digests are cached in a small JSON file (``.vertebrae/digests.json``
-under the working directory, :data:`CACHE_FILE`). An entry is reused only while the file's absolute path, size
+workflow computes it every time, so the digests are cached in a small JSON file (``OUT/.vertebrae/digests.json``
+in the run's out folder, :data:`CACHE_FILE`). An entry is reused only while the file's absolute path, size
 and ``mtime_ns`` are unchanged: any write that moves the modification time is noticed and the file rehashed.
+The cache serves planning only (``FileDigests.under`` while a config is planned): no job reads or writes it (a
+job's inputs are its declared files, issue 47), so a job that checks a file against its planned digest hashes it.
 
 Two rules keep the cache from ever hiding an edit or breaking a run:
 
@@ -130,11 +132,13 @@ class FileDigests:
 
     @classmethod
     def under(cls, base_dir: str | os.PathLike) -> FileDigests:
-        """The cache of a working directory's run: ``base_dir/OUT/.vertebrae/digests.json`` (:data:`CACHE_FILE`
-        under the run's out folder, ``vertebrae.core.out_folder.current_out``: ``results`` unless the run names one)."""
-        from vertebrae.core.out_folder import current_out
+        """While planning (``vertebrae.core.out_folder.writing_to``), the cache of the planned run:
+        ``base_dir/OUT/.vertebrae/digests.json`` (:data:`CACHE_FILE` under its out folder); elsewhere (a job, the
+        in-process API) no cache file: a job reads only its declared inputs, so it hashes what it checks."""
+        from vertebrae.core.out_folder import planning_out
 
-        return cls(Path(base_dir) / current_out() / CACHE_FILE)
+        out = planning_out()
+        return cls(None if out is None else Path(base_dir) / out / CACHE_FILE)
 
     def digest(self, path: str | os.PathLike, *, resolved: bool = False, stat: os.stat_result | None = None) -> str:
         """SHA-256 of ``path``'s bytes: from the cache while its absolute path, size and mtime_ns are unchanged.

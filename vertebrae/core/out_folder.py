@@ -16,9 +16,11 @@ The layout before (vertebrae <= 0.x, "old layout") kept ``logs/``, ``benchmarks/
 ``results/`` in the working folder. Readers of a results folder (``vertebrae leaderboard``, ``verify``, the costs)
 read the records of either: ``records_of`` finds ``OUT/benchmarks`` and else ``benchmarks/`` beside OUT.
 
-Where a job finds its run's folder (its state: the digest cache, the check records): ``current_out()``, the folder of
-the planning under way (``writing_to``), else ``$VERTEBRAE_OUT``, which the workflow sets when it plans so that every
-job inherits it, else ``results``. Those are caches: a job that looks elsewhere recomputes, its result unchanged.
+Where a process finds its run's folder: ``current_out()``, the folder of the planning under way (``writing_to``), else
+``$VERTEBRAE_OUT``, which the workflow sets when it plans so that every job inherits it, else ``results``. The caches
+in the state folder (the data files' digests, the check records) serve planning only (``planning_out()``: the
+folder of the planning under way, None in a job): a job reads and writes neither, so a job that runs where the
+working folder is not (object storage, another node) computes what it needs, its result unchanged.
 """
 
 from __future__ import annotations
@@ -64,6 +66,12 @@ def writing_to(out: str | os.PathLike) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
+
+
+def planning_out() -> str | None:
+    """The out folder of the planning under way (``writing_to``), None outside planning (a job, the in-process API):
+    the caches of the run's state folder are read and written only while it is set."""
+    return _CURRENT.get()
 
 
 def current_out() -> str:
@@ -164,5 +172,5 @@ def check_out_folder(out: str | os.PathLike, base_dir: str | os.PathLike = ".", 
 
 
 __all__ = ["LOGS", "OUT_ENV", "OUT_RECORD", "RECORDS", "RESULTS", "STATE", "check_out_folder", "config_out",
-           "current_out", "is_out_folder", "logs_dir", "normal_out", "records_dir", "records_of", "results_of",
-           "spelled_out", "state_dir", "working_folder", "write_out_record", "writing_to"]
+           "current_out", "is_out_folder", "logs_dir", "normal_out", "planning_out", "records_dir", "records_of",
+           "results_of", "spelled_out", "state_dir", "working_folder", "write_out_record", "writing_to"]

@@ -79,13 +79,14 @@ def _require(where: str) -> None:
 
 
 def _digest(path: Path) -> str:
-    """SHA-256 of a file through the run's digest cache (``OUT/.vertebrae/digests.json``) when a run's state folder
-    exists here, else computed in this process (``vertebrae.core.file_digests``)."""
+    """SHA-256 of a file through the run's digest cache (``OUT/.vertebrae/digests.json``) while a run is planned and
+    its state folder exists here, else (a job: it reads no cache) computed in this process
+    (``vertebrae.core.file_digests``)."""
     from vertebrae.core.file_digests import CACHE_FILE, FileDigests
-    from vertebrae.core.out_folder import current_out
+    from vertebrae.core.out_folder import planning_out
 
-    state = Path(current_out()) / CACHE_FILE
-    digests = FileDigests(state if state.parent.is_dir() else None)
+    state = None if planning_out() is None else Path(planning_out()) / CACHE_FILE
+    digests = FileDigests(state if state is not None and state.parent.is_dir() else None)
     digest = digests.digest(path)
     digests.save()
     return digest

@@ -8,6 +8,11 @@ output and is the hash of ``recipe`` under the stage's artifact kind (``KIND_OF_
 protocol, whose fingerprint is the protocol payload's own: the write-protocol job builds the protocol and checks it.
 Specs that declare an extractor are re-derived against it (recipe, row count, shard bounds).
 
+A plan job reads only its spec file and the user's files it checks, never the run's caches (issue 47): the checks
+of its extractor that the planner recorded (``vertebrae.core.check_records``) come in the spec file's text
+(``with_checks``: key ``checked``, outside the digest of its name), and the tar files of a WebDataset source are
+checked by their headers here, their bytes against the planned digests by the shard jobs that read them.
+
 Imports: JSON, the fingerprint, the JSON artifact I/O and the check records only; the extractor, its recipe and the data source (numpy,
 scikit-learn, a model library) come in inside the checks of the fit and embedding specs that need them.
 """
@@ -23,7 +28,7 @@ from typing import Any
 from vertebrae.core.artifacts import read_json_artifact, write_json_artifact
 from vertebrae.core.errors import ArtifactError, CorruptArtifactError, ValidationError
 from vertebrae.core.fingerprint import FINGERPRINT_LENGTH, canonical_json, fingerprint, sha256_hex
-from vertebrae.core.check_records import checks_dir, remembered_in
+from vertebrae.core.check_records import collecting, given
 
 KIND_OF_STAGE = {
     "fit": "fitted-extractor", "embed": "embedding", "compress": "compressed", "protocol": "protocol", "score": "score",
@@ -37,6 +42,8 @@ KIND_OF_STAGE = {
 }
 BASE_DIR = Path(".")  # relative data paths in job specs resolve against the working directory
 SPEC_FILE_NAME = re.compile(r"(?P<fp>[0-9a-f]{16})-(?P<digest>[0-9a-f]{16})\.json")
+CHECKED = "checked"  # a spec file's records of its extractor's checks (``with_checks``): not part of the job spec
+EXTRACTOR_STAGES = ("fit", "embed", "zero-shot-embed", "embed-sweep")
 
 
 def spec_kind(spec: Mapping[str, Any]) -> str:
@@ -184,10 +191,18 @@ def endpoint_layout(spec: Mapping[str, Any], base_dir: Path = BASE_DIR) -> tuple
 
 
 def check_tars(spec: Mapping[str, Any]) -> None:
-    """An embedding spec's recorded tar files (``endpoint_tars``) are still the source's."""
-    if endpoint_tars(spec) != spec.get("tars"):
-        raise ValidationError(f"{spec['where']}: the source's tar files changed since the plan was made; re-plan")
+    """An embedding spec's recorded tar files (``endpoint_tars``) agree with its rows and segments, which
+    ``check_rows`` checked against the tars' headers: their bytes are checked against the recorded digests by the
+    shard jobs that read them (``vertebrae.stages.jobs.planned_tar_rows``), not here, where a multi-GB tar set would
+    be hashed again (a job reads no digest cache)."""
+    from vertebrae.data.sources.webdataset import segment_starts
 
+    tars = spec.get("tars")
+    if tars is None:
+        return
+    counts = [count for count, _ in tars]
+    if sum(counts) != spec["n_rows"] or segment_starts(counts) != spec.get("segments"):
+        raise ValidationError(f"{spec['where']}: the plan's tar files do not hold its rows; re-plan")
 
 
 def spec_content(value: Any) -> Any:
@@ -221,7 +236,32 @@ def spec_file_name(spec: Mapping[str, Any]) -> str:
 
 
 def _content_digest(spec: Mapping[str, Any]) -> str:
-    return sha256_hex(canonical_json(spec_content(spec)))[:FINGERPRINT_LENGTH]
+    return sha256_hex(canonical_json(spec_content({k: v for k, v in spec.items() if k != CHECKED})))[:FINGERPRINT_LENGTH]
+
+
+def checks_of(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The check records (``vertebrae.core.check_records.collecting``) that building a fit or embedding spec's
+    extractor and its recipe consults, as ``check_spec`` builds them; empty for any other spec."""
+    stage = spec.get("stage")
+    if stage not in EXTRACTOR_STAGES:
+        return {}
+    with collecting() as found:
+        if stage == "embed-sweep":
+            for layer in spec["layers"]:
+                _extractor_recipe({**spec, "stage": "embed"}, spec_extractor(layer))
+        else:
+            _extractor_recipe(spec, spec_extractor(spec))
+    return found
+
+
+def with_checks(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with the records of its extractor's checks (``checks_of``, key ``CHECKED``) where it has any: the
+    planner's (inside ``check_records.remembered_in``), handed to the plan job in its spec file's text so that the job
+    recalls them without reading the record folder. They are not in the digest of the file's name (the same spec
+    keeps its name) nor in the plan the job writes; a job under other package versions than the planner's finds
+    no record of its own and checks in full."""
+    found = checks_of(spec)
+    return {**spec, CHECKED: found} if found else spec
 
 
 def read_spec_file(path: str | Path) -> dict[str, Any]:
@@ -260,7 +300,11 @@ def run_plan(spec: str | None, output: str | Path, spec_file: str | Path | None 
             spec = json.loads(spec)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"job spec is not JSON: {exc}") from None
-    with remembered_in(checks_dir()):  # the run's records of passed checks (sklearn steps), in its out folder
+    if not isinstance(spec, dict):
+        raise ValidationError(f"job spec is a JSON {type(spec).__name__}, not an object")
+    spec = dict(spec)
+    checked = spec.pop(CHECKED, None)
+    with given(checked if isinstance(checked, dict) else {}):  # the planner's records only: no cache is read
         check_spec(spec)
     write_json_artifact(output, "plan", spec, fingerprint=spec["fingerprint"], recipe=spec["recipe"])
 
@@ -309,6 +353,6 @@ def references(value: Any) -> Iterator[dict[str, Any]]:
             yield from references(item)
 
 
-__all__ = ["BASE_DIR", "KIND_OF_STAGE", "SPEC_FILE_NAME", "check_plan_recipe", "references", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
+__all__ = ["BASE_DIR", "CHECKED", "EXTRACTOR_STAGES", "KIND_OF_STAGE", "SPEC_FILE_NAME", "checks_of", "check_plan_recipe", "references", "check_rows", "check_spec", "check_tars", "endpoint_layout", "endpoint_rows", "endpoint_segments", "endpoint_tars", "load_plan",
            "read_spec_file", "run_plan", "shard_fingerprint", "spec_extractor", "spec_file_name", "spec_file_text",
-           "spec_kind"]
+           "spec_kind", "with_checks"]
