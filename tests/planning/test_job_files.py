@@ -115,7 +115,8 @@ def test_an_image_folder_is_declared_as_its_folder(image_plan, monkeypatch):
 
 def test_a_retrieval_pairs_sides_and_their_images_are_declared(tmp_path):
     """A source pair's sides are sources too (their manifests, images and tars). A side whose plan records its tars
-    reads only its shard's tars; any other side's shard job loads the whole pair: every image and every tar."""
+    reads only its shard's tars (not the other side); any other side's shard job loads the whole pair: every image
+    and every tar."""
     sources = image_sources(tmp_path)
     (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
     pair = {"type": "source_pair", "queries": sources["man"], "gallery": sources["wds"], "relevance_path": "qrels.tsv"}
@@ -124,7 +125,7 @@ def test_a_retrieval_pairs_sides_and_their_images_are_declared(tmp_path):
     assert len(images) == 12 and images[0] == "data/flat/img000.png"
     tars = [f"data/shards/train-{i:06d}.tar" for i in range(3)]
     gallery = {**spec, "side": "gallery", "tars": [[4, "a"], [4, "b"], [4, "c"]]}
-    assert data_files(gallery, str(tmp_path), shard=1) == ["data/images.csv", "qrels.tsv", *images, *tars[1:]]
+    assert data_files(gallery, str(tmp_path), shard=1) == ["data/images.csv", "qrels.tsv", *tars[1:]]
     query = {**spec, "side": "query"}
     assert data_files(query, str(tmp_path), shard=0) == ["data/images.csv", "qrels.tsv", *images, *tars]
 

@@ -100,15 +100,17 @@ def _named_files(spec: Mapping[str, Any], base_dir: str, shard: int | None, plan
     rows = spec["shards"][shard] if shard is not None and stage in SHARD_STAGES and spec.get("shards") else None
     retrieval = spec.get("protocol") == "retrieval"
     own_side = {"query": "queries", "gallery": "gallery"}.get(spec.get("side")) if retrieval else None
+    planned = spec.get("tars")  # the shard job reads its rows from these tars alone (stages.jobs.planned_tar_rows)
     for side, decl in _sources(source):
+        if rows is not None and planned is not None and own_side is not None and side not in (None, own_side):
+            continue  # the pair's other side: not read
         tars = webdataset_tars(decl)
         if tars is not None:
-            planned = spec.get("tars")
-            if rows is not None and planned is not None and (own_side is None or side == own_side):
+            if rows is not None and planned is not None:
                 if len(planned) == len(tars):  # else the job refuses its plan itself (re-plan)
                     tars = tars_of_rows(tars, planned, *rows)
-            elif not (rows is None or planned is None) or (plan_job and stage not in SHARD_STAGES):
-                tars = []  # the other side's; a plan job opens them only to check an embedding spec's (check_tars)
+            elif plan_job and stage not in SHARD_STAGES:
+                tars = []  # a plan job opens them only to check an embedding spec's tars (check_tars)
             yield from (tar for tar in tars if os.path.isfile(os.path.join(base_dir, tar)))  # not a glob's text
             continue
         if plan_job:
