@@ -157,3 +157,7 @@ def test_a_models_local_files_are_declared_for_the_jobs_that_build_it(tmp_path):
             assert data_files(spec, str(tmp_path)) == expected
             assert data_files(spec, str(tmp_path), plan_job=True) == expected
         assert data_files({"stage": "score", "extractor": {"decl": decl}}, str(tmp_path)) == []
+    # at an absolute path: declared on a shared disk; on object storage the node's or the image's (no object)
+    decl = {"type": "torch", "factory": "m:f", "weights": str(tmp_path / "w.pt")}
+    assert data_files({"stage": "embed", "extractor": {"decl": decl}}) == [str(tmp_path / "w.pt")]
+    assert data_files({"stage": "embed", "extractor": {"decl": decl}}, storage=True) == []

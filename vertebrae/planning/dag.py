@@ -216,8 +216,8 @@ class WorkflowPlan:
         found = self.__dict__.setdefault("_data_files", {})  # not a field: no part of the plan's record
         key = (fp, shard, plan_job)
         if key not in found:
-            found[key] = data_files(self.specs[fp], os.environ.get(STORAGE_ROOT_ENV) or ".", shard=shard,
-                                    plan_job=plan_job)  # where planning read
+            root = os.environ.get(STORAGE_ROOT_ENV)  # where planning read: object storage's local copy
+            found[key] = data_files(self.specs[fp], root or ".", shard=shard, plan_job=plan_job, storage=bool(root))
         return found[key]
 
     def plan_inputs(self, fp: str) -> dict[str, str | list[str]]:

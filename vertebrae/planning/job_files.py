@@ -90,7 +90,8 @@ def _extractor_files(decl: Any) -> Iterator[str]:
             yield from _extractor_files({**entry, "type": "precomputed"} if isinstance(entry, Mapping) else None)
 
 
-def _named_files(spec: Mapping[str, Any], base_dir: str, shard: int | None, plan_job: bool) -> Iterator[str]:
+def _named_files(spec: Mapping[str, Any], base_dir: str, shard: int | None, plan_job: bool,
+                 storage: bool) -> Iterator[str]:
     """The images and tar files the spec's source names, and its model's local files, as the job reads them."""
     from vertebrae.data.sources.named_files import manifest_images, tars_of_rows, webdataset_tars
 
@@ -124,22 +125,25 @@ def _named_files(spec: Mapping[str, Any], base_dir: str, shard: int | None, plan
         from vertebrae.extractors.local_files import local_model_files
 
         extractor = spec.get("extractor")
-        yield from local_model_files(extractor.get("decl") if isinstance(extractor, Mapping) else None, base_dir)
+        for path in local_model_files(extractor.get("decl") if isinstance(extractor, Mapping) else None, base_dir):
+            if not (storage and os.path.isabs(path)):  # on storage, a model at an absolute path is the node's or
+                yield path  # the image's (an input must be an object under the prefix)
 
 
 def data_files(spec: Mapping[str, Any], base_dir: str = ".", *, shard: int | None = None,
-               plan_job: bool = False) -> list[str]:
+               plan_job: bool = False, storage: bool = False) -> list[str]:
     """The user's files and folders ``spec`` names (its dataset's source, its precomputed extractor's files), then
     the files those name (module docstring), in order, without repeats; [] for a spec that names none (a sklearn
     dataset, a score, a report). ``shard``: of the job embedding rows ``spec["shards"][shard]`` of a shard stage;
-    ``plan_job``: of the spec's plan job. A local path that does not exist under ``base_dir`` is left out (a
+    ``plan_job``: of the spec's plan job; ``storage``: of a run on object storage (a model at an absolute path is
+    then the environment's, as a hub cache is: baked into the image or on the node). A local path that does not exist under ``base_dir`` is left out (a
     pattern, a hub id: planning has checked what it reads); a URL is kept as it is."""
     dataset = spec.get("dataset")
     extractor = spec.get("extractor")
     found = [*_source_files(dataset.get("source") if isinstance(dataset, Mapping) else None),
              *_extractor_files(extractor.get("decl") if isinstance(extractor, Mapping) else None)]
     found = [path for path in dict.fromkeys(found) if is_url(path) or os.path.exists(os.path.join(base_dir, path))]
-    return list(dict.fromkeys([*found, *_named_files(spec, base_dir, shard, plan_job)]))
+    return list(dict.fromkeys([*found, *_named_files(spec, base_dir, shard, plan_job, storage)]))
 
 
 def _declarations(value: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -192,7 +196,7 @@ def storage_named_files(config: Mapping[str, Any], root: str) -> list[str]:
             found.extend(webdataset_tars(decl) or [])
         for key in LOCAL_KEYS.get(kind, ()):
             value = decl.get(key)
-            if isinstance(value, str) and value:
+            if isinstance(value, str) and value and not os.path.isabs(value):  # absolute: the node's, not fetched
                 found.append(value[len(LOCAL_DIR):] if key == "model" and value.startswith(LOCAL_DIR) else value)
     return list(dict.fromkeys(found))
 
