@@ -161,3 +161,16 @@ def test_a_models_local_files_are_declared_for_the_jobs_that_build_it(tmp_path):
     decl = {"type": "torch", "factory": "m:f", "weights": str(tmp_path / "w.pt")}
     assert data_files({"stage": "embed", "extractor": {"decl": decl}}) == [str(tmp_path / "w.pt")]
     assert data_files({"stage": "embed", "extractor": {"decl": decl}}, storage=True) == []
+
+
+def test_more_images_than_a_job_declares_are_left_to_the_shared_disk(image_plan, monkeypatch):
+    """Above ``MAX_DECLARED_FILES`` images for one job (Snakemake's cost per declared input: docs/cloud.md), a job's
+    images stay undeclared on a shared disk (a run on object storage refuses the manifest: test_storage_named_files)."""
+    from vertebrae.planning import job_files
+
+    root, planned = image_plan
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(job_files, "MAX_DECLARED_FILES", 4)
+    spec = planned.specs[_spec_of(planned, "zero-shot-embed", "man")]
+    assert len(data_files(spec, shard=0)) == 5  # the manifest and its shard's 4 images
+    assert data_files(planned.specs[_spec_of(planned, "zero-shot-protocol", "man")]) == ["data/images.csv"]
