@@ -87,19 +87,23 @@ def test_fanout_auto_splits_a_benchmark_that_declares_metrics_and_keeps_one_job_
     assert bare_stages.count("score") == 1 and "score-labelled-partial" not in bare_stages
 
 
-def test_the_parts_that_grow_with_rows_squared_start_first(tmp_path):
-    """knn and linear_probe part jobs ask for priority 1 (Snakemake starts them before the other ready parts, so a
-    long part does not end the fan-out alone); every other part job keeps the default 0."""
+def test_the_longest_parts_start_first(tmp_path):
+    """knn (each of its folds) and linear_probe part jobs ask for priority 2, clustering (and few_shot) 1: Snakemake
+    starts the longest ready parts first, so a long part does not end the fan-out alone; OverlapIndex, stability
+    and Separatix keep the default 0."""
     from vertebrae.planning import plan
 
     write_config(tmp_path, CONFIG)
     dry = snakemake(tmp_path, "-n").stdout
     jobs = [block for block in dry.split("\n\n") if "rule score_labelled_partial:" in block]
     planned = plan(CONFIG, base_dir=tmp_path)
-    names = {}
+    names: dict[str, set[int]] = {}
     for block in jobs:
         fp = re.search(r"output: results/partials/([0-9a-f]{16})\.json", block).group(1)
         recipe = planned.spec(fp)["recipe"]
-        names[recipe.get("name") or recipe["part"] + str(recipe.get("repeat", ""))] = "priority: 1" in block
-    assert names == {"overlap": False, "stability0": False, "stability1": False, "separatix": False, "knn": True,
-                     "linear_probe": True, "clustering": False}, names
+        priority = re.search(r"priority: (\d+)", block)
+        names.setdefault(recipe.get("name") or recipe["part"] + str(recipe.get("repeat", "")), set()).add(
+            int(priority.group(1)) if priority else 0)
+    assert names == {"overlap": {0}, "stability0": {0}, "stability1": {0}, "separatix": {0}, "knn": {2},
+                     "linear_probe": {2}, "clustering": {1}}, names
+    assert len(jobs) == 4 + 5 + 2  # OverlapIndex, 2 repeats, Separatix; kNN's 5 folds; the probe, clustering
