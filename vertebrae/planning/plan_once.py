@@ -88,7 +88,8 @@ def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] =
     with writing_to(out), remembered_in(Path(base_dir) / checks_dir(out)):  # sklearn steps checked once, not per start
         planned = plan(config, base_dir=base_dir, config_files=config_files)
         # the records each plan job's checks recall, in its spec file: no job reads the record folder (issue 47)
-        planned.specs = {fp: with_checks(spec) for fp, spec in planned.specs.items()}
+        memo: dict = {}
+        planned.specs = {fp: with_checks(spec, memo) for fp, spec in planned.specs.items()}
     _write(path, digest, planned)
     os.environ[PLAN_ENV] = digest
     return planned

@@ -254,13 +254,22 @@ def checks_of(spec: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
-def with_checks(spec: dict[str, Any]) -> dict[str, Any]:
+def with_checks(spec: dict[str, Any], memo: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """``spec`` with the records of its extractor's checks (``checks_of``, key ``CHECKED``) where it has any: the
     planner's (inside ``check_records.remembered_in``), handed to the plan job in its spec file's text so that the job
     recalls them without reading the record folder. They are not in the digest of the file's name (the same spec
     keeps its name) nor in the plan the job writes; a job under other package versions than the planner's finds
-    no record of its own and checks in full."""
-    found = checks_of(spec)
+    no record of its own and checks in full. ``memo`` (one per planning): the records of each extractor declaration
+    and stage found once, so a check that keeps no record (a timm ``hf-hub:`` model) runs once more, not per spec."""
+    if spec.get("stage") not in EXTRACTOR_STAGES:
+        return spec
+    key = canonical_json({"stage": spec["stage"], "side": spec.get("side"),
+                          "extractors": [s.get("extractor") for s in spec.get("layers") or [spec]]})
+    found = memo.get(key) if memo is not None else None
+    if found is None:
+        found = checks_of(spec)
+        if memo is not None:
+            memo[key] = found
     return {**spec, CHECKED: found} if found else spec
 
 
