@@ -30,8 +30,8 @@ pinned (nested OpenMP and BLAS pools spinning on busy cores), which would flatte
 
 ``fanout_ratio``: one precomputed candidate of ``--fanout-rows`` x ``--dims`` (``--classes`` classes) scored through
 the workflow with OverlapIndex, 2 stability repeats and the four metrics (reduced settings), first as the one
-``score`` job on 2 threads, then (``fanout: true``) as one job per part on 1 thread each, two at a time (``--cores
-2``), plus the merge; each run is ``--forcerun`` of its score rules (compare, report and figures follow in both).
+``score`` job on 2 threads, then (``fanout: true``) as one job per part (kNN one per fold: 11 jobs) on 1 thread
+each, two at a time (``--cores 2``), plus the merge; each run is ``--forcerun`` of its score rules (compare, report and figures follow in both).
 Both run as a user runs the workflow on one machine, ``vertebrae run CONFIG --cores 2`` (its scoring jobs served
 from one warm process, ``vertebrae.job_server``); ``--unserved`` runs plain ``snakemake`` instead (every job its
 own interpreter and imports: what a cluster's jobs pay). The ratio is of wall times (the fastest of
@@ -219,7 +219,8 @@ def fanout_ratio(x: np.ndarray, y: np.ndarray, repeats: int, served: bool = True
     how = "vertebrae run (served)" if served else "snakemake (unserved)"
     print(f"| {how}: one score job on 2 threads, {x.shape[0]} x {x.shape[1]} (+ compare, report, figures), fastest of "
           f"{repeats}: wall, CPU | {one:.1f} s, {one_cpu:.1f} s |")
-    print(f"| 7 partial jobs of 1 thread + merge, --cores 2 (+ compare, report, figures), fastest of {repeats}: "
+    parts = len(plan(_fanout_config(True, 1), base_dir=root).fingerprints("score-labelled-partial"))
+    print(f"| {parts} part jobs of 1 thread + merge, --cores 2 (+ compare, report, figures), fastest of {repeats}: "
           f"wall, CPU | {fanned:.1f} s, {fanned_cpu:.1f} s |")
     print(f"| ratio: wall, CPU | {fanned / one:.2f}, {fanned_cpu / one_cpu:.2f} |", flush=True)
     return fanned / one
