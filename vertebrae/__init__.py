@@ -53,6 +53,7 @@ _EXPORTS = {
     "vertebrae.extractors.sentence_transformer_model": ("SentenceTransformerExtractor",),
     "vertebrae.core.inputs": ("RawInputs",),
     "vertebrae.data.sources.manifest": ("ManifestSpec", "read_manifest"),
+    "vertebrae.data.split_files": ("read_split",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

@@ -16,6 +16,7 @@ from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared.labelled import (
     declared_identity_key, declared_row_count, declared_targets, load_declared_dataset, load_declared_rows,
 )
+from vertebrae.data.split_files import with_split_files
 from vertebrae.extractors.checkpoints import checkpoint_series
 from vertebrae.extractors.registry import build_extractor
 from vertebrae.scoring.metric_registry import metric_from_config
@@ -203,8 +204,9 @@ def plan_labelled(result: WorkflowPlan, name: str, bench: Mapping[str, Any], con
     identity_key = declared_identity_key(dataset, base_dir=base_dir, where=f"{where}.dataset")
     n_rows = declared_row_count(dataset, base_dir=base_dir, where=f"{where}.dataset")
     batch_size = config["embedding"]["batch_size"]
-    scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
     loaded = _Loaded(dataset, base_dir, where)
+    bench = with_split_files(bench, base_dir=base_dir, where=where, row_ids=lambda: loaded.dataset().row_ids)
+    scoring_plan = scoring_plan_from_decl(bench, config["seed"], where=where)
     _check_against_targets(scoring_plan, dataset, where, loaded)
     scoring_plan = _row_resampling(scoring_plan, bench, where, comparison_config(config, "benchmarks", name).enabled,
                                    loaded)
@@ -281,6 +283,7 @@ def benchmarks_from_config(config: Mapping[str, Any], *, base_dir: str | Path = 
     for name, bench in config.get("benchmarks", {}).items():
         where = f"benchmarks.{name}"
         dataset = load_declared_dataset(bench["dataset"], base_dir=Path(base_dir), where=f"{where}.dataset")
+        bench = with_split_files(bench, base_dir=Path(base_dir), where=where, row_ids=lambda: dataset.row_ids)
         extractors = [build_extractor(n, d, where=f"{where}.extractors.{n}") for n, d in bench["extractors"].items()]
         for extractor in extractors:
             check_own_rows(bench["dataset"]["source"], extractor, base_dir=Path(base_dir), where=f"{where}.dataset",

@@ -19,6 +19,7 @@ from typing import Any
 from vertebrae.core.errors import ConfigError
 from vertebrae.core.fingerprint import fingerprint
 from vertebrae.data.declared.labelled import load_declared_dataset
+from vertebrae.data.split_files import with_split_files
 from vertebrae.data.target_views import (
     Hierarchy, ResolvedView, TargetView, load_view, resolve_views, view_dataset, views_from_decl,
 )
@@ -87,6 +88,7 @@ def plan_views(result: WorkflowPlan, name: str, bench: Mapping[str, Any], config
     """Add the view jobs of labelled benchmark ``name`` (planned by ``plan_labelled`` first) to ``result``."""
     where = f"benchmarks.{name}"
     base, resolved, primary = resolve_declared(bench, base_dir=base_dir, where=where)
+    bench = with_split_files(bench, base_dir=base_dir, where=where, row_ids=lambda: base.row_ids)
     own_fp = result.reports[name]  # plan_labelled's report: the dataset's own target
     base_report = result.specs[own_fp]
     base_candidates = base_report["candidates"]

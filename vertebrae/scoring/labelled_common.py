@@ -70,6 +70,9 @@ def parse_split(split: Any, owner: str) -> list[str] | dict[str, list[str]] | No
         return None
     if isinstance(split, Mapping):
         unknown = sorted(str(k) for k in split if k not in SPLIT_VALUES)
+        if "path" in split:
+            raise ConfigError(f"{owner}: key 'split' names a file ({split['path']!r}): a config's split file is read "
+                              "when the workflow is planned; in Python, read it with vertebrae.read_split(path)")
         if unknown:
             raise ConfigError(f"{owner}: key 'split' may hold only {list(SPLIT_VALUES)}, got {unknown}")
         out = {}
