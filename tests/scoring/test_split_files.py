@@ -191,3 +191,15 @@ def test_a_target_view_scores_on_the_split_read_from_the_file(tmp_path):
     planned = plan(config, base_dir=tmp_path)
     splits = [spec["plan"]["metrics"][0]["split"] for spec in planned.specs.values() if spec["stage"] == "report"]
     assert len(splits) == 2 and all(s == json.loads((tmp_path / "split.json").read_text()) for s in splits)
+
+
+def test_the_conventions_yaml_plans_as_written_with_its_split_file(tmp_path):
+    from docs_support import block
+    from vertebrae.planning import plan
+
+    config = yaml.safe_load(block("docs/conventions.md", "A declared train / val / test split", "yaml"))
+    inline = _iris_split(tmp_path)
+    planned = plan(config, base_dir=tmp_path)
+    metrics = next(s for s in planned.specs.values() if s["stage"] == "report")["plan"]["metrics"]
+    assert [m["split"] for m in metrics] == [
+        metric_from_config({"type": "knn", "split": inline}).recipe()["split"]] * 2
