@@ -3,7 +3,9 @@ content (issue 18, item 4)."""
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import os
 import warnings
 
@@ -15,7 +17,6 @@ import pytest
 from vertebrae.core.arrays import encode_row_ids
 from vertebrae.core.errors import ConfigError, ValidationError
 from vertebrae.core.fingerprint import fingerprint
-from vertebrae.data.sources import embedding_files
 from vertebrae.data.sources.embedding_files import file_sha256
 from vertebrae.extractors.precomputed import (
     PrecomputedExtractor,
@@ -155,24 +156,42 @@ def test_recipe_follows_content_not_path(tmp_path):
     assert fingerprint("embedding", embedding_recipe("declared:x@1", "samples", other_key)) == fp  # the old bytes
 
 
-def test_large_file_digest_is_cached_on_disk(tmp_path, monkeypatch):
-    monkeypatch.setenv("VERTEBRAE_DIGEST_CACHE", str(tmp_path / "digests"))
-    monkeypatch.setattr(embedding_files, "PERSIST_BYTES", 16)
-    monkeypatch.setattr(embedding_files, "_MEMO", {})
+def test_a_large_files_digest_is_kept_by_the_planner_only(tmp_path, monkeypatch):
+    """A large file's digest is kept in the run's digests.json while a config is planned, and a new planning reads it
+    there; a job (no planning under way) hashes the file and reads no cache, a lying entry there changes nothing.
+    Nothing is kept elsewhere (the home folder held such digests before; tests/data/test_embedding_file_digests.py
+    runs the jobs)."""
+    from vertebrae.core import file_digests
+    from vertebrae.core.file_digests import CACHE_FILE, CACHE_SCHEMA
+    from vertebrae.core.out_folder import writing_to
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(file_digests, "LARGE_BYTES", 16)
+    monkeypatch.setattr(file_digests, "_MEMO", {})
     path = tmp_path / "big.bin"
     path.write_bytes(b"x" * 100)
-    digest = file_sha256(path)
-    assert len(list((tmp_path / "digests").iterdir())) == 1
-    monkeypatch.setattr(embedding_files, "_MEMO", {})  # a new process: the digest comes from disk
+    os.utime(path, (1e9, 1e9))  # long settled: past the cache's racy window
+    with writing_to("results"):
+        digest = file_sha256(path)
+    cache = tmp_path / "results" / CACHE_FILE
+    entries = json.loads(cache.read_text(encoding="utf-8"))["files"]
+    assert entries[str(path.resolve())]["sha256"] == digest == hashlib.sha256(b"x" * 100).hexdigest()
+    monkeypatch.setattr(file_digests, "_MEMO", {})  # a new process: the digest comes from the planner's cache
 
     def no_hashing(path):
         raise AssertionError("hashed again")
 
-    monkeypatch.setattr(embedding_files, "_hash_file", no_hashing)
-    assert file_sha256(path) == digest
-    path.write_bytes(b"y" * 101)  # a change (size and mtime) is hashed anew
+    monkeypatch.setattr(file_digests, "sha256_file", no_hashing)
+    with writing_to("results"):
+        assert file_sha256(path) == digest
     monkeypatch.undo()
-    monkeypatch.setenv("VERTEBRAE_DIGEST_CACHE", str(tmp_path / "digests"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(file_digests, "LARGE_BYTES", 16)
+    monkeypatch.setattr(file_digests, "_MEMO", {})
+    entries[str(path.resolve())]["sha256"] = "0" * 64
+    cache.write_text(json.dumps({"schema": CACHE_SCHEMA, "files": entries}), encoding="utf-8")
+    assert file_sha256(path) == digest  # a job: hashed, the lying cache unread
+    path.write_bytes(b"y" * 101)  # a change (size and mtime) is hashed anew
     assert file_sha256(path) != digest
 
 

@@ -67,3 +67,25 @@ def test_file_hash_follows_content(tmp_path):
     assert first == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     path.write_bytes(b"abcd")
     assert file_sha256(path) != first
+
+
+def test_weights_digests_go_through_the_planners_cache_only(tmp_path, monkeypatch):
+    """A large weights file's digest is kept in the run's digests.json while a config is planned; a job (no planning
+    under way) hashes it and writes nothing (issue 47: the run's cache serves planning only)."""
+    import os
+
+    from vertebrae.core import file_digests
+    from vertebrae.core.out_folder import writing_to
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(file_digests, "LARGE_BYTES", 16)
+    monkeypatch.setattr(file_digests, "_MEMO", {})
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"w" * 64)
+    os.utime(path, (1e9, 1e9))
+    job = file_sha256(path)
+    assert not (tmp_path / "results").exists()
+    monkeypatch.setattr(file_digests, "_MEMO", {})
+    with writing_to("results"):
+        assert file_sha256(path) == job
+    assert str(path.resolve()) in (tmp_path / "results" / file_digests.CACHE_FILE).read_text(encoding="utf-8")

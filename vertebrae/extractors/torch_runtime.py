@@ -11,12 +11,13 @@
   the row and the path.
 - ``file_sha256`` / ``folder_digest``: content hashes of weight and preprocessing files for recipes; a
   ``.safetensors`` file's header is checked first (``check_safetensors``: a truncated file is refused naming it).
+  Memoised in the process; a job hashes what it names, only planning keeps large files' digests in the run's cache
+  (``vertebrae.core.file_digests.file_digest``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -24,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from vertebrae.core.errors import ConfigError, ValidationError
+from vertebrae.core.file_digests import file_digest
 from vertebrae.core.image_refs import describe, is_ref, read_image_bytes
 
 AUTOCAST_DTYPES = ("float16", "bfloat16")
 DEVICES = ("auto", "cpu", "cuda", "mps")
-_HASHES: dict[tuple[str, int, int], str] = {}
+_CHECKED: set[tuple[str, int, int]] = set()  # safetensors files whose header passed its check
 
 
 def vertebrae_version() -> str:
@@ -199,19 +201,17 @@ def load_image(path: str, row_id: Any) -> Any:
 
 
 def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes (memoised per path, size and modification time)."""
+    """SHA-256 of a weights or preprocessing file's bytes (``vertebrae.core.file_digests.file_digest``: memoised in
+    the process; a large file's digest kept in the run's cache while a config is planned, never read by a job). A
+    ``.safetensors`` file's header is checked first, once per path, size and modification time in the process."""
     path = Path(path)
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _HASHES:
-        if path.suffix == ".safetensors":
+    if path.suffix == ".safetensors":
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        if key not in _CHECKED:
             check_safetensors(path)
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(chunk)
-        _HASHES[key] = digest.hexdigest()
-    return _HASHES[key]
+            _CHECKED.add(key)
+    return file_digest(path)
 
 
 def check_safetensors(path: Path) -> None:
