@@ -199,20 +199,18 @@ def run_score_partial(plan: str | Path, embeddings: str | Path, protocol: str | 
                         metadata={COSTS_KEY: {"score_seconds": job_seconds()}})  # the merge adds the parts' up
 
 
-def _load_partial(path: str | Path, fp: str, embedding_hash: str, protocol_hash: str,
-                  costs: list[Any] | None = None) -> tuple[Any, dict[str, Any]]:
-    """(recipe, payload) of a verified partial (schema, fingerprint, content hash, recipe) computed from the contents
-    in place; its job's costs (``COSTS_KEY`` of its manifest) appended to ``costs`` when given."""
+def _load_partial(path: str | Path, fp: str, embedding_hash: str, protocol_hash: str
+                  ) -> tuple[Any, dict[str, Any], Any]:
+    """(recipe, payload, its job's costs: ``COSTS_KEY`` of its manifest) of a verified partial (schema,
+    fingerprint, content hash, recipe) computed from the contents in place."""
     manifest, payload = read_json_document(path, KIND, fingerprint=fp)
-    if costs is not None:
-        costs.append(costs_of(manifest))
     if fingerprint(KIND, manifest.get("recipe")) != fp:
         raise StaleArtifactError(f"artifact {path}: its recipe does not hash to its fingerprint {fp}", str(path))
     contents = payload.get("contents") if isinstance(payload, dict) else None
     if contents != {"embedding": embedding_hash, "protocol": protocol_hash}:
         raise StaleArtifactError(f"artifact {path}: stale labelled partial: computed from other embedding or protocol "
                                  "contents than those in place", str(path), always_move=True)
-    return manifest["recipe"], payload
+    return manifest["recipe"], payload, costs_of(manifest)
 
 
 def merge_parts(plan: ScoringPlan, parts: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
@@ -296,7 +294,9 @@ def run_merge_partials(plan: str | Path, embeddings: str | Path, protocol: str |
     scoring_plan = ScoringPlan.from_dict(spec["plan"], spec["target_type"])
     parts, costs = [], []
     for ref, path in zip(planned, paths):
-        parts.append(_load_partial(path, ref["fingerprint"], manifest["content_hash"], protocol_hash, costs))
+        recipe, payload, cost = _load_partial(path, ref["fingerprint"], manifest["content_hash"], protocol_hash)
+        parts.append((recipe, payload))
+        costs.append(cost)
     expected = [fingerprint(KIND, r) for r in part_recipes(spec["embedding"]["fingerprint"],
                                                            spec["protocol"]["fingerprint"], scoring_plan)]
     if expected != [ref["fingerprint"] for ref in planned]:
