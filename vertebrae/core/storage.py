@@ -384,6 +384,31 @@ def fetch_paths(paths: Sequence[str], url: str, root: str | os.PathLike, *, endp
         raise StorageError(f"--storage {url}: could not read the data objects ({type(exc).__name__})") from None
 
 
+def list_under(url: str, folder: str, *, endpoint: str | None = None,
+               environ: Mapping[str, str] | None = None) -> list[str]:
+    """The names of the objects under ``url``'s ``folder/`` (a path relative to the prefix, such as
+    ``results/reports``), relative to it, sorted: one paginated listing, nothing downloaded. The planner lists the
+    report folders other configs wrote into the bucket with it (not the local copy, which holds only what this
+    process fetched). StorageError naming the URL where the listing fails."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    environ = os.environ if environ is None else environ
+    bucket, prefix = parse_url(url)
+    client = storage_client(url, endpoint=endpoint, environ=environ)
+    under = "/".join(filter(None, (prefix, Path(folder).as_posix().strip("/")))) + "/"
+    try:
+        return sorted(item["Key"][len(under):]
+                      for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=under)
+                      for item in page.get("Contents") or () if len(item["Key"]) > len(under))
+    except ClientError as exc:
+        raise StorageError(f"--storage {url}: could not list the objects under {folder} ({_code(exc) or 'error'})"
+                           ) from None
+    except BotoCoreError as exc:
+        raise StorageError(f"--storage {url}: could not list the objects under {folder} ({type(exc).__name__})"
+                           ) from None
+
+
 __all__ = ["STORAGE_ROOT_ENV", "StorageError", "check_storage", "config_urls", "endpoint_url", "enter_root",
-           "fetch_data", "fetch_paths", "is_url", "job_argv", "local_root", "parse_url", "refuse_secret_flags",
-           "refuse_urls_without_storage", "snakemake_flags", "storage_client", "storage_option", "under_prefix"]
+           "fetch_data", "fetch_paths", "is_url", "job_argv", "list_under", "local_root", "parse_url",
+           "refuse_secret_flags", "refuse_urls_without_storage", "snakemake_flags", "storage_client", "storage_option",
+           "under_prefix"]

@@ -17,10 +17,11 @@ object storage, ``vertebrae.core.storage``) plans in full and gets the same plan
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,10 @@ def _write(path: Path, digest: str, planned: WorkflowPlan) -> None:
 
 
 def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] = (),
-              base_dir: str | Path = ".") -> WorkflowPlan:
-    """``vertebrae.planning.plan(config, ...)``, or this invocation's plan where ``VERTEBRAE_PLAN`` names it."""
+              base_dir: str | Path = ".",
+              listed_reports: Callable[[str], Iterable[str]] | None = None) -> WorkflowPlan:
+    """``vertebrae.planning.plan(config, ...)``, or this invocation's plan where ``VERTEBRAE_PLAN`` names it
+    (``listed_reports``: as ``plan``'s, the out folder's report files listed in the bucket on object storage)."""
     config_files = list(config_files)
     digest = plan_digest(config, config_files, base_dir)
     path = Path(base_dir) / plans_dir(config) / f"{digest}.json"
@@ -86,7 +89,7 @@ def plan_once(config: Mapping[str, Any], *, config_files: Iterable[str | Path] =
 
     out = config_out(config)
     with writing_to(out), remembered_in(Path(base_dir) / checks_dir(out)):  # sklearn steps checked once, not per start
-        planned = plan(config, base_dir=base_dir, config_files=config_files)
+        planned = plan(config, base_dir=base_dir, config_files=config_files, listed_reports=listed_reports)
         # the records each plan job's checks recall, in its spec file: no job reads the record folder (issue 47)
         memo: dict = {}
         planned.specs = {fp: with_checks(spec, memo) for fp, spec in planned.specs.items()}
@@ -110,6 +113,7 @@ def plan_where_jobs_run(config: dict[str, Any], *, config_files: Iterable[str | 
 
     root = "."
     files = list(config_files)
+    listed_reports = None
     if storage_provider == "s3":
         root = storage.local_root(local_storage_prefix, storage_prefix)
         os.environ[storage.STORAGE_ROOT_ENV] = root
@@ -120,11 +124,20 @@ def plan_where_jobs_run(config: dict[str, Any], *, config_files: Iterable[str | 
         storage.fetch_paths(storage_named_files(config, root), storage_prefix, root,
                             endpoint=storage.endpoint_url(list(argv)))
         files = [os.path.abspath(f) for f in files]
+        # the report folders other configs wrote: the bucket's (listed, not fetched: the page jobs declare them)
+        listed_reports = functools.partial(_listed_reports, storage_prefix, storage.endpoint_url(list(argv)))
     else:
         storage.refuse_urls_without_storage(config, None)
     os.makedirs(root, exist_ok=True)
     with contextlib.chdir(root):  # planned where the jobs find their files
-        return plan_once(config, config_files=files), root
+        return plan_once(config, config_files=files, listed_reports=listed_reports), root
+
+
+def _listed_reports(url: str, endpoint: str | None, out: str) -> list[str]:
+    """The objects under ``url``'s ``OUT/reports/`` (``<name>/<file>``): ``plan``'s ``listed_reports`` on storage."""
+    from vertebrae.core.storage import list_under
+
+    return list_under(url, f"{out}/reports", endpoint=endpoint)
 
 
 def freeze_parsed_objects() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,14 @@ from vertebrae.planning.zero_shot import plan_zero_shot
 
 @one_pass()  # each data file looked at once per plan (vertebrae.data.sources.one_look)
 def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
-         config_files: Iterable[str | Path] = ()) -> WorkflowPlan:
+         config_files: Iterable[str | Path] = (),
+         listed_reports: Callable[[str], Iterable[str]] | None = None) -> WorkflowPlan:
     """Validate ``config`` and plan every job; paths in the config resolve against ``base_dir``.
 
     ``config_files``: the files ``config`` was read from by another parser (Snakemake's), re-read here so that a
     key given twice (silently dropping a block there) is refused naming the file, key and lines.
+    ``listed_reports``: where the out folder lies elsewhere (object storage), the files under ``OUT/reports/``
+    (``<name>/<file>``) given the out folder: ``other_reports`` comes from that listing, not from ``base_dir``.
     """
     check_config_files(config_files)
     config = validate_config(config)
@@ -35,18 +38,23 @@ def plan(config: Mapping[str, Any], *, base_dir: str | Path = ".",
     check_out_folder(out, base_dir, where="config key out")
     with writing_to(out):  # data files' digests are cached in the out folder's state
         planned = _plan(config, base_dir, WorkflowPlan(threads=dict(config["threads"]), out=out))
-    planned.other_reports = other_reports(planned, base_dir)
+    planned.other_reports = other_reports(planned, base_dir, listed_reports)
     return planned
 
 
-def other_reports(planned: WorkflowPlan, base_dir: Path) -> dict[str, list[str]]:
+def other_reports(planned: WorkflowPlan, base_dir: Path,
+                  listed: Callable[[str], Iterable[str]] | None = None) -> dict[str, list[str]]:
     """The report folders other configs wrote into the out folder (``OUT/reports/<name>/`` holding a report.json,
     with the files the pages read: ``reports.report_page.report_folders``, a listing of ``reports/`` and of each
-    folder in it), less this config's own (its final outputs): the pages over the whole out folder declare them."""
-    from vertebrae.reports.report_page import report_folders
+    folder in it), less this config's own (its final outputs): the pages over the whole out folder declare them.
+    ``listed``: the out folder's files under ``reports/`` given the out folder (on object storage, the bucket's:
+    ``core.storage.list_under``), read by the same rules (``report_folders_listed``) instead of ``base_dir``."""
+    from vertebrae.reports.report_page import report_folders, report_folders_listed
 
     own = {*planned.reports, *planned.retrieval_reports, *planned.zero_shot_reports}
-    return {name: files for name, files in report_folders(base_dir / planned.out).items() if name not in own}
+    found = (report_folders(base_dir / planned.out) if listed is None
+             else report_folders_listed(listed(planned.out)))
+    return {name: files for name, files in found.items() if name not in own}
 
 
 def _plan(config: Mapping[str, Any], base_dir: Path, result: WorkflowPlan) -> WorkflowPlan:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from vertebrae.core.artifacts import atomic_write
@@ -167,19 +167,29 @@ def report_folders(results_dir: str | Path) -> dict[str, list[str]]:
     One listing of ``reports/`` and one of each folder in it, never a walk of the whole out folder (it can hold
     10,000s of files): the workflow's plan calls it at every parse, ``vertebrae verify`` re-derives the pages from it."""
     try:
-        folders = sorted((e.name, e.path) for e in os.scandir(Path(results_dir) / "reports")
-                         if e.is_dir() and not e.name.startswith("."))
+        folders = sorted((e.name, e.path) for e in os.scandir(Path(results_dir) / "reports") if e.is_dir())
     except OSError:
         return {}
-    found = {}
+    listed = []
     for name, path in folders:
         try:
-            names = {e.name for e in os.scandir(path) if e.is_file()}
+            listed.extend(f"{name}/{e.name}" for e in os.scandir(path) if e.is_file())
         except OSError:
             continue
-        if "report.json" in names:
-            found[name] = [file for file in REPORT_FOLDER_FILES if file in names]
-    return found
+    return report_folders_listed(listed)
+
+
+def report_folders_listed(names: Iterable[str]) -> dict[str, list[str]]:
+    """:func:`report_folders` from a listing of the files under ``reports/`` (``<name>/<file>``, as relative object
+    names: a run on object storage lists the bucket's): the same folders (not hidden, holding a report.json) with the
+    same files; a name deeper than ``<name>/<file>`` is no file of a report folder."""
+    by: dict[str, set[str]] = {}
+    for listed in names:
+        folder, _, file = listed.partition("/")
+        if folder and file and "/" not in file and not folder.startswith("."):
+            by.setdefault(folder, set()).add(file)
+    return {name: [file for file in REPORT_FOLDER_FILES if file in files]
+            for name, files in sorted(by.items()) if "report.json" in files}
 
 
 def index_page(results_dir: str | Path, output: str | Path | None = None,
@@ -216,5 +226,5 @@ def write_index(results_dir: str | Path, output: str | Path, reports: Sequence[s
         Path(tmp).write_text(index_page(results_dir, output, reports), encoding="utf-8")
 
 
-__all__ = ["MAX_COLUMNS", "REPORT_FOLDER_FILES", "index_page", "report_folders", "report_page", "write_index",
-           "write_report_page"]
+__all__ = ["MAX_COLUMNS", "REPORT_FOLDER_FILES", "index_page", "report_folders", "report_folders_listed", "report_page",
+           "write_index", "write_report_page"]
