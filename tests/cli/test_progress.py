@@ -211,6 +211,28 @@ def test_watch_logs_snakemakes_output_and_reports_a_failed_job(tmp_path):
     assert lines[-1].endswith("the same command resumes (finished jobs are kept): vertebrae run my.yaml")
 
 
+def test_a_job_failed_by_the_same_ctrl_c_is_not_reported_as_a_failure(tmp_path):
+    """Ctrl-C reaches Snakemake's jobs too, and they can fail before vertebrae handles it: a failure seen less than
+    ``FAILURE_GRACE`` before the interrupt is not shown as one (the outcome says the run was interrupted); failing on
+    the old code, which printed it as it was read."""
+    import threading
+    import _thread
+
+    script = tmp_path / "fake.py"
+    script.write_text(f"import sys, time\nsys.stderr.write({START + FINISH_PLAN + SHARD + FAIL_SHARD!r})\n"
+                      "sys.stderr.flush()\ntime.sleep(2)\nsys.exit(1)\n")
+    out = io.StringIO()
+    timer = threading.Timer(0.5, _thread.interrupt_main)  # the user's Ctrl-C, while the failure is pending
+    timer.start()
+    try:
+        code = watch([sys.executable, str(script)], None, resume="vertebrae run my.yaml", root=tmp_path, stream=out)
+    finally:
+        timer.cancel()
+    lines = out.getvalue().splitlines()
+    assert code == 1 and not [line for line in lines if "job failed" in line], lines
+    assert lines[-2].startswith("vertebrae: interrupted after "), lines
+
+
 def test_a_run_that_stops_before_any_job_prints_snakemakes_last_lines(tmp_path):
     script = tmp_path / "fake.py"
     script.write_text("import sys\nprint('Building DAG of jobs...')\n"

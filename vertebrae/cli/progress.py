@@ -43,6 +43,7 @@ LOG_FOLDER = Path(LOGS) / "snakemake"  # under the out folder
 PLAIN_EVERY = 30.0  # seconds between two plain progress lines while jobs finish
 HEARTBEAT = 600.0  # seconds between two plain lines when no job finishes
 READ_AFTER_EXIT = 10.0  # seconds to read what Snakemake printed last, once it has exited
+FAILURE_GRACE = 1.0  # seconds a failed job waits before it is shown: a Ctrl-C fails jobs before vertebrae sees it
 TAIL = 10  # lines of a failed job's log shown
 RECORDS_PER_RULE = 2000  # benchmark records read per rule for its mean duration
 TARGET_RULES = {"all"}  # the workflow's target rule: no work, no record
@@ -381,6 +382,7 @@ def watch(command: Sequence[str], env: dict[str, str] | None, *, resume: str, ro
     shown = path.relative_to(root) if not path.is_absolute() else path
     state, lock = RunState(root=root, out=out), threading.Lock()
     tail, interrupted = deque(maxlen=200), threading.Event()
+    pending: deque[tuple[float, tuple]] = deque()  # failed jobs seen, shown once FAILURE_GRACE has passed
     display = display_for(stream)
     started = clock()
 
@@ -389,8 +391,16 @@ def watch(command: Sequence[str], env: dict[str, str] | None, *, resume: str, ro
             plan = ", ".join(f"{rule} {n}" for rule, n in state.totals.items() if rule not in TARGET_RULES)
             display.print(f"vertebrae: {state.total} jobs to run ({plan}); Snakemake's log: {shown} "
                           "(--verbose prints it here)")
-        if "failed" in events and not interrupted.is_set():  # after Ctrl-C its jobs fail: the outcome says why
-            display.print("\n".join(failure_report(*state.failed[-1], root=root)))
+        if "failed" in events:
+            pending.append((clock(), state.failed[-1]))
+
+    def show_failures(seen_before: float | None) -> None:
+        """Show the failed jobs seen before ``seen_before`` (None: all) unless the run was interrupted: the same
+        SIGINT reaches Snakemake's jobs, which can fail before this process handles it; the outcome says why."""
+        while pending and (seen_before is None or pending[0][0] <= seen_before):
+            failed = pending.popleft()[1]
+            if not interrupted.is_set():
+                display.print("\n".join(failure_report(*failed, root=root)))
 
     def read(pipe: IO[str]) -> None:
         with open(path, "w", encoding="utf-8") as log:
@@ -411,6 +421,7 @@ def watch(command: Sequence[str], env: dict[str, str] | None, *, resume: str, ro
         while proc.poll() is None or reader.is_alive():
             try:
                 with lock:
+                    show_failures(clock() - FAILURE_GRACE)
                     display.update(state, clock(), started)
                 if proc.poll() is not None:  # a job process that outlives Snakemake may hold the pipe open
                     reader.join(READ_AFTER_EXIT)
@@ -419,6 +430,8 @@ def watch(command: Sequence[str], env: dict[str, str] | None, *, resume: str, ro
             except KeyboardInterrupt:  # Snakemake got the same SIGINT: it stops its jobs; wait for it
                 interrupted.set()
     finally:
+        with lock:
+            show_failures(None)
         display.close()
     code = proc.returncode
     return _outcome(state, code, interrupted.is_set(), shown, resume, tail, display, clock() - started)
