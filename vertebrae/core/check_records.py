@@ -43,24 +43,28 @@ def checks_dir(out: str | Path | None = None) -> Path:
 
 
 @contextmanager
-def remembered_in(directory: str | Path) -> Iterator[None]:
-    """Within the block, checks are recalled from and recorded in ``directory``."""
-    token = _DIRECTORY.set(Path(directory))
+def _set(var: ContextVar[Any], value: Any) -> Iterator[None]:
+    """``var`` set to ``value`` within the block."""
+    token = var.set(value)
     try:
         yield
     finally:
-        _DIRECTORY.reset(token)
+        var.reset(token)
+
+
+@contextmanager
+def remembered_in(directory: str | Path) -> Iterator[None]:
+    """Within the block, checks are recalled from and recorded in ``directory``."""
+    with _set(_DIRECTORY, Path(directory)):
+        yield
 
 
 @contextmanager
 def given(records: Mapping[str, Any]) -> Iterator[None]:
     """Within the block, checks are recalled from ``records`` alone (record name -> record, as ``collecting`` gives
     them) and nothing is recorded: a plan job checks under the records its spec file carries, reading no folder."""
-    token = _GIVEN.set(dict(records))
-    try:
+    with _set(_GIVEN, dict(records)):
         yield
-    finally:
-        _GIVEN.reset(token)
 
 
 @contextmanager
@@ -68,11 +72,8 @@ def collecting() -> Iterator[dict[str, Any]]:
     """Within the block, every record recalled or remembered is also put in the dict this yields (record name ->
     record): what ``given`` needs to recall the same checks in another process under the same versions."""
     found: dict[str, Any] = {}
-    token = _COLLECTED.set(found)
-    try:
+    with _set(_COLLECTED, found):
         yield found
-    finally:
-        _COLLECTED.reset(token)
 
 
 def _versions(packages: Sequence[str]) -> dict[str, str | None]:

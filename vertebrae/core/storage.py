@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -302,6 +302,14 @@ def fetch_data(config: Mapping[str, Any], url: str, root: str | os.PathLike, *,
     from under ``url`` into ``root`` (Snakemake's local copy of the prefix) where the copy is missing or differs in size or age, so that
     planning reads the bytes the jobs will: an object replaced in the bucket is a data edit. A path with no object
     is left to planning (which names it). Returns the paths fetched."""
+    return _read_objects(url, endpoint, environ,
+                         lambda client, bucket, prefix: _fetch(client, config, bucket, prefix, root))
+
+
+def _read_objects(url: str, endpoint: str | None, environ: Mapping[str, str] | None,
+                  read: Callable[[Any, str, str], list[str]]) -> list[str]:
+    """``read(client, bucket, prefix)`` under ``url``; StorageError naming the URL where no credentials are found or
+    the reading fails."""
     from botocore.exceptions import BotoCoreError
 
     environ = os.environ if environ is None else environ
@@ -310,7 +318,7 @@ def fetch_data(config: Mapping[str, Any], url: str, root: str | os.PathLike, *,
     if client is None:
         raise StorageError(f"--storage {url}: no credentials (SNAKEMAKE_STORAGE_S3_ACCESS_KEY, AWS_ACCESS_KEY_ID...)")
     try:
-        return _fetch(client, config, bucket, prefix, root)
+        return read(client, bucket, prefix)
     except BotoCoreError as exc:
         raise StorageError(f"--storage {url}: could not read the data objects ({type(exc).__name__})") from None
 
@@ -371,17 +379,8 @@ def fetch_paths(paths: Sequence[str], url: str, root: str | os.PathLike, *, endp
     """``fetch_data`` for paths found inside the data rather than in the config (a manifest's images, a WebDataset
     pattern's tars, a model's folder): each relative path under ``url`` fetched into ``root``, as an object or as
     the folder of the objects under it. Returns the paths fetched (a folder's as its files)."""
-    from botocore.exceptions import BotoCoreError
-
-    environ = os.environ if environ is None else environ
-    bucket, prefix = parse_url(url)
-    _, client = _client(endpoint, environ)
-    if client is None:
-        raise StorageError(f"--storage {url}: no credentials (SNAKEMAKE_STORAGE_S3_ACCESS_KEY, AWS_ACCESS_KEY_ID...)")
-    try:
-        return _fetch_paths(client, paths, bucket, prefix, root)
-    except BotoCoreError as exc:
-        raise StorageError(f"--storage {url}: could not read the data objects ({type(exc).__name__})") from None
+    return _read_objects(url, endpoint, environ,
+                         lambda client, bucket, prefix: _fetch_paths(client, paths, bucket, prefix, root))
 
 
 def list_under(url: str, folder: str, *, endpoint: str | None = None,
