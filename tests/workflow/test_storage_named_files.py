@@ -21,7 +21,8 @@ from vertebrae.planning import job_files
 from vertebrae.planning.job_files import storage_named_files
 
 boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
+from moto_bucket import client, moto_bucket  # noqa: E402
 
 BUCKET, PREFIX = "vertebrae-named", "runs/images"
 URL = f"s3://{BUCKET}/{PREFIX}"
@@ -30,22 +31,9 @@ TESTS = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def s3_env():
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SNAKEMAKE_STORAGE_", "VERTEBRAE_"))}
-    env.update(SNAKEMAKE_STORAGE_S3_ENDPOINT_URL=f"http://{host}:{port}", SNAKEMAKE_STORAGE_S3_ACCESS_KEY="key",
-               SNAKEMAKE_STORAGE_S3_SECRET_KEY="secret", AWS_DEFAULT_REGION="us-east-1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
-    client(env).create_bucket(Bucket=BUCKET)
-    yield env
-    server.stop()
-
-
-def client(env):
-    return boto3.client("s3", endpoint_url=env["SNAKEMAKE_STORAGE_S3_ENDPOINT_URL"], region_name="us-east-1",
-                        aws_access_key_id="key", aws_secret_access_key="secret")
+    tests = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    with moto_bucket(BUCKET, PYTHONPATH=tests) as env:
+        yield env
 
 
 @pytest.fixture(scope="module")

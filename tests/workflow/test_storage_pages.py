@@ -7,7 +7,6 @@ to objects under the prefix). Against moto's server on 127.0.0.1, as tests/workf
 from __future__ import annotations
 
 import copy
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,8 @@ from vertebrae.planning import plan_once
 from vertebrae.reports.report_page import REPORT_FOLDER_FILES, report_folders, report_folders_listed
 
 boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
+from moto_bucket import client, moto_bucket  # noqa: E402
 
 BUCKET, PREFIX = "vertebrae-pages", "runs/pages"
 URL = f"s3://{BUCKET}/{PREFIX}"
@@ -28,21 +28,8 @@ URL = f"s3://{BUCKET}/{PREFIX}"
 
 @pytest.fixture(scope="module")
 def s3_env():
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SNAKEMAKE_STORAGE_", "VERTEBRAE_"))}
-    env.update(SNAKEMAKE_STORAGE_S3_ENDPOINT_URL=f"http://{host}:{port}", SNAKEMAKE_STORAGE_S3_ACCESS_KEY="key",
-               SNAKEMAKE_STORAGE_S3_SECRET_KEY="secret", AWS_DEFAULT_REGION="us-east-1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    client(env).create_bucket(Bucket=BUCKET)
-    yield env
-    server.stop()
-
-
-def client(env):
-    return boto3.client("s3", endpoint_url=env["SNAKEMAKE_STORAGE_S3_ENDPOINT_URL"], region_name="us-east-1",
-                        aws_access_key_id="key", aws_secret_access_key="secret")
+    with moto_bucket(BUCKET) as env:
+        yield env
 
 
 @pytest.fixture(scope="module")

@@ -22,30 +22,17 @@ import numpy as np
 import pytest
 
 boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
+from moto_bucket import client, moto_bucket  # noqa: E402
 
 BUCKET, PREFIX = "vertebrae-uploads", "runs/cut"
 URL = f"s3://{BUCKET}/{PREFIX}"
 
 
 @pytest.fixture(scope="module")
-def s3_env() -> dict[str, str]:
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SNAKEMAKE_STORAGE_", "VERTEBRAE_"))}
-    env.update(SNAKEMAKE_STORAGE_S3_ENDPOINT_URL=f"http://{host}:{port}", SNAKEMAKE_STORAGE_S3_ACCESS_KEY="key",
-               SNAKEMAKE_STORAGE_S3_SECRET_KEY="secret", AWS_DEFAULT_REGION="us-east-1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    client(env).create_bucket(Bucket=BUCKET)
-    yield env
-    server.stop()
-
-
-def client(env: dict[str, str]):
-    return boto3.client("s3", endpoint_url=env["SNAKEMAKE_STORAGE_S3_ENDPOINT_URL"], region_name="us-east-1",
-                        aws_access_key_id=env["SNAKEMAKE_STORAGE_S3_ACCESS_KEY"],
-                        aws_secret_access_key=env["SNAKEMAKE_STORAGE_S3_SECRET_KEY"])
+def s3_env():
+    with moto_bucket(BUCKET) as env:
+        yield env
 
 
 @pytest.fixture(scope="module")
